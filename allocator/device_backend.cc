@@ -1,0 +1,27 @@
+#include "allocator/device_backend.h"
+
+#include <fmt/format.h>
+
+namespace memcoord {
+
+Result<void*> DeviceBackend::allocate(std::size_t bytes) {
+  if (bytes == 0) return InvalidArgument(fmt::format("{} backend: allocation of 0 bytes", kind()));
+  if (!supports_segments()) {
+    return Unimplemented(fmt::format("{} backend allocates by mapping only; use map()", kind()));
+  }
+  return do_allocate(bytes);
+}
+
+Result<std::uintptr_t> DeviceBackend::reserve_address(std::size_t /*bytes*/) {
+  return Unimplemented(fmt::format("{} backend does not support address mapping", kind()));
+}
+void DeviceBackend::free_address(std::uintptr_t /*base*/, std::size_t /*bytes*/) noexcept {}
+Status DeviceBackend::map(std::uintptr_t /*address*/, std::size_t /*bytes*/) {
+  return Unimplemented(fmt::format("{} backend does not support address mapping", kind()));
+}
+void DeviceBackend::unmap(std::uintptr_t /*address*/, std::size_t /*bytes*/) noexcept {}
+Status DeviceBackend::wait_for(StreamId /*waiter*/, StreamId /*producer*/) { return Status::Ok(); }
+bool DeviceBackend::stream_idle(StreamId /*stream*/) { return true; }
+Status DeviceBackend::synchronize(StreamId /*stream*/) { return Status::Ok(); }
+
+}  // namespace memcoord

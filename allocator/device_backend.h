@@ -1,0 +1,81 @@
+// DeviceBackend: where a pool's memory comes from. Two ways to obtain memory, a backend offers one or both:
+//   segments:  allocate(bytes) / release(ptr, bytes): whole allocations (cudaMalloc, host malloc).
+//   mapping:   reserve_address / map / unmap / free_address: physical memory in chunk_bytes() units mapped
+//              into reserved address ranges (CUDA virtual memory, host mmap, or addresses only). A pool on a
+//              mapping backend never fragments across segments: free chunks can be unmapped anywhere and
+//              mapped again where a request needs them.
+// Streams are opaque ids (0 = the default stream; for CUDA the cudaStream_t value). A backend without
+// streams treats every stream operation as already complete.
+//
+// Thread safety: every method may be called from several threads (pools serialize their own calls, but
+// several pools may share one backend). Ownership: a backend must outlive every pool built on it.
+// Failure: fallible calls return a Status naming the request; release/unmap/free_address never throw and
+// never fail visibly (a driver error there is logged).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+
+namespace memcoord {
+
+using StreamId = std::uintptr_t;
+constexpr StreamId kDefaultStream = 0;
+
+struct DeviceInfo {
+  std::string kind;         // "virtual", "host", "cuda", "cuda-vmm", "pinned-host"
+  std::string name;         // "NVIDIA H200", "host (simulated GPU)"
+  int device = -1;          // CUDA ordinal, -1 for host-side backends
+  std::uint64_t total_bytes = 0;
+  std::uint64_t free_bytes = 0;  // as the driver (or the capacity cap) sees it now
+  bool device_memory = false;    // false: host-addressable memory a CPU may touch directly
+};
+
+class DeviceBackend {
+ public:
+  DeviceBackend() = default;
+  DeviceBackend(const DeviceBackend&) = delete;
+  DeviceBackend& operator=(const DeviceBackend&) = delete;
+  virtual ~DeviceBackend() = default;
+
+  // --- segments -----------------------------------------------------------------------------------------
+  // REQUIRES: bytes > 0. Returns memory aligned to at least 512 bytes, or RESOURCE_EXHAUSTED / UNAVAILABLE.
+  Result<void*> allocate(std::size_t bytes);
+  // REQUIRES: ptr came from allocate(bytes) with the same bytes and is not yet released.
+  void release(void* ptr, std::size_t bytes) noexcept { do_release(ptr, bytes); }
+  virtual bool supports_segments() const { return true; }
+
+  // --- mapping (chunk_bytes() == 0 means unsupported) ---------------------------------------------------
+  virtual std::size_t chunk_bytes() const { return 0; }
+  // Reserves address space only (no memory). REQUIRES: bytes a multiple of chunk_bytes().
+  virtual Result<std::uintptr_t> reserve_address(std::size_t bytes);
+  // REQUIRES: [base, base+bytes) is exactly a range returned by reserve_address, with nothing mapped.
+  virtual void free_address(std::uintptr_t base, std::size_t bytes) noexcept;
+  // Backs [address, address+bytes) with new physical memory. REQUIRES: chunk-aligned, inside a reserved
+  // range, currently unmapped. On failure nothing stays mapped.
+  virtual Status map(std::uintptr_t address, std::size_t bytes);
+  // Unmaps and frees the physical memory of [address, address+bytes). REQUIRES: chunk-aligned and mapped;
+  // no work still in flight on that memory (the pool synchronizes the stream that last used it first).
+  virtual void unmap(std::uintptr_t address, std::size_t bytes) noexcept;
+
+  // --- streams ------------------------------------------------------------------------------------------
+  // Makes `waiter` wait (on the device, never blocking the host) for all work queued so far on `producer`.
+  virtual Status wait_for(StreamId waiter, StreamId producer);
+  // True when all work queued on `stream` has completed. Never blocks.
+  virtual bool stream_idle(StreamId stream);
+  // Blocks the host until `stream` is idle. Used by trim and OOM recovery only, never on allocation hits.
+  virtual Status synchronize(StreamId stream);
+
+  // --- facts --------------------------------------------------------------------------------------------
+  virtual DeviceInfo device_info() = 0;
+  virtual std::string_view kind() const = 0;
+
+ protected:
+  virtual Result<void*> do_allocate(std::size_t bytes) = 0;
+  virtual void do_release(void* ptr, std::size_t bytes) noexcept = 0;
+};
+
+}  // namespace memcoord
