@@ -1,0 +1,84 @@
+#include "allocator/cuda/cuda_stream_ops.h"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "allocator/cuda/cuda_device.h"
+#include "allocator/cuda/cuda_status.h"
+
+namespace memcoord {
+namespace {
+
+cudaStream_t AsStream(StreamId id) { return reinterpret_cast<cudaStream_t>(id); }
+cudaEvent_t AsEvent(void* event) { return static_cast<cudaEvent_t>(event); }
+
+// Enough for every thread that might wait at once; more are created on demand and kept up to this many.
+constexpr std::size_t kMaxPooledEvents = 64;
+
+}  // namespace
+
+CudaStreamOps::~CudaStreamOps() {
+  for (void* event : free_events_) {
+    const Status destroyed = CudaRuntimeStatus(cudaEventDestroy(AsEvent(event)), "cudaEventDestroy");
+    if (!destroyed.ok()) spdlog::warn("{}", destroyed.ToString());
+  }
+}
+
+Result<void*> CudaStreamOps::take_event() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!free_events_.empty()) {
+      void* event = free_events_.back();
+      free_events_.pop_back();
+      return event;
+    }
+  }
+  ScopedCudaDevice on_device(device_);
+  MEMCOORD_RETURN_IF_ERROR(on_device.status());
+  cudaEvent_t event = nullptr;
+  MEMCOORD_RETURN_IF_ERROR(CudaRuntimeStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                                             "cudaEventCreateWithFlags(cudaEventDisableTiming)"));
+  return static_cast<void*>(event);
+}
+
+void CudaStreamOps::give_back_event(void* event) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_events_.size() < kMaxPooledEvents) {
+      free_events_.push_back(event);
+      return;
+    }
+  }
+  const Status destroyed = CudaRuntimeStatus(cudaEventDestroy(AsEvent(event)), "cudaEventDestroy");
+  if (!destroyed.ok()) spdlog::warn("{}", destroyed.ToString());
+}
+
+Status CudaStreamOps::wait_for(StreamId waiter, StreamId producer) {
+  if (waiter == producer) return Status::Ok();  // stream order already covers it
+  MEMCOORD_ASSIGN_OR_RETURN(void* event, take_event());
+  Status status = CudaRuntimeStatus(cudaEventRecord(AsEvent(event), AsStream(producer)),
+                                    fmt::format("cudaEventRecord(stream {:#x})", producer));
+  if (status.ok()) {
+    status = CudaRuntimeStatus(cudaStreamWaitEvent(AsStream(waiter), AsEvent(event), 0),
+                               fmt::format("cudaStreamWaitEvent(stream {:#x})", waiter));
+  }
+  give_back_event(event);  // safe at once: the wait captured the event's state when it was queued
+  return status;
+}
+
+bool CudaStreamOps::stream_idle(StreamId stream) {
+  const cudaError_t error = cudaStreamQuery(AsStream(stream));
+  if (error == cudaSuccess) return true;
+  if (error == cudaErrorNotReady) return false;
+  spdlog::warn("{}",
+               CudaRuntimeStatus(error, fmt::format("cudaStreamQuery(stream {:#x})", stream)).ToString());
+  return false;
+}
+
+Status CudaStreamOps::synchronize(StreamId stream) {
+  return CudaRuntimeStatus(cudaStreamSynchronize(AsStream(stream)),
+                           fmt::format("cudaStreamSynchronize(stream {:#x})", stream));
+}
+
+}  // namespace memcoord

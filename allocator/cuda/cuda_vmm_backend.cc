@@ -1,0 +1,254 @@
+#include "allocator/cuda/cuda_vmm_backend.h"
+
+#include <cuda.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "allocator/cuda/cuda_device.h"
+#include "allocator/cuda/cuda_device_facts.h"
+#include "allocator/cuda/cuda_driver_api.h"
+#include "allocator/cuda/cuda_status.h"
+
+namespace memcoord {
+namespace {
+
+CUmemAllocationProp PinnedDeviceProp(int device) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  return prop;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CudaVmmBackend>> CudaVmmBackend::Create(int device) {
+  MEMCOORD_ASSIGN_OR_RETURN(CudaDeviceFacts facts, ReadCudaDeviceFacts(device));
+  MEMCOORD_ASSIGN_OR_RETURN(const CudaDriverApi* api, LoadCudaDriverApi());
+  ScopedCudaDevice on_device(device);
+  MEMCOORD_RETURN_IF_ERROR(on_device.status());
+  const CUmemAllocationProp prop = PinnedDeviceProp(device);
+  std::size_t minimum = 0;
+  std::size_t recommended = 0;
+  MEMCOORD_RETURN_IF_ERROR(
+      CudaDriverStatus(api->cuMemGetAllocationGranularity(&minimum, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+                       "cuMemGetAllocationGranularity(minimum)"));
+  MEMCOORD_RETURN_IF_ERROR(CudaDriverStatus(
+      api->cuMemGetAllocationGranularity(&recommended, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+      "cuMemGetAllocationGranularity(recommended)"));
+  const std::size_t chunk = std::max(minimum, recommended);
+  if (chunk == 0 || (chunk & (chunk - 1)) != 0) {
+    return Internal(
+        fmt::format("cuda-vmm: device {} reports an allocation granularity of {} bytes", device, chunk));
+  }
+  return std::unique_ptr<CudaVmmBackend>(
+      new CudaVmmBackend(device, std::move(facts.name), facts.total_bytes, *api, chunk));
+}
+
+CudaVmmBackend::CudaVmmBackend(int device, std::string name, std::uint64_t total_bytes,
+                               const CudaDriverApi& api, std::size_t chunk_bytes)
+    : device_(device),
+      name_(std::move(name)),
+      total_bytes_(total_bytes),
+      api_(api),
+      chunk_bytes_(chunk_bytes),
+      streams_(device) {}
+
+CudaVmmBackend::~CudaVmmBackend() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (handles_.empty() && reserved_.empty()) return;
+  spdlog::warn(
+      "cuda-vmm backend (device {}) destroyed with {} chunk(s) mapped and {} range(s) reserved; freeing them",
+      device_, handles_.size(), reserved_.size());
+  ScopedCudaDevice on_device(device_);
+  for (const auto& [address, handle] : handles_) unmap_chunk(address, handle);
+  handles_.clear();
+  for (const auto& [base, bytes] : reserved_) {
+    const Status status = CudaDriverStatus(api_.cuMemAddressFree(base, bytes), "cuMemAddressFree");
+    if (!status.ok()) spdlog::error("cuda-vmm backend (device {}): {}", device_, status.ToString());
+  }
+  reserved_.clear();
+}
+
+Result<std::uintptr_t> CudaVmmBackend::reserve_address(std::size_t bytes) {
+  if (bytes == 0 || bytes % chunk_bytes_ != 0) {
+    return InvalidArgument(
+        fmt::format("cuda-vmm: reserve_address({}) must be a positive multiple of the {}-byte chunk", bytes,
+                    chunk_bytes_));
+  }
+  ScopedCudaDevice on_device(device_);
+  MEMCOORD_RETURN_IF_ERROR(on_device.status());
+  CUdeviceptr base = 0;
+  const Status status = CudaDriverStatus(api_.cuMemAddressReserve(&base, bytes, chunk_bytes_, 0, 0),
+                                         fmt::format("cuMemAddressReserve({})", bytes));
+  if (!status.ok()) {
+    // The range is validated above, so any refusal means the address space cannot hold it.
+    return ResourceExhausted(
+        fmt::format("cuda-vmm: cannot reserve {} bytes of address space on device {}: {}", bytes, device_,
+                    status.ToString()));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  reserved_.emplace(static_cast<std::uintptr_t>(base), bytes);
+  return static_cast<std::uintptr_t>(base);
+}
+
+void CudaVmmBackend::free_address(std::uintptr_t base, std::size_t bytes) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = reserved_.find(base);
+    if (it == reserved_.end() || it->second != bytes) {
+      spdlog::error("cuda-vmm: free_address({:#x}, {}) does not name a reserved range; ignored", base, bytes);
+      return;
+    }
+    reserved_.erase(it);
+  }
+  ScopedCudaDevice on_device(device_);
+  const Status status = CudaDriverStatus(api_.cuMemAddressFree(base, bytes), "cuMemAddressFree");
+  if (!status.ok()) spdlog::error("cuda-vmm backend (device {}): {}", device_, status.ToString());
+}
+
+Status CudaVmmBackend::check_range_locked(std::uintptr_t address, std::size_t bytes,
+                                          bool must_be_unmapped) const {
+  if (bytes == 0 || address % chunk_bytes_ != 0 || bytes % chunk_bytes_ != 0) {
+    return InvalidArgument(fmt::format("cuda-vmm: range [{:#x}, +{}) is not aligned to the {}-byte chunk",
+                                       address, bytes, chunk_bytes_));
+  }
+  auto it = reserved_.upper_bound(address);
+  if (it == reserved_.begin()) {
+    return InvalidArgument(
+        fmt::format("cuda-vmm: range [{:#x}, +{}) is not inside a reserved range", address, bytes));
+  }
+  --it;
+  if (address + bytes > it->first + it->second) {
+    return InvalidArgument(
+        fmt::format("cuda-vmm: range [{:#x}, +{}) runs past its reserved range [{:#x}, +{})", address, bytes,
+                    it->first, it->second));
+  }
+  if (must_be_unmapped) {
+    for (std::uintptr_t chunk = address; chunk < address + bytes; chunk += chunk_bytes_) {
+      if (handles_.count(chunk) != 0) {
+        return InvalidArgument(fmt::format("cuda-vmm: chunk {:#x} is already mapped", chunk));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+void CudaVmmBackend::unmap_chunk(std::uintptr_t address, unsigned long long handle) noexcept {
+  Status status = CudaDriverStatus(api_.cuMemUnmap(address, chunk_bytes_), "cuMemUnmap");
+  if (!status.ok()) spdlog::error("cuda-vmm backend (device {}): {}", device_, status.ToString());
+  status = CudaDriverStatus(api_.cuMemRelease(handle), "cuMemRelease");
+  if (!status.ok()) spdlog::error("cuda-vmm backend (device {}): {}", device_, status.ToString());
+}
+
+Status CudaVmmBackend::map(std::uintptr_t address, std::size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    MEMCOORD_RETURN_IF_ERROR(check_range_locked(address, bytes, /*must_be_unmapped=*/true));
+  }
+  ScopedCudaDevice on_device(device_);
+  MEMCOORD_RETURN_IF_ERROR(on_device.status());
+  const CUmemAllocationProp prop = PinnedDeviceProp(device_);
+  std::vector<std::pair<std::uintptr_t, CUmemGenericAllocationHandle>> mapped;
+  mapped.reserve(bytes / chunk_bytes_);
+  auto undo = [&](Status status) {
+    for (const auto& [chunk, handle] : mapped) unmap_chunk(chunk, handle);
+    const std::uint64_t free_bytes = ReadCudaDeviceInfo("cuda-vmm", device_, name_, total_bytes_).free_bytes;
+    return status.WithContext(
+        fmt::format("cuda-vmm: mapping {} bytes at {:#x} on device {} ({} bytes free): ", bytes, address,
+                    device_, free_bytes));
+  };
+  for (std::uintptr_t chunk = address; chunk < address + bytes; chunk += chunk_bytes_) {
+    CUmemGenericAllocationHandle handle = 0;
+    Status status = CudaDriverStatus(api_.cuMemCreate(&handle, chunk_bytes_, &prop, 0), "cuMemCreate");
+    if (!status.ok()) return undo(status);
+    status = CudaDriverStatus(api_.cuMemMap(chunk, chunk_bytes_, 0, handle, 0), "cuMemMap");
+    if (!status.ok()) {
+      const Status released = CudaDriverStatus(api_.cuMemRelease(handle), "cuMemRelease");
+      if (!released.ok()) spdlog::error("cuda-vmm backend (device {}): {}", device_, released.ToString());
+      return undo(status);
+    }
+    mapped.emplace_back(chunk, handle);
+  }
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device_;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  const Status status = CudaDriverStatus(api_.cuMemSetAccess(address, bytes, &access, 1), "cuMemSetAccess");
+  if (!status.ok()) return undo(status);
+
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [chunk, handle] : mapped) handles_.emplace(chunk, handle);
+  mapped_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+void CudaVmmBackend::unmap(std::uintptr_t address, std::size_t bytes) noexcept {
+  std::vector<std::pair<std::uintptr_t, CUmemGenericAllocationHandle>> chunks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bytes == 0 || address % chunk_bytes_ != 0 || bytes % chunk_bytes_ != 0) {
+      spdlog::error("cuda-vmm: unmap({:#x}, {}) is not chunk-aligned; ignored", address, bytes);
+      return;
+    }
+    chunks.reserve(bytes / chunk_bytes_);
+    for (std::uintptr_t chunk = address; chunk < address + bytes; chunk += chunk_bytes_) {
+      auto it = handles_.find(chunk);
+      if (it == handles_.end()) {
+        spdlog::error("cuda-vmm: unmap of chunk {:#x}, which is not mapped; skipped", chunk);
+        continue;
+      }
+      chunks.emplace_back(chunk, it->second);
+      handles_.erase(it);
+    }
+  }
+  ScopedCudaDevice on_device(device_);
+  for (const auto& [chunk, handle] : chunks) unmap_chunk(chunk, handle);
+  mapped_bytes_.fetch_sub(chunks.size() * chunk_bytes_, std::memory_order_relaxed);
+}
+
+Result<void*> CudaVmmBackend::do_allocate(std::size_t bytes) {
+  if (bytes > total_bytes_) {
+    return ResourceExhausted(
+        fmt::format("cuda-vmm backend: cannot allocate {} bytes on device {} ({}): the device "
+                    "has {} bytes in all",
+                    bytes, device_, name_, total_bytes_));
+  }
+  const std::size_t rounded = (bytes + chunk_bytes_ - 1) / chunk_bytes_ * chunk_bytes_;
+  MEMCOORD_ASSIGN_OR_RETURN(std::uintptr_t base, reserve_address(rounded));
+  const Status mapped = map(base, rounded);
+  if (!mapped.ok()) {
+    free_address(base, rounded);
+    return mapped;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  segments_.emplace(base, rounded);
+  return reinterpret_cast<void*>(base);
+}
+
+void CudaVmmBackend::do_release(void* ptr, std::size_t bytes) noexcept {
+  const auto base = reinterpret_cast<std::uintptr_t>(ptr);
+  std::size_t rounded = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = segments_.find(base);
+    if (it == segments_.end()) {
+      spdlog::error("cuda-vmm: release({}, {}) of a pointer that is not a segment; ignored", ptr, bytes);
+      return;
+    }
+    rounded = it->second;
+    segments_.erase(it);
+  }
+  unmap(base, rounded);
+  free_address(base, rounded);
+}
+
+DeviceInfo CudaVmmBackend::device_info() {
+  return ReadCudaDeviceInfo("cuda-vmm", device_, name_, total_bytes_);
+}
+
+}  // namespace memcoord
