@@ -1,0 +1,208 @@
+#include "coordinator/service/cluster_state.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace memcoord::coordinator {
+namespace {
+
+std::uint64_t MillisBetween(Clock::time_point from, Clock::time_point to) {
+  if (to <= from) return 0;
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count());
+}
+
+}  // namespace
+
+ClusterState::ClusterState(ClusterStateOptions options) : options_(options) {}
+
+std::string ClusterState::DeviceKey(const WorkerIdentity& id) {
+  return fmt::format("{}:{}:{}", id.host, id.device, id.device < 0 ? id.local_rank : 0);
+}
+
+Result<std::uint64_t> ClusterState::register_worker(const WorkerIdentity& id, std::vector<PoolUsage> pools,
+                                                    Clock::time_point now) {
+  if (id.world_size <= 0 || id.world_size > options_.max_world_size) {
+    return InvalidArgument(
+        fmt::format("world_size must be in [1, {}], got {}", options_.max_world_size, id.world_size));
+  }
+  if (id.rank < 0 || id.rank >= id.world_size) {
+    return InvalidArgument(fmt::format("rank must be in [0, world_size={}), got {}", id.world_size, id.rank));
+  }
+  if (id.report_interval_ms < 1 || id.report_interval_ms > 60000) {
+    return InvalidArgument(
+        fmt::format("report_interval_ms must be in [1, 60000], got {}", id.report_interval_ms));
+  }
+  std::lock_guard lock(mu_);
+  auto it = workers_.find(id.rank);
+  if (it != workers_.end() && it->second.state == WorkerState::kLive) {
+    const WorkerIdentity& held = it->second.id;
+    return AlreadyExists(
+        fmt::format("rank {} is held by a live worker (host {}, pid {}); a second worker cannot claim it",
+                    id.rank, held.host, held.pid));
+  }
+  WorkerRecord record;
+  record.id = id;
+  if (record.id.group.empty()) record.id.group = "world";
+  record.state = WorkerState::kLive;
+  record.session_id = next_session_++;
+  record.pools = std::move(pools);
+  record.registered_at = now;
+  record.last_report_at = now;
+  const std::uint64_t session = record.session_id;
+  workers_[id.rank] = std::move(record);
+  session_rank_[session] = id.rank;
+  return session;
+}
+
+Status ClusterState::report(std::uint64_t session_id, std::int64_t step, std::uint64_t device_free_bytes,
+                            std::vector<PoolUsage> pools, Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  auto s = session_rank_.find(session_id);
+  if (s == session_rank_.end()) {
+    return FailedPrecondition(fmt::format("session {} holds no live rank (register first)", session_id));
+  }
+  if (step < 0) return InvalidArgument(fmt::format("step must be >= 0, got {}", step));
+  WorkerRecord& w = workers_.at(s->second);
+  const double dt_s = std::chrono::duration<double>(now - w.last_report_at).count();
+  if (w.reports > 0 && dt_s > 0.0 && step >= w.step) {
+    const double rate = static_cast<double>(step - w.step) / dt_s;
+    w.steps_per_second = w.steps_per_second == 0.0 ? rate : 0.7 * w.steps_per_second + 0.3 * rate;
+  }
+  w.step = step;
+  w.device_free_bytes = device_free_bytes;
+  w.pools = std::move(pools);
+  w.last_report_at = now;
+  ++w.reports;
+  return Status::Ok();
+}
+
+std::optional<DeadWorker> ClusterState::mark_dead(std::uint64_t session_id, const std::string& reason) {
+  std::lock_guard lock(mu_);
+  auto s = session_rank_.find(session_id);
+  if (s == session_rank_.end()) return std::nullopt;
+  WorkerRecord& w = workers_.at(s->second);
+  session_rank_.erase(s);
+  w.state = WorkerState::kDead;
+  w.dead_reason = reason;
+  return DeadWorker{w.id.rank, w.id.group, reason};
+}
+
+std::vector<DeadWorker> ClusterState::sweep(Clock::time_point now) {
+  std::vector<DeadWorker> dead;
+  std::lock_guard lock(mu_);
+  for (auto& [rank, w] : workers_) {
+    if (w.state != WorkerState::kLive) continue;
+    const std::uint64_t silent_ms = MillisBetween(w.last_report_at, now);
+    const std::uint64_t bound_ms =
+        static_cast<std::uint64_t>(options_.silence_factor) * w.id.report_interval_ms;
+    if (silent_ms <= bound_ms) continue;
+    w.state = WorkerState::kDead;
+    w.dead_reason = fmt::format("silent for {} ms (more than {} x report interval {} ms)", silent_ms,
+                                options_.silence_factor, w.id.report_interval_ms);
+    session_rank_.erase(w.session_id);
+    dead.push_back(DeadWorker{rank, w.id.group, w.dead_reason});
+  }
+  return dead;
+}
+
+int ClusterState::rank_of(std::uint64_t session_id) const {
+  std::lock_guard lock(mu_);
+  auto s = session_rank_.find(session_id);
+  return s == session_rank_.end() ? -1 : s->second;
+}
+
+std::uint64_t ClusterState::session_of(int rank) const {
+  std::lock_guard lock(mu_);
+  auto it = workers_.find(rank);
+  if (it == workers_.end() || it->second.state != WorkerState::kLive) return 0;
+  return it->second.session_id;
+}
+
+std::vector<int> ClusterState::live_ranks(const std::string& group) const {
+  std::vector<int> ranks;
+  std::lock_guard lock(mu_);
+  for (const auto& [rank, w] : workers_) {
+    if (w.state == WorkerState::kLive && (group.empty() || w.id.group == group)) {
+      ranks.push_back(rank);
+    }
+  }
+  return ranks;
+}
+
+std::vector<RankProgress> ClusterState::progress(const std::vector<int>& ranks, Clock::time_point now) const {
+  std::vector<RankProgress> out;
+  std::lock_guard lock(mu_);
+  for (int rank : ranks) {
+    auto it = workers_.find(rank);
+    if (it == workers_.end()) continue;
+    out.push_back(RankProgress{rank, it->second.step, it->second.steps_per_second,
+                               MillisBetween(it->second.last_report_at, now)});
+  }
+  return out;
+}
+
+Result<WorkerRecord> ClusterState::worker(int rank) const {
+  std::lock_guard lock(mu_);
+  auto it = workers_.find(rank);
+  if (it == workers_.end()) {
+    return NotFound(fmt::format("no worker has registered rank {}", rank));
+  }
+  return it->second;
+}
+
+std::vector<WorkerRecord> ClusterState::snapshot(Clock::time_point now) const {
+  std::vector<WorkerRecord> out;
+  std::lock_guard lock(mu_);
+  out.reserve(workers_.size());
+  for (const auto& [rank, w] : workers_) {
+    out.push_back(w);
+    out.back().last_report_age_ms = MillisBetween(w.last_report_at, now);
+    auto b = budgets_.find(DeviceKey(w.id));
+    out.back().device_budget_bytes = b == budgets_.end() ? 0 : b->second;
+  }
+  return out;
+}
+
+Status ClusterState::set_device_budget(int rank, std::uint64_t budget_bytes) {
+  std::lock_guard lock(mu_);
+  auto it = workers_.find(rank);
+  if (it == workers_.end()) return NotFound(fmt::format("no worker has registered rank {}", rank));
+  if (budget_bytes == 0) {
+    budgets_.erase(DeviceKey(it->second.id));
+  } else {
+    budgets_[DeviceKey(it->second.id)] = budget_bytes;
+  }
+  return Status::Ok();
+}
+
+std::uint64_t ClusterState::device_budget(int rank) const {
+  std::lock_guard lock(mu_);
+  auto it = workers_.find(rank);
+  if (it == workers_.end()) return 0;
+  auto b = budgets_.find(DeviceKey(it->second.id));
+  return b == budgets_.end() ? 0 : b->second;
+}
+
+std::vector<int> ClusterState::device_peers(int rank) const {
+  std::vector<int> peers;
+  std::lock_guard lock(mu_);
+  auto self = workers_.find(rank);
+  if (self == workers_.end()) return peers;
+  const std::string key = DeviceKey(self->second.id);
+  for (const auto& [r, w] : workers_) {
+    if (w.state == WorkerState::kLive && DeviceKey(w.id) == key) peers.push_back(r);
+  }
+  return peers;
+}
+
+void ClusterState::note_limit(int rank, const std::string& pool, std::uint64_t limit_bytes) {
+  std::lock_guard lock(mu_);
+  auto it = workers_.find(rank);
+  if (it == workers_.end()) return;
+  for (PoolUsage& p : it->second.pools) {
+    if (p.name == pool) p.limit_bytes = limit_bytes;
+  }
+}
+
+}  // namespace memcoord::coordinator

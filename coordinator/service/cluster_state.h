@@ -1,0 +1,86 @@
+// ClusterState: the coordinator's record of workers by rank: identity, pools, step, last report time and
+// liveness, plus each device's memory budget. It is the single source of truth for who holds a rank; the
+// service turns session events into calls here.
+//
+// Liveness: a worker is live from Register until mark_dead (its stream broke) or sweep (silent for
+// `silence_factor` x its report interval). A dead rank may be claimed again by a new Register; a live one
+// may not (ALREADY_EXISTS). Sessions are identified by the id register_worker returns, so a stale session
+// cannot touch the rank after a newer session took it.
+//
+// Thread safety: every method is thread-safe (one mutex). Failure: bad input returns a Status naming it and
+// changes nothing.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "coordinator/service/cluster_types.h"
+
+namespace memcoord::coordinator {
+
+struct ClusterStateOptions {
+  int silence_factor = 3;        // silent for this many report intervals: dead
+  int max_world_size = 1 << 16;  // larger world sizes are refused as absurd
+};
+
+// Step information the trim orchestrator needs about one live rank.
+struct RankProgress {
+  int rank = -1;
+  std::int64_t step = 0;
+  double steps_per_second = 0.0;
+  std::uint64_t report_age_ms = 0;
+};
+
+class ClusterState {
+ public:
+  explicit ClusterState(ClusterStateOptions options = {});
+
+  // Claims `id.rank` for a new session and returns the session id.
+  // Errors: INVALID_ARGUMENT (rank outside [0, world_size), world size <= 0 or absurd, report interval
+  // outside [1, 60000] ms); ALREADY_EXISTS when a live worker holds the rank.
+  Result<std::uint64_t> register_worker(const WorkerIdentity& id, std::vector<PoolUsage> pools,
+                                        Clock::time_point now);
+  // Records a report from `session_id`. FAILED_PRECONDITION when that session no longer holds a live rank.
+  Status report(std::uint64_t session_id, std::int64_t step, std::uint64_t device_free_bytes,
+                std::vector<PoolUsage> pools, Clock::time_point now);
+  // Marks the rank held by `session_id` dead. Returns it when it was live (the caller aborts its group).
+  std::optional<DeadWorker> mark_dead(std::uint64_t session_id, const std::string& reason);
+  // Marks dead every live worker silent for silence_factor x its report interval.
+  std::vector<DeadWorker> sweep(Clock::time_point now);
+
+  // Rank held by a live session, or -1.
+  int rank_of(std::uint64_t session_id) const;
+  // The live session holding `rank`, or 0.
+  std::uint64_t session_of(int rank) const;
+  // Live ranks in `group` (every live rank when group is empty), ascending.
+  std::vector<int> live_ranks(const std::string& group = "") const;
+  std::vector<RankProgress> progress(const std::vector<int>& ranks, Clock::time_point now) const;
+  Result<WorkerRecord> worker(int rank) const;
+  std::vector<WorkerRecord> snapshot(Clock::time_point now) const;
+
+  // Device budgets, keyed by the worker's host and device. NOT_FOUND for an unknown rank.
+  Status set_device_budget(int rank, std::uint64_t budget_bytes);
+  std::uint64_t device_budget(int rank) const;
+  // Live ranks sharing `rank`'s device (itself included).
+  std::vector<int> device_peers(int rank) const;
+  // Records a quota the coordinator assigned (so snapshots and policy see it before the next report).
+  void note_limit(int rank, const std::string& pool, std::uint64_t limit_bytes);
+
+ private:
+  static std::string DeviceKey(const WorkerIdentity& id);
+
+  const ClusterStateOptions options_;
+  mutable std::mutex mu_;
+  // mu_ guards the following.
+  std::map<int, WorkerRecord> workers_;
+  std::map<std::uint64_t, int> session_rank_;  // live sessions only
+  std::map<std::string, std::uint64_t> budgets_;
+  std::uint64_t next_session_ = 1;
+};
+
+}  // namespace memcoord::coordinator

@@ -1,0 +1,105 @@
+// Plain value types for what the coordinator knows about workers: identity, pool usage, state. They carry
+// no gRPC or protobuf; proto_convert.h maps them to and from memcoord.v1 messages. Copyable values, no
+// thread safety of their own.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace memcoord::coordinator {
+
+using Clock = std::chrono::steady_clock;
+
+struct TagBytes {
+  std::string tag;
+  std::uint64_t live_bytes = 0;
+  std::uint64_t live_blocks = 0;
+};
+
+// One pool's counters as a worker reported them.
+struct PoolUsage {
+  std::string name;
+  std::uint64_t allocated_bytes = 0;
+  std::uint64_t peak_allocated_bytes = 0;
+  std::uint64_t reserved_bytes = 0;
+  std::uint64_t peak_reserved_bytes = 0;
+  std::uint64_t limit_bytes = 0;  // 0: no quota
+  std::uint64_t largest_free_bytes = 0;
+  std::uint64_t trims = 0;
+  std::uint64_t trimmed_bytes = 0;
+  std::uint64_t ooms = 0;
+  std::uint64_t allocations = 0;
+  std::uint64_t cache_hits = 0;
+  std::vector<TagBytes> tags;  // largest first
+};
+
+// Who a worker is, as it said in its Register message.
+struct WorkerIdentity {
+  int rank = -1;
+  int local_rank = 0;
+  int world_size = 0;
+  std::string host;
+  int device = -1;
+  std::string device_name;
+  std::string backend;
+  std::uint64_t device_total_bytes = 0;
+  std::string group = "world";
+  std::int64_t pid = 0;
+  std::uint32_t report_interval_ms = 100;
+};
+
+enum class WorkerState { kLive, kDead };
+
+// Everything known about the worker holding one rank.
+struct WorkerRecord {
+  WorkerIdentity id;
+  WorkerState state = WorkerState::kLive;
+  std::string dead_reason;
+  std::uint64_t session_id = 0;  // the session that holds the rank (0: none)
+  std::int64_t step = 0;
+  double steps_per_second = 0.0;         // smoothed from successive reports
+  std::uint64_t last_report_age_ms = 0;  // filled in by snapshots
+  std::uint64_t device_free_bytes = 0;
+  std::uint64_t device_budget_bytes = 0;  // filled in by snapshots
+  std::uint64_t reports = 0;
+  std::vector<PoolUsage> pools;
+  Clock::time_point registered_at{};
+  Clock::time_point last_report_at{};
+};
+
+// Steady growth of live bytes in one pool and tag: a likely leak.
+struct LeakAlert {
+  int rank = -1;
+  std::string pool;
+  std::string tag;
+  std::int64_t bytes_per_step = 0;
+  std::int64_t first_step = 0;
+  std::int64_t last_step = 0;
+  std::uint64_t live_bytes = 0;
+};
+
+struct CoordinatorStatsView {
+  std::string coordinator_id;
+  std::uint64_t uptime_ms = 0;
+  std::uint64_t reports = 0;
+  double report_handling_p50_us = 0;
+  double report_handling_p99_us = 0;
+  std::uint64_t live_sessions = 0;
+};
+
+struct ClusterView {
+  std::vector<WorkerRecord> workers;  // by rank
+  std::vector<LeakAlert> leaks;
+  CoordinatorStatsView stats;
+};
+
+// A worker that just died and the reason; the group is aborted.
+struct DeadWorker {
+  int rank = -1;
+  std::string group;
+  std::string reason;
+};
+
+}  // namespace memcoord::coordinator
