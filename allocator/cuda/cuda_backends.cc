@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "allocator/backend_factory.h"
 #include "allocator/cuda/cuda_backend.h"
 #include "allocator/cuda/cuda_vmm_backend.h"
 #include "allocator/cuda/pinned_host_backend.h"
@@ -16,6 +17,10 @@ Result<std::unique_ptr<DeviceBackend>> Upcast(Result<std::unique_ptr<Backend>> m
 }
 
 }  // namespace
+
+// Declared in allocator/backend_factory.h; defined here where the build has CUDA (the factory defines it as
+// false otherwise).
+bool GpuAvailable() { return CudaGpuAvailable(); }
 
 bool IsCudaBackendKind(std::string_view kind) {
   return kind == "cuda" || kind == "cuda-vmm" || kind == "pinned-host";

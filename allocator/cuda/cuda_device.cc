@@ -18,7 +18,7 @@ Result<int> CudaDeviceCount() {
     int n = 0;
     const cudaError_t error = cudaGetDeviceCount(&n);
     if (error != cudaSuccess) {
-      probe_status = Unavailable(CudaRuntimeStatus(error, "cudaGetDeviceCount").ToString() +
+      probe_status = Unavailable(CudaRuntimeStatus(error, "cudaGetDeviceCount").message() +
                                  " (treated as: no GPU on this machine)");
       return;
     }
