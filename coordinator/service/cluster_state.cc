@@ -85,7 +85,7 @@ std::optional<DeadWorker> ClusterState::mark_dead(std::uint64_t session_id, cons
   session_rank_.erase(s);
   w.state = WorkerState::kDead;
   w.dead_reason = reason;
-  return DeadWorker{w.id.rank, w.id.group, reason};
+  return DeadWorker{w.id.rank, session_id, w.id.group, reason};
 }
 
 std::vector<DeadWorker> ClusterState::sweep(Clock::time_point now) {
@@ -101,7 +101,7 @@ std::vector<DeadWorker> ClusterState::sweep(Clock::time_point now) {
     w.dead_reason = fmt::format("silent for {} ms (more than {} x report interval {} ms)", silent_ms,
                                 options_.silence_factor, w.id.report_interval_ms);
     session_rank_.erase(w.session_id);
-    dead.push_back(DeadWorker{rank, w.id.group, w.dead_reason});
+    dead.push_back(DeadWorker{rank, w.session_id, w.id.group, w.dead_reason});
   }
   return dead;
 }

@@ -98,6 +98,7 @@ struct ClusterView {
 // A worker that just died and the reason; the group is aborted.
 struct DeadWorker {
   int rank = -1;
+  std::uint64_t session_id = 0;
   std::string group;
   std::string reason;
 };
