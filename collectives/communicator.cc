@@ -1,0 +1,206 @@
+#include "collectives/communicator.h"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <utility>
+
+namespace memcoord {
+namespace {
+
+constexpr const char* kOperationNames[] = {"none",      "allreduce",      "broadcast",
+                                           "allgather", "reduce_scatter", "barrier"};
+constexpr const char* kFieldNames[] = {"operation", "count", "data type", "reduce op", "root"};
+
+std::string FieldValue(int field, long long value) {
+  switch (field) {
+    case 0:
+      return value >= 0 && value <= 5 ? kOperationNames[value] : std::to_string(value);
+    case 2:
+      return std::string(DataTypeName(static_cast<DataType>(value)));
+    case 3:
+      return std::string(ReduceOpName(static_cast<ReduceOp>(value)));
+    default:
+      return std::to_string(value);
+  }
+}
+
+bool Overlap(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
+  const auto x = reinterpret_cast<std::uintptr_t>(a);
+  const auto y = reinterpret_cast<std::uintptr_t>(b);
+  return a_bytes != 0 && b_bytes != 0 && x < y + b_bytes && y < x + a_bytes;
+}
+
+}  // namespace
+
+Status AbortState::status() const {
+  if (!aborted()) return Status::Ok();
+  std::lock_guard<std::mutex> lock(mu_);
+  return Aborted("communicator is aborted: " + reason_);
+}
+
+bool AbortState::abort(std::string reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_.load(std::memory_order_relaxed)) return false;
+  reason_ = std::move(reason);
+  aborted_.store(true, std::memory_order_release);
+  return true;
+}
+
+Result<bool> PendingCollective::poll() {
+  if (done_) {
+    if (final_status_.ok()) return true;
+    return final_status_;
+  }
+  Result<bool> r = do_poll();
+  if (!r.ok()) {
+    done_ = true;
+    final_status_ = r.status();
+    return r;
+  }
+  if (*r) done_ = true;
+  return r;
+}
+
+Status PendingCollective::wait() {
+  if (done_) return final_status_;
+  final_status_ = do_wait();
+  done_ = true;
+  return final_status_;
+}
+
+Communicator::Communicator(int rank, int size, CommunicatorOptions options)
+    : rank_(rank), size_(size), options_(options), abort_state_(std::make_shared<AbortState>()) {}
+
+Status Communicator::order_after(StreamId /*producer*/) { return abort_state_->status(); }
+
+std::string Communicator::Describe(std::string_view operation, std::size_t count, DataType type,
+                                   const ReduceOp* op) {
+  if (op != nullptr) {
+    return fmt::format("{}({}, {} x {})", operation, ReduceOpName(*op), count, DataTypeName(type));
+  }
+  return fmt::format("{}({} x {})", operation, count, DataTypeName(type));
+}
+
+Status Communicator::TimedOut(std::string_view operation) {
+  std::string message = fmt::format(
+      "{} on a {} communicator of {} ranks (this is rank {}) did not complete within {} ms: one of the {} "
+      "peers died or stopped calling collectives; the communicator is now aborted",
+      operation, backend(), size_, rank_, options_.timeout.count(), size_ - 1);
+  if (abort_state_->abort("an earlier " + std::string(operation) + " timed out")) do_abort();
+  return DeadlineExceeded(std::move(message));
+}
+
+void Communicator::PackForMax(const Signature& mine, long long out[2 * kSignatureFields]) {
+  for (int i = 0; i < kSignatureFields; ++i) {
+    out[i] = mine.fields[i];
+    out[kSignatureFields + i] = -mine.fields[i];
+  }
+}
+
+Status Communicator::CheckAgreement(const long long reduced[2 * kSignatureFields],
+                                    std::string_view operation) const {
+  for (int i = 0; i < kSignatureFields; ++i) {
+    const long long max = reduced[i];
+    const long long min = -reduced[kSignatureFields + i];
+    if (max != min) {
+      return InvalidArgument(fmt::format(
+          "{}: ranks disagree on the {} (between {} and {} across the {} ranks); every rank must call the "
+          "same collective with the same count, type, op and root",
+          operation, kFieldNames[i], FieldValue(i, min), FieldValue(i, max), size_));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Communicator::Verify(const Signature& signature) {
+  if (!options_.verify_arguments) return Status::Ok();
+  return do_verify(signature);
+}
+
+Status Communicator::allreduce(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op) {
+  MEMCOORD_ASSIGN_OR_RETURN(std::unique_ptr<PendingCollective> pending,
+                            start_allreduce(send, recv, count, type, op));
+  return pending->wait();
+}
+
+Result<std::unique_ptr<PendingCollective>> Communicator::start_allreduce(const void* send, void* recv,
+                                                                         std::size_t count, DataType type,
+                                                                         ReduceOp op) {
+  MEMCOORD_RETURN_IF_ERROR(abort_state_->status());
+  if (!IsValid(type)) return InvalidArgument(fmt::format("allreduce: unknown data type {}", int(type)));
+  if (!IsValid(op)) return InvalidArgument(fmt::format("allreduce: unknown reduce op {}", int(op)));
+  const std::string what = Describe("allreduce", count, type, &op);
+  if (count > 0 && (send == nullptr || recv == nullptr)) {
+    return InvalidArgument(what + ": " + (send == nullptr ? "send" : "recv") + " buffer is null");
+  }
+  const std::size_t bytes = count * SizeOf(type);
+  if (send != recv && Overlap(send, bytes, recv, bytes)) {
+    return InvalidArgument(what + ": send and recv overlap without being the same buffer (in place)");
+  }
+  MEMCOORD_RETURN_IF_ERROR(Verify({{1, static_cast<long long>(count), int(type), int(op), 0}}));
+  return do_start_allreduce(send, recv, count, type, op);
+}
+
+Status Communicator::broadcast(void* buffer, std::size_t count, DataType type, int root) {
+  MEMCOORD_RETURN_IF_ERROR(abort_state_->status());
+  if (!IsValid(type)) return InvalidArgument(fmt::format("broadcast: unknown data type {}", int(type)));
+  const std::string what = Describe("broadcast", count, type);
+  if (count > 0 && buffer == nullptr) return InvalidArgument(what + ": buffer is null");
+  if (root < 0 || root >= size_) {
+    return InvalidArgument(
+        fmt::format("{}: root {} is not a rank of this {}-rank communicator", what, root, size_));
+  }
+  MEMCOORD_RETURN_IF_ERROR(Verify({{2, static_cast<long long>(count), int(type), 0, root}}));
+  return do_broadcast(buffer, count, type, root);
+}
+
+Status Communicator::allgather(const void* send, void* recv, std::size_t count, DataType type) {
+  MEMCOORD_RETURN_IF_ERROR(abort_state_->status());
+  if (!IsValid(type)) return InvalidArgument(fmt::format("allgather: unknown data type {}", int(type)));
+  const std::string what = Describe("allgather", count, type);
+  if (count > 0 && (send == nullptr || recv == nullptr)) {
+    return InvalidArgument(what + ": " + (send == nullptr ? "send" : "recv") + " buffer is null");
+  }
+  const std::size_t bytes = count * SizeOf(type);
+  const auto* in_place = static_cast<const char*>(recv) + static_cast<std::size_t>(rank_) * bytes;
+  if (count > 0 && send != in_place && Overlap(send, bytes, recv, bytes * static_cast<std::size_t>(size_))) {
+    return InvalidArgument(what + ": send overlaps recv; in place means send == recv + rank * count");
+  }
+  MEMCOORD_RETURN_IF_ERROR(Verify({{3, static_cast<long long>(count), int(type), 0, 0}}));
+  return do_allgather(send, recv, count, type);
+}
+
+Status Communicator::reduce_scatter(const void* send, void* recv, std::size_t count, DataType type,
+                                    ReduceOp op) {
+  MEMCOORD_RETURN_IF_ERROR(abort_state_->status());
+  if (!IsValid(type)) return InvalidArgument(fmt::format("reduce_scatter: unknown data type {}", int(type)));
+  if (!IsValid(op)) return InvalidArgument(fmt::format("reduce_scatter: unknown reduce op {}", int(op)));
+  const std::string what = Describe("reduce_scatter", count, type, &op);
+  if (count > 0 && (send == nullptr || recv == nullptr)) {
+    return InvalidArgument(what + ": " + (send == nullptr ? "send" : "recv") + " buffer is null");
+  }
+  const std::size_t bytes = count * SizeOf(type);
+  if (Overlap(send, bytes * static_cast<std::size_t>(size_), recv, bytes)) {
+    return InvalidArgument(what + ": send and recv overlap (reduce_scatter is not in place)");
+  }
+  MEMCOORD_RETURN_IF_ERROR(Verify({{4, static_cast<long long>(count), int(type), int(op), 0}}));
+  return do_reduce_scatter(send, recv, count, type, op);
+}
+
+Status Communicator::barrier() {
+  MEMCOORD_RETURN_IF_ERROR(abort_state_->status());
+  MEMCOORD_RETURN_IF_ERROR(Verify({{5, 0, 0, 0, 0}}));
+  return do_barrier();
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
+  MEMCOORD_RETURN_IF_ERROR(abort_state_->status());
+  return do_split(color, key);
+}
+
+void Communicator::abort(std::string reason) {
+  if (abort_state_->abort(std::move(reason))) do_abort();
+}
+
+}  // namespace memcoord

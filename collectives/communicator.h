@@ -1,0 +1,161 @@
+// Communicator: one rank's handle on a group of ranks that run collectives together (gradients between
+// data-parallel workers). Backends: MpiCommunicator (host buffers, runs everywhere) and NcclCommunicator
+// (device buffers, one rank per GPU). Training code sees only this interface.
+//
+// Semantics. Every rank of the group calls the same collectives in the same order with the same count,
+// type, op and root; buffers hold `count` elements of `type` (allgather: recv holds size()*count;
+// reduce_scatter: send holds size()*count). In place: allreduce with send == recv; allgather with
+// send == recv + rank()*count. Zero counts are legal (the call still synchronizes with the group).
+//
+// Timeouts instead of hangs. Every call finishes within options().timeout of its start: a peer that died or
+// stopped calling turns into DEADLINE_EXCEEDED naming the operation, its size and the peer count, and the
+// communicator is aborted (nothing more can run on it: its state is unknown once a collective is half
+// done). After that the process should leave: see MpiEnvironment for exiting without a hanging finalize.
+//
+// Bad input returns INVALID_ARGUMENT and changes nothing: null buffers with count > 0, an unknown type or op,
+// a root out of range, overlapping buffers where not allowed. With options().verify_arguments each call
+// first compares operation, count, type, op and root across ranks (one small extra collective) and returns
+// INVALID_ARGUMENT naming what differs; without it a mismatch shows as a backend error or a timeout.
+//
+// Thread safety: a communicator is used by one thread at a time (collectives are ordered); aborted(),
+// abort_status() and abort() may be called from any thread, and abort() wakes a thread blocked in a call.
+// Ownership: a communicator is independent of the one it was split from; each must be destroyed by its
+// owner. A PendingCollective must not outlive its communicator.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "allocator/device_backend.h"
+#include "collectives/data_type.h"
+#include "common/result.h"
+
+namespace memcoord {
+
+struct CommunicatorOptions {
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  bool verify_arguments = false;
+};
+
+// Shared between a communicator and its pending collectives: once aborted, everything fails fast.
+class AbortState {
+ public:
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  Status status() const;  // OK until aborted; then ABORTED with the reason
+  // First reason wins; returns false when already aborted.
+  bool abort(std::string reason);
+
+ private:
+  std::atomic<bool> aborted_{false};  // set once, under mu_, after reason_
+  mutable std::mutex mu_;
+  std::string reason_;  // guarded by mu_
+};
+
+// A collective in flight (from Communicator::start_allreduce). Its buffers belong to it until wait()
+// returns or poll() returns true; the result is in place then. Destroying it unfinished aborts nothing but
+// leaves the communicator unusable for ordered calls; always wait.
+class PendingCollective {
+ public:
+  PendingCollective() = default;
+  PendingCollective(const PendingCollective&) = delete;
+  PendingCollective& operator=(const PendingCollective&) = delete;
+  virtual ~PendingCollective() = default;
+
+  // Never blocks: true when complete, false while running; an error (ABORTED, DEADLINE_EXCEEDED once past
+  // the deadline, a backend error) when it failed. Calling it drives MPI progress.
+  Result<bool> poll();
+  // Blocks until complete, failed, or the deadline set at its start.
+  Status wait();
+  // "allreduce(sum, 1000 x fp32)": names the operation in errors.
+  virtual const std::string& description() const = 0;
+
+ private:
+  virtual Result<bool> do_poll() = 0;
+  virtual Status do_wait() = 0;
+  Status final_status_;
+  bool done_ = false;
+};
+
+class Communicator {
+ public:
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  virtual ~Communicator() = default;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const CommunicatorOptions& options() const { return options_; }
+  virtual std::string_view backend() const = 0;  // "mpi", "nccl"
+  // True when buffers must be device memory (NCCL); false for host memory (MPI).
+  virtual bool device_buffers() const = 0;
+  // The stream collectives run on (kDefaultStream for MPI).
+  virtual StreamId stream() const { return kDefaultStream; }
+  // Makes later collectives wait for work queued so far on `producer` (a device-side wait; no-op on MPI).
+  virtual Status order_after(StreamId producer);
+
+  Status allreduce(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op);
+  Result<std::unique_ptr<PendingCollective>> start_allreduce(const void* send, void* recv, std::size_t count,
+                                                             DataType type, ReduceOp op);
+  Status broadcast(void* buffer, std::size_t count, DataType type, int root);
+  Status allgather(const void* send, void* recv, std::size_t count, DataType type);
+  Status reduce_scatter(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op);
+  Status barrier();
+
+  // Ranks passing the same color form a new communicator, ordered by key (ties: by old rank). A negative
+  // color takes no part and gets a null pointer. Collective over this communicator.
+  Result<std::unique_ptr<Communicator>> split(int color, int key);
+
+  // Aborts locally: every later call, and any thread blocked in one, returns ABORTED with `reason`.
+  // NCCL: ncclCommAbort. Never calls MPI_Abort (that would kill every rank; MpiEnvironment::abort_job does).
+  void abort(std::string reason = "aborted by the caller");
+  bool aborted() const { return abort_state_->aborted(); }
+  Status abort_status() const { return abort_state_->status(); }
+
+ protected:
+  Communicator(int rank, int size, CommunicatorOptions options);
+  const std::shared_ptr<AbortState>& abort_state() const { return abort_state_; }
+  // The error a call returns when the deadline passes; also aborts the communicator.
+  Status TimedOut(std::string_view operation);
+
+  // What verify_arguments compares across ranks: operation (1 allreduce, 2 broadcast, 3 allgather,
+  // 4 reduce_scatter, 5 barrier), count, type, op, root.
+  static constexpr int kSignatureFields = 5;
+  struct Signature {
+    long long fields[kSignatureFields] = {};
+  };
+  // Packs {v..., -v...} so that one MAX allreduce yields every field's maximum and minimum.
+  static void PackForMax(const Signature& mine, long long out[2 * kSignatureFields]);
+  // Reads the MAX-allreduced pack: OK when all ranks agree, else INVALID_ARGUMENT naming the field.
+  Status CheckAgreement(const long long reduced[2 * kSignatureFields], std::string_view operation) const;
+  static std::string Describe(std::string_view operation, std::size_t count, DataType type,
+                              const ReduceOp* op = nullptr);
+
+ private:
+  // Hooks: arguments are already checked and the communicator is not aborted.
+  virtual Result<std::unique_ptr<PendingCollective>> do_start_allreduce(const void* send, void* recv,
+                                                                        std::size_t count, DataType type,
+                                                                        ReduceOp op) = 0;
+  virtual Status do_broadcast(void* buffer, std::size_t count, DataType type, int root) = 0;
+  virtual Status do_allgather(const void* send, void* recv, std::size_t count, DataType type) = 0;
+  virtual Status do_reduce_scatter(const void* send, void* recv, std::size_t count, DataType type,
+                                   ReduceOp op) = 0;
+  virtual Status do_barrier() = 0;
+  virtual Result<std::unique_ptr<Communicator>> do_split(int color, int key) = 0;
+  virtual void do_abort() = 0;
+  // Compares `signature` across ranks; INVALID_ARGUMENT naming the first field that differs.
+  virtual Status do_verify(const Signature& signature) = 0;
+
+  Status Verify(const Signature& signature);
+
+  int rank_;
+  int size_;
+  CommunicatorOptions options_;
+  std::shared_ptr<AbortState> abort_state_;
+};
+
+}  // namespace memcoord
