@@ -1,0 +1,465 @@
+#include "collectives/nccl_communicator.h"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <thread>
+#include <utility>
+
+#include "allocator/cuda/cuda_status.h"
+
+namespace memcoord {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::size_t kScratchBytes = 128;
+
+ncclDataType_t NcclType(DataType type) {
+  switch (type) {
+    case DataType::kFloat32:
+      return ncclFloat32;
+    case DataType::kFloat16:
+      return ncclFloat16;
+    case DataType::kBFloat16:
+      return ncclBfloat16;
+    case DataType::kFloat64:
+      return ncclFloat64;
+    case DataType::kInt32:
+      return ncclInt32;
+    case DataType::kInt64:
+      return ncclInt64;
+  }
+  return ncclFloat32;
+}
+
+ncclRedOp_t NcclOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kAvg:
+      return ncclAvg;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kMin:
+      return ncclMin;
+  }
+  return ncclSum;
+}
+
+Status NcclError(ncclResult_t result, std::string_view what, ncclComm_t comm) {
+  std::string detail = comm != nullptr ? ncclGetLastError(comm) : "";
+  return Internal(fmt::format("{}: NCCL error {} ({}){}{}", what, static_cast<int>(result),
+                              ncclGetErrorString(result), detail.empty() ? "" : ": ", detail));
+}
+
+// Polls ncclCommGetAsyncError on a nonblocking communicator until it leaves ncclInProgress.
+Status PollUntilReady(ncclComm_t comm, std::mutex* mu, std::string_view what, Clock::time_point deadline,
+                      std::chrono::milliseconds timeout) {
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    {
+      std::unique_lock<std::mutex> lock;
+      if (mu != nullptr) lock = std::unique_lock<std::mutex>(*mu);
+      const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+      if (r != ncclSuccess) return NcclError(r, what, comm);
+    }
+    if (state == ncclSuccess) return Status::Ok();
+    if (state != ncclInProgress) return NcclError(state, what, comm);
+    if (Clock::now() >= deadline) {
+      return DeadlineExceeded(fmt::format("{} did not complete within {} ms: a peer is dead or not joining",
+                                          what, timeout.count()));
+    }
+    std::this_thread::yield();
+  }
+}
+
+// Device or managed memory only: a host pointer handed to NCCL would fault the whole context.
+Status CheckDevicePointer(const void* pointer, std::string_view role, std::string_view what) {
+  if (pointer == nullptr) return Status::Ok();
+  cudaPointerAttributes attributes{};
+  const cudaError_t e = cudaPointerGetAttributes(&attributes, pointer);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return InvalidArgument(
+        fmt::format("{}: {} buffer is not CUDA memory ({})", what, role, cudaGetErrorString(e)));
+  }
+  if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged) {
+    return InvalidArgument(
+        fmt::format("{}: {} buffer is host memory; the NCCL communicator needs device buffers", what, role));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+class NcclCommunicator::Impl {
+ public:
+  ~Impl() {
+    if (stream != nullptr) cudaStreamDestroy(stream);
+    if (scratch != nullptr) cudaFree(scratch);
+    if (host_scratch != nullptr) cudaFreeHost(host_scratch);
+  }
+  std::mutex comm_mu;
+  ncclComm_t comm = nullptr;  // guarded by comm_mu; null once aborted
+  cudaStream_t stream = nullptr;
+  void* scratch = nullptr;       // kScratchBytes of device memory
+  void* host_scratch = nullptr;  // kScratchBytes of pinned host memory
+};
+
+// One enqueued NCCL call: an event recorded after it on the communicator's stream.
+class NcclPendingCollective final : public PendingCollective {
+ public:
+  NcclPendingCollective(NcclCommunicator& owner, std::string description, cudaEvent_t event)
+      : owner_(owner),
+        description_(std::move(description)),
+        deadline_(Clock::now() + owner.options().timeout),
+        event_(event) {}
+  ~NcclPendingCollective() override { cudaEventDestroy(event_); }
+  const std::string& description() const override { return description_; }
+
+ private:
+  Result<bool> do_poll() override {
+    MEMCOORD_RETURN_IF_ERROR(owner_.abort_status().WithContext(description_ + ": "));
+    {
+      std::lock_guard<std::mutex> lock(owner_.impl_->comm_mu);
+      if (owner_.impl_->comm == nullptr) return owner_.abort_status().WithContext(description_ + ": ");
+      ncclResult_t state = ncclSuccess;
+      ncclResult_t r = ncclCommGetAsyncError(owner_.impl_->comm, &state);
+      if (r == ncclSuccess) r = state;
+      if (r != ncclSuccess && r != ncclInProgress) failed_ = NcclError(r, description_, owner_.impl_->comm);
+    }
+    if (!failed_.ok()) {
+      owner_.abort(description_ + " failed in NCCL");
+      return failed_;
+    }
+    const cudaError_t e = cudaEventQuery(event_);
+    if (e == cudaSuccess) return true;
+    if (e != cudaErrorNotReady) {
+      owner_.abort(description_ + " failed in CUDA");
+      return CudaRuntimeStatus(e, description_);
+    }
+    if (Clock::now() >= deadline_) return owner_.TimedOut(description_);
+    return false;
+  }
+
+  Status do_wait() override {
+    for (;;) {
+      MEMCOORD_ASSIGN_OR_RETURN(bool done, do_poll());
+      if (done) return Status::Ok();
+      std::this_thread::yield();
+    }
+  }
+
+  NcclCommunicator& owner_;
+  std::string description_;
+  Clock::time_point deadline_;
+  cudaEvent_t event_;
+  Status failed_;
+};
+
+// --- creation
+// -------------------------------------------------------------------------------------------------
+
+namespace {
+
+// This rank's GPU as "<bus id>", or "!<why not>" when it has none usable.
+std::string ProbeGpu(int device) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return fmt::format("!no usable GPU: cudaGetDeviceCount: {}", cudaGetErrorString(e));
+  }
+  if (device < 0 || device >= count)
+    return fmt::format("!device {} does not exist ({} visible)", device, count);
+  e = cudaSetDevice(device);
+  char bus_id[64] = {};
+  if (e == cudaSuccess) e = cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return fmt::format("!device {} is not usable: {}", device, cudaGetErrorString(e));
+  }
+  return bus_id;
+}
+
+Status CheckGpus(const std::vector<std::string>& gpus) {
+  for (std::size_t r = 0; r < gpus.size(); ++r) {
+    if (!gpus[r].empty() && gpus[r][0] == '!') {
+      return Unavailable(
+          fmt::format("NCCL communicator: rank {} has no GPU it can use ({})", r, gpus[r].substr(1)));
+    }
+  }
+  std::map<std::string, std::size_t> first_rank;
+  for (std::size_t r = 0; r < gpus.size(); ++r) {
+    auto [it, inserted] = first_rank.emplace(gpus[r], r);
+    if (!inserted) {
+      return FailedPrecondition(
+          fmt::format("NCCL communicator: ranks {} and {} both use the GPU at PCI bus id {}; NCCL allows one "
+                      "rank per GPU "
+                      "(\"Duplicate GPU detected\"): start one rank per GPU and give each its own device "
+                      "(e.g. from the local "
+                      "rank)",
+                      it->second, r, gpus[r]));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// Builds the stream and scratch buffers around an initialized comm; aborts the comm on failure.
+Result<std::unique_ptr<NcclCommunicator::Impl>> NcclCommunicator::Wrap(ncclComm_t comm, int device) {
+  auto impl = std::make_unique<NcclCommunicator::Impl>();
+  impl->comm = comm;
+  Status s = CudaRuntimeStatus(cudaSetDevice(device), "cudaSetDevice");
+  if (s.ok())
+    s = CudaRuntimeStatus(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking),
+                          "cudaStreamCreate");
+  if (s.ok()) s = CudaRuntimeStatus(cudaMalloc(&impl->scratch, kScratchBytes), "cudaMalloc(scratch)");
+  if (s.ok())
+    s = CudaRuntimeStatus(cudaMallocHost(&impl->host_scratch, kScratchBytes), "cudaMallocHost(scratch)");
+  if (!s.ok()) {
+    ncclCommAbort(comm);
+    impl->comm = nullptr;
+    return s;
+  }
+  return impl;
+}
+
+Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(NcclRendezvous& rendezvous,
+                                                                   NcclCommunicatorOptions options) {
+  const auto timeout = options.communicator.timeout;
+  const auto deadline = Clock::now() + timeout;
+  const int rank = rendezvous.rank();
+  const int size = rendezvous.size();
+  MEMCOORD_ASSIGN_OR_RETURN(std::vector<std::string> gpus,
+                            rendezvous.allgather(ProbeGpu(options.device), timeout));
+  MEMCOORD_RETURN_IF_ERROR(CheckGpus(gpus));
+
+  std::string id_bytes;
+  if (rank == 0) {
+    ncclUniqueId id;
+    const ncclResult_t r = ncclGetUniqueId(&id);
+    id_bytes = r == ncclSuccess ? std::string(id.internal, sizeof(id.internal))
+                                : "!" + std::string(ncclGetErrorString(r));
+  }
+  MEMCOORD_ASSIGN_OR_RETURN(id_bytes, rendezvous.broadcast(id_bytes, 0, timeout));
+  if (id_bytes.size() != sizeof(ncclUniqueId::internal)) {
+    return Internal("NCCL communicator: rank 0 could not make an NCCL unique id: " + id_bytes.substr(1));
+  }
+  ncclUniqueId id;
+  std::memcpy(id.internal, id_bytes.data(), sizeof(id.internal));
+
+  MEMCOORD_RETURN_IF_ERROR(CudaRuntimeStatus(cudaSetDevice(options.device), "cudaSetDevice"));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  const ncclResult_t r = ncclCommInitRankConfig(&comm, size, id, rank, &config);
+  const std::string what =
+      fmt::format("ncclCommInitRank (rank {} of {}, device {})", rank, size, options.device);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    Status error = NcclError(r, what, comm);
+    if (comm != nullptr) ncclCommAbort(comm);
+    return error;
+  }
+  Status ready = PollUntilReady(comm, nullptr, what, deadline, timeout);
+  if (!ready.ok()) {
+    ncclCommAbort(comm);
+    return ready;
+  }
+  MEMCOORD_ASSIGN_OR_RETURN(auto impl, Wrap(comm, options.device));
+  return std::unique_ptr<NcclCommunicator>(
+      new NcclCommunicator(std::move(impl), rank, size, options.device, options.communicator));
+}
+
+NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl, int rank, int size, int device,
+                                   CommunicatorOptions options)
+    : Communicator(rank, size, options), impl_(std::move(impl)), device_(device) {}
+
+NcclCommunicator::~NcclCommunicator() {
+  std::lock_guard<std::mutex> lock(impl_->comm_mu);
+  if (impl_->comm == nullptr) return;
+  cudaSetDevice(device_);
+  // Finalize flushes queued work; bounded by the timeout, then abort.
+  const ncclResult_t r = ncclCommFinalize(impl_->comm);
+  Status done = r == ncclSuccess || r == ncclInProgress
+                    ? PollUntilReady(impl_->comm, nullptr, "ncclCommFinalize",
+                                     Clock::now() + options().timeout, options().timeout)
+                    : NcclError(r, "ncclCommFinalize", impl_->comm);
+  if (done.ok()) {
+    ncclCommDestroy(impl_->comm);
+  } else {
+    ncclCommAbort(impl_->comm);
+  }
+  impl_->comm = nullptr;
+}
+
+StreamId NcclCommunicator::stream() const { return reinterpret_cast<StreamId>(impl_->stream); }
+
+Status NcclCommunicator::order_after(StreamId producer) {
+  MEMCOORD_RETURN_IF_ERROR(abort_status());
+  const auto producer_stream = reinterpret_cast<cudaStream_t>(producer);
+  if (producer_stream == impl_->stream) return Status::Ok();
+  cudaEvent_t event = nullptr;
+  MEMCOORD_RETURN_IF_ERROR(
+      CudaRuntimeStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate"));
+  Status s = CudaRuntimeStatus(cudaEventRecord(event, producer_stream), "cudaEventRecord");
+  if (s.ok()) s = CudaRuntimeStatus(cudaStreamWaitEvent(impl_->stream, event, 0), "cudaStreamWaitEvent");
+  cudaEventDestroy(event);
+  return s;
+}
+
+void NcclCommunicator::do_abort() {
+  std::lock_guard<std::mutex> lock(impl_->comm_mu);
+  if (impl_->comm == nullptr) return;
+  ncclCommAbort(impl_->comm);
+  impl_->comm = nullptr;
+}
+
+// --- collectives
+// ----------------------------------------------------------------------------------------------
+
+Result<std::unique_ptr<PendingCollective>> NcclCommunicator::Launch(std::string what,
+                                                                    const Enqueue& enqueue) {
+  MEMCOORD_RETURN_IF_ERROR(CudaRuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  Status failed;
+  {
+    std::lock_guard<std::mutex> lock(impl_->comm_mu);
+    if (impl_->comm == nullptr) return abort_status().WithContext(what + ": ");
+    const auto r = static_cast<ncclResult_t>(enqueue(impl_->comm, impl_->stream));
+    if (r == ncclInProgress) {
+      failed =
+          PollUntilReady(impl_->comm, nullptr, what, Clock::now() + options().timeout, options().timeout);
+    } else if (r != ncclSuccess) {
+      failed = NcclError(r, what, impl_->comm);
+    }
+  }
+  if (!failed.ok()) {
+    abort(what + " could not be enqueued");
+    return failed;
+  }
+  cudaEvent_t event = nullptr;
+  Status s = CudaRuntimeStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+  if (s.ok()) s = CudaRuntimeStatus(cudaEventRecord(event, impl_->stream), "cudaEventRecord");
+  if (!s.ok()) {
+    if (event != nullptr) cudaEventDestroy(event);
+    abort(what + " could not record its completion event");
+    return s.WithContext(what + ": ");
+  }
+  return std::unique_ptr<PendingCollective>(
+      std::make_unique<NcclPendingCollective>(*this, std::move(what), event));
+}
+
+Status NcclCommunicator::Run(std::string what, const Enqueue& enqueue) {
+  MEMCOORD_ASSIGN_OR_RETURN(std::unique_ptr<PendingCollective> pending, Launch(std::move(what), enqueue));
+  return pending->wait();
+}
+
+Result<std::unique_ptr<PendingCollective>> NcclCommunicator::do_start_allreduce(const void* send, void* recv,
+                                                                                std::size_t count,
+                                                                                DataType type, ReduceOp op) {
+  std::string what = Describe("allreduce", count, type, &op);
+  MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(send, "send", what));
+  MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(recv, "recv", what));
+  return Launch(std::move(what), [=](ncclComm_t comm, cudaStream_t stream) {
+    return ncclAllReduce(send, recv, count, NcclType(type), NcclOp(op), comm, stream);
+  });
+}
+
+Status NcclCommunicator::do_broadcast(void* buffer, std::size_t count, DataType type, int root) {
+  std::string what = fmt::format("{} from root {}", Describe("broadcast", count, type), root);
+  MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(buffer, "the", what));
+  return Run(std::move(what), [=](ncclComm_t comm, cudaStream_t stream) {
+    return ncclBroadcast(buffer, buffer, count, NcclType(type), root, comm, stream);
+  });
+}
+
+Status NcclCommunicator::do_allgather(const void* send, void* recv, std::size_t count, DataType type) {
+  std::string what = Describe("allgather", count, type);
+  MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(send, "send", what));
+  MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(recv, "recv", what));
+  return Run(std::move(what), [=](ncclComm_t comm, cudaStream_t stream) {
+    return ncclAllGather(send, recv, count, NcclType(type), comm, stream);
+  });
+}
+
+Status NcclCommunicator::do_reduce_scatter(const void* send, void* recv, std::size_t count, DataType type,
+                                           ReduceOp op) {
+  std::string what = Describe("reduce_scatter", count, type, &op);
+  MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(send, "send", what));
+  MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(recv, "recv", what));
+  return Run(std::move(what), [=](ncclComm_t comm, cudaStream_t stream) {
+    return ncclReduceScatter(send, recv, count, NcclType(type), NcclOp(op), comm, stream);
+  });
+}
+
+Status NcclCommunicator::do_barrier() {
+  void* scratch = impl_->scratch;
+  return Run("barrier", [=](ncclComm_t comm, cudaStream_t stream) {
+    return ncclAllReduce(scratch, scratch, 1, ncclInt32, ncclSum, comm, stream);
+  });
+}
+
+Status NcclCommunicator::do_verify(const Signature& signature) {
+  static_assert(2 * kSignatureFields * sizeof(long long) <= kScratchBytes);
+  auto* pack = static_cast<long long*>(impl_->host_scratch);
+  PackForMax(signature, pack);
+  void* scratch = impl_->scratch;
+  constexpr std::size_t kBytes = 2 * kSignatureFields * sizeof(long long);
+  MEMCOORD_RETURN_IF_ERROR(Run("argument check", [=](ncclComm_t comm, cudaStream_t stream) {
+    if (cudaMemcpyAsync(scratch, pack, kBytes, cudaMemcpyHostToDevice, stream) != cudaSuccess)
+      return ncclUnhandledCudaError;
+    const ncclResult_t r =
+        ncclAllReduce(scratch, scratch, 2 * kSignatureFields, ncclInt64, ncclMax, comm, stream);
+    if (r != ncclSuccess && r != ncclInProgress) return r;
+    if (cudaMemcpyAsync(pack, scratch, kBytes, cudaMemcpyDeviceToHost, stream) != cudaSuccess)
+      return ncclUnhandledCudaError;
+    return r;
+  }));
+  const char* operations[] = {"none", "allreduce", "broadcast", "allgather", "reduce_scatter", "barrier"};
+  const long long index = signature.fields[0];
+  return CheckAgreement(pack, index >= 0 && index <= 5 ? operations[index] : "?");
+}
+
+Result<std::unique_ptr<Communicator>> NcclCommunicator::do_split(int color, int key) {
+  const std::string what = fmt::format("ncclCommSplit(color {}, key {})", color, key);
+  MEMCOORD_RETURN_IF_ERROR(CudaRuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t child = nullptr;
+  Status failed;
+  {
+    std::lock_guard<std::mutex> lock(impl_->comm_mu);
+    if (impl_->comm == nullptr) return abort_status();
+    const ncclResult_t r =
+        ncclCommSplit(impl_->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, &config);
+    if (r != ncclSuccess && r != ncclInProgress) failed = NcclError(r, what, impl_->comm);
+    const auto deadline = Clock::now() + options().timeout;
+    if (failed.ok()) failed = PollUntilReady(impl_->comm, nullptr, what, deadline, options().timeout);
+    if (failed.ok() && child != nullptr)
+      failed = PollUntilReady(child, nullptr, what, deadline, options().timeout);
+  }
+  if (!failed.ok()) {
+    if (child != nullptr) ncclCommAbort(child);
+    if (failed.code() == StatusCode::kDeadlineExceeded) return TimedOut(what);
+    abort(what + " failed");
+    return failed;
+  }
+  if (child == nullptr) return std::unique_ptr<Communicator>();
+  int child_rank = 0;
+  int child_size = 0;
+  ncclCommUserRank(child, &child_rank);
+  ncclCommCount(child, &child_size);
+  MEMCOORD_ASSIGN_OR_RETURN(auto impl, Wrap(child, device_));
+  return std::unique_ptr<Communicator>(
+      new NcclCommunicator(std::move(impl), child_rank, child_size, device_, options()));
+}
+
+}  // namespace memcoord
