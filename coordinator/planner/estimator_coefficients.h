@@ -1,0 +1,40 @@
+// Calibrated constants of the memory estimator, measured on an NVIDIA H200 with torch 2.11 and
+// transformers 5.17 (calibration/measure_peaks.py; table in calibration/measured_h200.json and
+// calibration/README.md). Each transformer scale multiplies the analytic per-layer activation count of
+// MemoryEstimator (bytes saved for backward per token per block) and was fitted on the configurations
+// marked "fit" only; the rest are held out. amp-fp16 uses the amp-bf16 values.
+#pragma once
+
+#include <cstdint>
+
+namespace memcoord::planner::calibration {
+
+// Per family (gpt2, bert, llama; mixtral uses llama's) and precision (fp32, bf16, amp).
+struct ActivationScales {
+  double fp32;
+  double bf16;
+  double amp;
+};
+inline constexpr ActivationScales kGpt2Scales{1.035, 1.035, 1.411};
+inline constexpr ActivationScales kBertScales{0.944, 0.947, 1.057};
+inline constexpr ActivationScales kLlamaScales{0.971, 0.967, 1.247};
+
+// cuBLAS + cuBLASLt workspaces PyTorch keeps once the first matmul ran (measured 64 MiB on H200).
+inline constexpr std::uint64_t kWorkspaceBytes = 67108864;
+
+// Backward of a block without logits (bert): gradient buffers of the feed-forward pair, in units of
+// tokens × ffn × activation bytes.
+inline constexpr double kBlockBackwardTransient = 1.75;
+
+// resnet50 at 224×224: bytes saved for backward per image (fitted at batch 64), the backward transient
+// as a fraction of them, and the live bytes per image of a no-grad forward (fp32; 16-bit halves it).
+inline constexpr double kResNetActivationFp32 = 85669088.0;
+inline constexpr double kResNetActivationBf16 = 43735824.0;
+inline constexpr double kResNetActivationAmp = 44049943.0;
+inline constexpr double kResNetBackwardTransient = 0.0105;
+inline constexpr double kResNetInferenceFp32 = 10441672.0;
+
+// Share of resnet50's activations per unit (stem, layer1..layer4, head), from the feature-map sizes.
+inline constexpr double kResNetActivationShare[6] = {0.095, 0.394, 0.263, 0.197, 0.049, 0.002};
+
+}  // namespace memcoord::planner::calibration

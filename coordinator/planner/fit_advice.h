@@ -1,0 +1,27 @@
+// FitAdvice: when a plan does not fit, what would — a lower precision, activation checkpointing, a smaller
+// batch, more devices — each with the bytes it saves (or the capacity it adds) and whether it alone makes
+// the plan feasible. `fits` decides feasibility (the planner passes its own placement routine), so the
+// advice is checked against the same algorithm that failed. Deterministic; thread-safe if `fits` is.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "coordinator/planner/plan_request.h"
+
+namespace memcoord::planner {
+
+struct FitSuggestion {
+  std::string change;                     // "models[0] (llama2-7b): precision bf16"
+  std::uint64_t saves_bytes = 0;          // drop in that model's estimated bytes
+  std::uint64_t adds_capacity_bytes = 0;  // for "more devices"
+  bool fits = false;                      // this change alone makes the plan feasible
+};
+
+using FitsFunction = std::function<bool(const PlanRequest&)>;
+
+std::vector<FitSuggestion> SuggestFits(const PlanRequest& request, const FitsFunction& fits);
+
+}  // namespace memcoord::planner

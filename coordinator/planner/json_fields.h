@@ -1,0 +1,40 @@
+// Small helpers that read typed fields from a JSON object and turn every mismatch into an
+// INVALID_ARGUMENT status naming the field and the accepted form, so parsers never throw.
+// `where` prefixes the field path in messages ("models[1].batch"). Stateless; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace memcoord::planner {
+
+// Field `key` as an integer in [min_value, max_value]; `fallback` when absent (NOT_FOUND-free).
+Result<std::int64_t> ReadInt(const nlohmann::json& object, const std::string& where, const std::string& key,
+                             std::optional<std::int64_t> fallback, std::int64_t min_value,
+                             std::int64_t max_value);
+
+// Field `key` as a string; when `accepted` is non-empty the value must be one of them.
+Result<std::string> ReadString(const nlohmann::json& object, const std::string& where, const std::string& key,
+                               std::optional<std::string> fallback,
+                               const std::vector<std::string>& accepted = {});
+
+Result<bool> ReadBool(const nlohmann::json& object, const std::string& where, const std::string& key,
+                      bool fallback);
+
+// Field `key` as bytes: a non-negative integer or a size string ("80GB", "24GiB").
+Result<std::uint64_t> ReadBytes(const nlohmann::json& object, const std::string& where,
+                                const std::string& key, std::optional<std::uint64_t> fallback);
+
+// Fails naming the first key of `object` that is not in `known` (catches typos such as "capcity").
+Status CheckKnownKeys(const nlohmann::json& object, const std::string& where,
+                      const std::vector<std::string>& known);
+
+// "a, b, c" for messages.
+std::string JoinNames(const std::vector<std::string>& names);
+
+}  // namespace memcoord::planner

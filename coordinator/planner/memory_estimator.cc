@@ -1,0 +1,287 @@
+#include "coordinator/planner/memory_estimator.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "coordinator/planner/estimator_coefficients.h"
+
+namespace memcoord::planner {
+namespace {
+
+namespace cal = calibration;
+
+struct Sizes {
+  double d = 4;      // activation element bytes
+  double wb = 4;     // weight (and gradient, optimizer state) element bytes
+  bool amp = false;  // autocast: fp32 master weights, 16-bit matmuls
+};
+
+Sizes SizesFor(Precision p) {
+  switch (p) {
+    case Precision::kFp32:
+      return {4, 4, false};
+    case Precision::kBf16:
+      return {2, 2, false};
+    case Precision::kAmpBf16:
+    case Precision::kAmpFp16:
+      return {2, 4, true};
+  }
+  return {};
+}
+
+double OptimizerStates(Optimizer o) {
+  return o == Optimizer::kAdamW ? 2 : (o == Optimizer::kSgdMomentum ? 1 : 0);
+}
+double OptimizerTemporaries(Optimizer o) { return o == Optimizer::kAdamW ? 1 : 0; }
+
+double Scale(ModelFamily f, Precision p) {
+  const cal::ActivationScales& s = f == ModelFamily::kGpt2   ? cal::kGpt2Scales
+                                   : f == ModelFamily::kBert ? cal::kBertScales
+                                                             : cal::kLlamaScales;
+  return p == Precision::kFp32 ? s.fp32 : (p == Precision::kBf16 ? s.bf16 : s.amp);
+}
+
+// Analytic bytes saved for backward per token by one block (before calibration), from the tensors each
+// op keeps: layer inputs, q/k/v, attention output and its contiguous copy, dropout masks (1 byte),
+// norm inputs/outputs and the feed-forward intermediates (GPT-2's tanh GELU keeps four, BERT's erf GELU
+// one, LLaMA's SwiGLU gate/up/product). Under autocast the residual stream stays fp32.
+double BlockCoefficient(const ModelSpec& s, Sizes z) {
+  const double h = static_cast<double>(s.hidden);
+  const double f = static_cast<double>(s.ffn) * static_cast<double>(s.experts_per_token);
+  const double kv = h / static_cast<double>(s.heads) * static_cast<double>(s.kv_heads);
+  const double amp_residual = z.amp ? 4 * h : 0;
+  switch (s.family) {
+    case ModelFamily::kGpt2:
+      return (7 * z.d + 2) * h + 2 * z.d * kv + 5 * f * z.d + amp_residual;
+    case ModelFamily::kBert:
+      return (7 * z.d + 2) * h + 2 * z.d * kv + 2 * f * z.d + amp_residual;
+    case ModelFamily::kLlama:
+    case ModelFamily::kMixtral: {
+      const double norms = (z.d == 4 ? 24 : 16) * h + amp_residual;
+      const double router = s.family == ModelFamily::kMixtral ? 4.0 * static_cast<double>(s.experts) : 0;
+      return norms + 3 * z.d * h + 2 * z.d * kv + 4 * z.d * f + router;
+    }
+    case ModelFamily::kResNet50:
+      break;
+  }
+  return 0;
+}
+
+std::uint64_t Bytes(double v) { return v <= 0 ? 0 : static_cast<std::uint64_t>(std::llround(v)); }
+
+Status Validate(const ModelSpec& s, const TrainingOptions& o) {
+  const bool training = o.mode == RunMode::kTraining;
+  const std::int64_t min_size = training ? 1 : 0;
+  if (o.batch < min_size || o.batch > (std::int64_t{1} << 24)) {
+    return InvalidArgument("batch must be between " + std::to_string(min_size) + " and 16777216" +
+                           (training ? " in training" : " (0: weights only)") + ", got " +
+                           std::to_string(o.batch));
+  }
+  if (s.family == ModelFamily::kResNet50) {
+    if (o.checkpointing) {
+      return InvalidArgument(
+          "checkpointing \"full\" is not modelled for resnet50 (torchvision has no per-block "
+          "checkpointing); accepted: none");
+    }
+    return Status::Ok();
+  }
+  if (o.seq < min_size || o.seq > (std::int64_t{1} << 24)) {
+    return InvalidArgument("seq must be between " + std::to_string(min_size) + " and 16777216, got " +
+                           std::to_string(o.seq));
+  }
+  if (s.max_positions > 0 && o.seq > s.max_positions) {
+    return InvalidArgument("seq " + std::to_string(o.seq) + " exceeds the " + s.name + " position table (" +
+                           std::to_string(s.max_positions) + " positions); accepted: 1.." +
+                           std::to_string(s.max_positions));
+  }
+  return Status::Ok();
+}
+
+// Fills the parts every mode shares and the per-unit weight bytes.
+MemoryEstimate Start(const std::vector<ModelUnit>& units, Sizes z, double unit_factor) {
+  MemoryEstimate e;
+  e.params = TotalParams(units);
+  for (const ModelUnit& u : units) {
+    e.units.push_back(
+        {u.name, u.params, Bytes(static_cast<double>(u.params) * z.wb * unit_factor), u.tied_to});
+  }
+  e.breakdown.parameters_bytes = Bytes(static_cast<double>(e.params) * z.wb);
+  return e;
+}
+
+MemoryEstimate EstimateResNet(const std::vector<ModelUnit>& units, const TrainingOptions& o, Sizes z) {
+  const double b = static_cast<double>(o.batch);
+  const double p = static_cast<double>(TotalParams(units));
+  const double input = b * 3 * 224 * 224 * (o.precision == Precision::kBf16 ? 2 : 4);
+  if (o.mode == RunMode::kInference) {
+    MemoryEstimate e = Start(units, z, 1);
+    const double live = b * cal::kResNetInferenceFp32 * z.d / 4;
+    e.breakdown.transient_bytes = Bytes(live);
+    e.breakdown.inputs_bytes = Bytes(input);
+    e.breakdown.workspace_bytes = o.batch > 0 ? cal::kWorkspaceBytes : 0;
+    e.forward_backward_bytes =
+        e.breakdown.parameters_bytes + Bytes(live + input) + e.breakdown.workspace_bytes;
+    e.total_bytes = e.forward_backward_bytes;
+    e.peak_phase = o.batch > 0 ? "forward" : "weights";
+    for (std::size_t i = 0; i < e.units.size(); ++i)
+      e.units[i].bytes += Bytes(live * cal::kResNetActivationShare[i]);
+    e.units[0].bytes += Bytes(input);
+    e.per_device_overhead_bytes = e.breakdown.workspace_bytes;
+    return e;
+  }
+  const double states = OptimizerStates(o.optimizer);
+  const double temps = OptimizerTemporaries(o.optimizer);
+  MemoryEstimate e = Start(units, z, 2 + states + temps);
+  const double per_image = o.precision == Precision::kFp32   ? cal::kResNetActivationFp32
+                           : o.precision == Precision::kBf16 ? cal::kResNetActivationBf16
+                                                             : cal::kResNetActivationAmp;
+  const double saved = b * per_image + (z.amp ? 2 * p : 0);
+  const double backward = cal::kResNetBackwardTransient * saved;
+  MemoryBreakdown& m = e.breakdown;
+  m.gradients_bytes = Bytes(p * z.wb);
+  m.optimizer_state_bytes = Bytes(p * z.wb * states);
+  m.optimizer_temporaries_bytes = Bytes(p * z.wb * temps);
+  m.activations_bytes = Bytes(saved);
+  m.transient_bytes = Bytes(backward);
+  m.inputs_bytes = Bytes(input);
+  m.workspace_bytes = cal::kWorkspaceBytes;
+  const std::uint64_t fixed =
+      m.parameters_bytes + m.optimizer_state_bytes + m.inputs_bytes + m.workspace_bytes;
+  e.forward_backward_bytes = fixed + m.activations_bytes + m.transient_bytes;
+  e.optimizer_step_bytes = fixed + m.gradients_bytes + m.optimizer_temporaries_bytes;
+  e.total_bytes = std::max(e.forward_backward_bytes, e.optimizer_step_bytes);
+  e.peak_phase = e.forward_backward_bytes >= e.optimizer_step_bytes ? "forward/backward" : "optimizer step";
+  for (std::size_t i = 0; i < e.units.size(); ++i) {
+    e.units[i].bytes += Bytes(b * per_image * cal::kResNetActivationShare[i] +
+                              (z.amp ? 2.0 * static_cast<double>(units[i].params) : 0.0));
+  }
+  e.units[0].bytes += Bytes(input);
+  e.per_device_overhead_bytes = Bytes(cal::kWorkspaceBytes + backward);
+  return e;
+}
+
+MemoryEstimate EstimateTransformer(const ModelSpec& s, const std::vector<ModelUnit>& units,
+                                   const TrainingOptions& o, Sizes z) {
+  const double t = static_cast<double>(o.batch) * static_cast<double>(o.seq);
+  const double h = static_cast<double>(s.hidden);
+  const double f = static_cast<double>(s.ffn) * static_cast<double>(s.experts_per_token);
+  const double v = static_cast<double>(s.vocab);
+  const double layers = static_cast<double>(s.layers);
+  const double kv = h / static_cast<double>(s.heads) * static_cast<double>(s.kv_heads);
+  const bool lm = s.family != ModelFamily::kBert;  // causal LM head with a vocabulary-wide loss
+  const double p = static_cast<double>(TotalParams(units));
+
+  if (o.mode == RunMode::kInference) {
+    MemoryEstimate e = Start(units, z, 1);
+    if (t == 0) {
+      e.total_bytes = e.breakdown.parameters_bytes;
+      e.forward_backward_bytes = e.total_bytes;
+      e.peak_phase = "weights";
+      return e;
+    }
+    const double kv_cache = lm ? 2 * layers * t * kv * z.d : 0;  // returned by the forward (use_cache)
+    const double logits = lm ? t * v * z.d : t * h * z.d;
+    const double transient = std::max(t * h * z.d, t * (3 * f + 2 * h) * z.d - logits);
+    MemoryBreakdown& m = e.breakdown;
+    m.activations_bytes = Bytes(kv_cache);
+    m.logits_bytes = Bytes(logits);
+    m.transient_bytes = Bytes(transient);
+    m.inputs_bytes = Bytes(t * 8);
+    m.workspace_bytes = cal::kWorkspaceBytes;
+    e.forward_backward_bytes = m.parameters_bytes + m.activations_bytes + m.logits_bytes + m.transient_bytes +
+                               m.inputs_bytes + m.workspace_bytes;
+    e.total_bytes = e.forward_backward_bytes;
+    e.peak_phase = "forward";
+    for (std::size_t i = 0; i < units.size(); ++i) {
+      if (units[i].kind == UnitKind::kBlock) e.units[i].bytes += Bytes(kv_cache / layers);
+      if (units[i].kind == UnitKind::kHead) e.units[i].bytes += Bytes(logits);
+    }
+    e.per_device_overhead_bytes = Bytes(cal::kWorkspaceBytes + transient);
+    return e;
+  }
+
+  const double states = OptimizerStates(o.optimizer);
+  const double temps = OptimizerTemporaries(o.optimizer);
+  MemoryEstimate e = Start(units, z, 2 + states + temps);
+  double layer_matmul = 0;
+  double outside_matmul = 0;
+  for (const ModelUnit& u : units) {
+    (u.kind == UnitKind::kBlock ? layer_matmul : outside_matmul) += static_cast<double>(u.matmul_params);
+  }
+  const double block = t * BlockCoefficient(s, z) * Scale(s.family, o.precision);  // one block's saved bytes
+  const double io = (2 * z.d + 1) * h * t;  // embedding dropout mask and output, final norm in/out
+  const double inputs = t * 8 * 2;          // token ids and labels (int64)
+  const double logits_saved = lm ? t * v * (z.d + 4) : 0;  // logits, and the fp32 log-softmax of the loss
+  const double forward_transient = (lm && z.d == 2 ? t * v * 4 : 0) +  // logits upcast to fp32
+                                   (z.amp && o.checkpointing ? 2 * layer_matmul : 0);  // autocast cache
+  const double backward_transient = lm ? 2 * t * v * 4  // gradients of the loss and of the log-softmax
+                                       : t * f * z.d * cal::kBlockBackwardTransient;
+  const double amp_copies =
+      z.amp ? 2 * (o.checkpointing ? outside_matmul : layer_matmul + outside_matmul) : 0;
+  const double residual = (z.amp || z.d == 4) ? 4 : 2;
+  const double blocks_saved = o.checkpointing ? layers * t * h * residual : layers * block;
+
+  MemoryBreakdown& m = e.breakdown;
+  m.gradients_bytes = Bytes(p * z.wb);
+  m.optimizer_state_bytes = Bytes(p * z.wb * states);
+  m.optimizer_temporaries_bytes = Bytes(p * z.wb * temps);
+  m.activations_bytes = Bytes(blocks_saved + io + amp_copies);
+  m.logits_bytes = Bytes(logits_saved);
+  m.inputs_bytes = Bytes(inputs);
+  m.workspace_bytes = cal::kWorkspaceBytes;
+  const double fixed =
+      static_cast<double>(m.parameters_bytes + m.optimizer_state_bytes) + inputs + cal::kWorkspaceBytes;
+  const double saved = blocks_saved + io + amp_copies + logits_saved;
+  double transient = std::max(forward_transient, backward_transient);
+  double forward_backward = fixed + saved + transient;
+  if (o.checkpointing) {
+    // Backward recomputes one block at a time: its activations, its gradients and the head's coexist.
+    const double recompute = saved - logits_saved + block + (layer_matmul / layers + outside_matmul) * z.wb +
+                             t * f * z.d * cal::kBlockBackwardTransient;
+    if (fixed + recompute > forward_backward) {
+      forward_backward = fixed + recompute;
+      transient = recompute - (saved - logits_saved);
+    }
+  }
+  m.transient_bytes = Bytes(transient);
+  e.forward_backward_bytes = Bytes(forward_backward);
+  e.optimizer_step_bytes = Bytes(fixed) + m.gradients_bytes + m.optimizer_temporaries_bytes;
+  e.total_bytes = std::max(e.forward_backward_bytes, e.optimizer_step_bytes);
+  e.peak_phase = e.forward_backward_bytes >= e.optimizer_step_bytes ? "forward/backward" : "optimizer step";
+
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    const ModelUnit& u = units[i];
+    const double copies = z.amp ? 2.0 * static_cast<double>(u.matmul_params) : 0.0;
+    double act = 0;
+    switch (u.kind) {
+      case UnitKind::kEmbedding:
+        act = io + inputs;
+        break;
+      case UnitKind::kBlock:
+        act = o.checkpointing ? t * h * residual : block + copies;
+        break;
+      case UnitKind::kHead:
+        act = logits_saved + (lm ? backward_transient : 0) + copies;
+        break;
+      case UnitKind::kNorm:
+        break;
+    }
+    e.units[i].bytes += Bytes(act);
+  }
+  e.per_device_overhead_bytes = Bytes(
+      cal::kWorkspaceBytes + (o.checkpointing ? block + t * f * z.d * cal::kBlockBackwardTransient : 0) +
+      (lm ? 0 : backward_transient));
+  return e;
+}
+
+}  // namespace
+
+Result<MemoryEstimate> EstimateMemory(const ModelSpec& spec, const TrainingOptions& options) {
+  MEMCOORD_RETURN_IF_ERROR(Validate(spec, options));
+  const std::vector<ModelUnit> units = BuildUnits(spec);
+  const Sizes z = SizesFor(options.precision);
+  if (spec.family == ModelFamily::kResNet50) return EstimateResNet(units, options, z);
+  return EstimateTransformer(spec, units, options, z);
+}
+
+}  // namespace memcoord::planner

@@ -1,0 +1,166 @@
+#include "coordinator/planner/model_packing.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "common/bytes.h"
+
+namespace memcoord::planner {
+namespace {
+
+// Bounds the exact search on adversarial inputs (many unequal devices); past it the best found is kept.
+constexpr std::uint64_t kNodeBudget = 2'000'000;
+
+struct Search {
+  const std::vector<std::uint64_t>& items;  // sorted descending
+  const std::vector<std::uint64_t>& capacities;
+  std::vector<std::uint64_t> loads;
+  std::vector<std::size_t> device_of;
+  std::uint64_t best = UINT64_MAX;
+  std::vector<std::size_t> best_device_of;
+  std::uint64_t lower_bound = 0;
+  std::uint64_t nodes = 0;
+
+  void Run(std::size_t i, std::uint64_t current_max) {
+    if (best == lower_bound || nodes >= kNodeBudget) return;  // cannot do better, or out of budget
+    ++nodes;
+    if (i == items.size()) {
+      if (current_max < best) {
+        best = current_max;
+        best_device_of = device_of;
+      }
+      return;
+    }
+    for (std::size_t j = 0; j < capacities.size(); ++j) {
+      // Devices with the same capacity and load are interchangeable: try the first only.
+      bool seen = false;
+      for (std::size_t k = 0; k < j && !seen; ++k)
+        seen = capacities[k] == capacities[j] && loads[k] == loads[j];
+      if (seen) continue;
+      const std::uint64_t load = loads[j] + items[i];
+      if (load > capacities[j] || std::max(current_max, load) >= best) continue;
+      loads[j] = load;
+      device_of[i] = j;
+      Run(i + 1, std::max(current_max, load));
+      loads[j] -= items[i];
+    }
+  }
+};
+
+std::uint64_t MaxOf(const std::vector<std::uint64_t>& v) {
+  return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
+}
+
+// Longest processing time first, then moves and swaps off the busiest device.
+bool Heuristic(const std::vector<std::uint64_t>& items, const std::vector<std::size_t>& order,
+               const std::vector<std::uint64_t>& capacities, std::vector<std::uint64_t>& loads,
+               std::vector<std::size_t>& device_of) {
+  for (std::size_t i : order) {
+    std::size_t pick = capacities.size();
+    for (std::size_t j = 0; j < capacities.size(); ++j) {
+      if (loads[j] + items[i] > capacities[j]) continue;
+      if (pick == capacities.size() || loads[j] < loads[pick]) pick = j;
+    }
+    if (pick == capacities.size()) return false;
+    device_of[i] = pick;
+    loads[pick] += items[i];
+  }
+  for (int round = 0; round < 10000; ++round) {
+    const std::size_t busy =
+        static_cast<std::size_t>(std::max_element(loads.begin(), loads.end()) - loads.begin());
+    const std::uint64_t peak = loads[busy];
+    bool improved = false;
+    for (std::size_t i = 0; i < items.size() && !improved; ++i) {
+      if (device_of[i] != busy) continue;
+      for (std::size_t j = 0; j < capacities.size() && !improved; ++j) {
+        if (j == busy) continue;
+        if (loads[j] + items[i] <= capacities[j] && loads[j] + items[i] < peak) {  // move
+          loads[busy] -= items[i];
+          loads[j] += items[i];
+          device_of[i] = j;
+          improved = true;
+          break;
+        }
+        for (std::size_t k = 0; k < items.size(); ++k) {  // swap i with a smaller k on device j
+          if (device_of[k] != j || items[k] >= items[i]) continue;
+          const std::uint64_t new_j = loads[j] - items[k] + items[i];
+          if (new_j > capacities[j] || new_j >= peak) continue;
+          loads[busy] = loads[busy] - items[i] + items[k];
+          loads[j] = new_j;
+          device_of[i] = j;
+          device_of[k] = busy;
+          improved = true;
+          break;
+        }
+      }
+    }
+    if (!improved) break;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<Packing> PackWhole(const std::vector<std::uint64_t>& items,
+                          const std::vector<std::uint64_t>& capacities,
+                          const std::vector<std::uint64_t>& base_loads) {
+  if (capacities.empty()) return InvalidArgument("no devices to pack onto");
+  std::vector<std::uint64_t> base(capacities.size(), 0);
+  for (std::size_t j = 0; j < base_loads.size() && j < base.size(); ++j) base[j] = base_loads[j];
+  const std::uint64_t largest_room = [&] {
+    std::uint64_t r = 0;
+    for (std::size_t j = 0; j < capacities.size(); ++j)
+      r = std::max(r, capacities[j] > base[j] ? capacities[j] - base[j] : 0);
+    return r;
+  }();
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (items[i] > largest_room) {
+      return ResourceExhausted("item " + std::to_string(i) + " needs " + FormatBytes(items[i]) +
+                               " but the largest free device has " + FormatBytes(largest_room));
+    }
+  }
+  std::vector<std::size_t> order(items.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return items[a] > items[b]; });
+
+  Packing packing;
+  packing.device_of.assign(items.size(), 0);
+  std::vector<std::uint64_t> loads = base;
+  const bool heuristic_ok = Heuristic(items, order, capacities, loads, packing.device_of);
+
+  if (items.size() <= kExactPackingItems) {
+    std::vector<std::uint64_t> sorted(items.size());
+    for (std::size_t r = 0; r < order.size(); ++r) sorted[r] = items[order[r]];
+    Search search{sorted, capacities, base, std::vector<std::size_t>(items.size(), 0), UINT64_MAX, {}, 0, 0};
+    std::uint64_t total = 0;
+    for (std::uint64_t w : items) total += w;
+    for (std::uint64_t b : base) total += b;
+    search.lower_bound = std::max(MaxOf(base), sorted.empty() ? 0 : sorted[0]);
+    search.lower_bound = std::max(search.lower_bound, (total + capacities.size() - 1) / capacities.size());
+    if (heuristic_ok) search.best = MaxOf(loads) + 1;  // find anything at least as good as the heuristic
+    search.Run(0, MaxOf(base));
+    if (!search.best_device_of.empty() || items.empty()) {
+      if (!items.empty()) {
+        for (std::size_t r = 0; r < order.size(); ++r) packing.device_of[order[r]] = search.best_device_of[r];
+      }
+      loads = base;
+      for (std::size_t i = 0; i < items.size(); ++i) loads[packing.device_of[i]] += items[i];
+      packing.exact = search.nodes < kNodeBudget;
+    } else if (!heuristic_ok) {
+      return ResourceExhausted("no assignment of the " + std::to_string(items.size()) + " items fits the " +
+                               std::to_string(capacities.size()) + " devices");
+    } else {
+      packing.exact = search.nodes < kNodeBudget;  // proved nothing beats the heuristic's result
+    }
+  } else if (!heuristic_ok) {
+    return ResourceExhausted("no assignment found for the " + std::to_string(items.size()) +
+                             " items on the " + std::to_string(capacities.size()) +
+                             " devices (largest-first packing failed)");
+  }
+  packing.loads = loads;
+  packing.bottleneck_bytes = MaxOf(loads);
+  return packing;
+}
+
+}  // namespace memcoord::planner

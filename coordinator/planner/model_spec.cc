@@ -1,0 +1,194 @@
+#include "coordinator/planner/model_spec.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "coordinator/planner/json_fields.h"
+
+namespace memcoord::planner {
+namespace {
+
+ModelSpec Gpt2(std::string name, std::int64_t layers, std::int64_t hidden, std::int64_t heads) {
+  ModelSpec s;
+  s.name = std::move(name);
+  s.family = ModelFamily::kGpt2;
+  s.layers = layers;
+  s.hidden = hidden;
+  s.heads = heads;
+  s.kv_heads = heads;
+  s.ffn = 4 * hidden;
+  s.vocab = 50257;
+  s.max_positions = 1024;
+  s.tied_embeddings = true;
+  return s;
+}
+
+ModelSpec Bert(std::string name, std::int64_t layers, std::int64_t hidden, std::int64_t heads) {
+  ModelSpec s;
+  s.name = std::move(name);
+  s.family = ModelFamily::kBert;
+  s.layers = layers;
+  s.hidden = hidden;
+  s.heads = heads;
+  s.kv_heads = heads;
+  s.ffn = 4 * hidden;
+  s.vocab = 30522;
+  s.max_positions = 512;
+  s.type_vocab = 2;
+  return s;
+}
+
+ModelSpec Llama(std::string name, ModelFamily family, std::int64_t layers, std::int64_t hidden,
+                std::int64_t ffn, std::int64_t heads, std::int64_t kv_heads) {
+  ModelSpec s;
+  s.name = std::move(name);
+  s.family = family;
+  s.layers = layers;
+  s.hidden = hidden;
+  s.ffn = ffn;
+  s.heads = heads;
+  s.kv_heads = kv_heads;
+  s.vocab = 32000;
+  return s;
+}
+
+std::vector<ModelSpec> MakePresets() {
+  std::vector<ModelSpec> presets = {
+      Gpt2("gpt2", 12, 768, 12),
+      Gpt2("gpt2-medium", 24, 1024, 16),
+      Gpt2("gpt2-large", 36, 1280, 20),
+      Gpt2("gpt2-xl", 48, 1600, 25),
+      Bert("bert-base", 12, 768, 12),
+      Bert("bert-large", 24, 1024, 16),
+      Llama("llama2-7b", ModelFamily::kLlama, 32, 4096, 11008, 32, 32),
+      Llama("llama2-13b", ModelFamily::kLlama, 40, 5120, 13824, 40, 40),
+      Llama("llama2-70b", ModelFamily::kLlama, 80, 8192, 28672, 64, 8),
+      Llama("mixtral-8x7b", ModelFamily::kMixtral, 32, 4096, 14336, 32, 8),
+  };
+  presets.back().experts = 8;
+  presets.back().experts_per_token = 2;
+  ModelSpec resnet;
+  resnet.name = "resnet50";
+  resnet.family = ModelFamily::kResNet50;
+  resnet.layers = 4;  // stages
+  resnet.hidden = 2048;
+  resnet.vocab = 1000;  // classes
+  presets.push_back(resnet);
+  return presets;
+}
+
+const std::vector<ModelSpec>& Presets() {
+  static const std::vector<ModelSpec> presets = MakePresets();
+  return presets;
+}
+
+constexpr std::int64_t kMaxDim = std::int64_t{1}
+                                 << 24;  // 16M: far above any real width, keeps products in range
+
+}  // namespace
+
+std::string_view ModelFamilyName(ModelFamily family) {
+  switch (family) {
+    case ModelFamily::kGpt2:
+      return "gpt2";
+    case ModelFamily::kBert:
+      return "bert";
+    case ModelFamily::kLlama:
+      return "llama";
+    case ModelFamily::kMixtral:
+      return "mixtral";
+    case ModelFamily::kResNet50:
+      return "resnet50";
+  }
+  return "unknown";
+}
+
+const std::vector<std::string>& PresetNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const ModelSpec& s : Presets()) out.push_back(s.name);
+    return out;
+  }();
+  return names;
+}
+
+Result<ModelSpec> PresetSpec(std::string_view name) {
+  for (const ModelSpec& s : Presets()) {
+    if (s.name == name) return s;
+  }
+  return NotFound("unknown model preset \"" + std::string(name) +
+                  "\"; accepted: " + JoinNames(PresetNames()) + " (or a spec file)");
+}
+
+Result<ModelSpec> ParseModelSpec(const nlohmann::json& object) {
+  if (!object.is_object()) return InvalidArgument("spec must be a JSON object, got " + object.dump());
+  MEMCOORD_RETURN_IF_ERROR(
+      CheckKnownKeys(object, "spec",
+                     {"family", "name", "hidden", "layers", "heads", "kv_heads", "ffn", "vocab", "experts",
+                      "experts_per_token", "tied_embeddings", "max_positions", "type_vocab"}));
+  MEMCOORD_ASSIGN_OR_RETURN(std::string family, ReadString(object, "spec", "family", std::nullopt,
+                                                           {"gpt2", "bert", "llama", "mixtral"}));
+  ModelSpec s;
+  MEMCOORD_ASSIGN_OR_RETURN(s.name, ReadString(object, "spec", "name", std::string("spec")));
+  s.family = family == "gpt2"    ? ModelFamily::kGpt2
+             : family == "bert"  ? ModelFamily::kBert
+             : family == "llama" ? ModelFamily::kLlama
+                                 : ModelFamily::kMixtral;
+  const bool learned_positions = s.family == ModelFamily::kGpt2 || s.family == ModelFamily::kBert;
+  MEMCOORD_ASSIGN_OR_RETURN(s.hidden, ReadInt(object, "spec", "hidden", std::nullopt, 1, kMaxDim));
+  MEMCOORD_ASSIGN_OR_RETURN(s.layers, ReadInt(object, "spec", "layers", std::nullopt, 1, 100000));
+  MEMCOORD_ASSIGN_OR_RETURN(s.heads, ReadInt(object, "spec", "heads", std::nullopt, 1, kMaxDim));
+  MEMCOORD_ASSIGN_OR_RETURN(s.kv_heads, ReadInt(object, "spec", "kv_heads", s.heads, 1, kMaxDim));
+  MEMCOORD_ASSIGN_OR_RETURN(
+      s.ffn,
+      ReadInt(object, "spec", "ffn",
+              learned_positions ? std::optional<std::int64_t>(4 * s.hidden) : std::nullopt, 1, kMaxDim));
+  MEMCOORD_ASSIGN_OR_RETURN(s.vocab, ReadInt(object, "spec", "vocab", std::nullopt, 1, kMaxDim));
+  const bool moe = s.family == ModelFamily::kMixtral;
+  MEMCOORD_ASSIGN_OR_RETURN(s.experts, ReadInt(object, "spec", "experts", moe ? 8 : 1, 1, 1024));
+  MEMCOORD_ASSIGN_OR_RETURN(s.experts_per_token,
+                            ReadInt(object, "spec", "experts_per_token", moe ? 2 : 1, 1, 1024));
+  MEMCOORD_ASSIGN_OR_RETURN(s.tied_embeddings,
+                            ReadBool(object, "spec", "tied_embeddings", s.family == ModelFamily::kGpt2));
+  MEMCOORD_ASSIGN_OR_RETURN(
+      s.max_positions,
+      ReadInt(object, "spec", "max_positions",
+              s.family == ModelFamily::kGpt2 ? 1024 : (s.family == ModelFamily::kBert ? 512 : 0), 0,
+              kMaxDim));
+  MEMCOORD_ASSIGN_OR_RETURN(s.type_vocab, ReadInt(object, "spec", "type_vocab",
+                                                  s.family == ModelFamily::kBert ? 2 : 0, 0, kMaxDim));
+  if (s.hidden % s.heads != 0) {
+    return InvalidArgument("spec.heads (" + std::to_string(s.heads) + ") must divide spec.hidden (" +
+                           std::to_string(s.hidden) + ")");
+  }
+  if (s.heads % s.kv_heads != 0) {
+    return InvalidArgument("spec.kv_heads (" + std::to_string(s.kv_heads) + ") must divide spec.heads (" +
+                           std::to_string(s.heads) + ")");
+  }
+  if (s.experts_per_token > s.experts) {
+    return InvalidArgument("spec.experts_per_token (" + std::to_string(s.experts_per_token) +
+                           ") must not exceed spec.experts (" + std::to_string(s.experts) + ")");
+  }
+  if (!moe && s.experts != 1) {
+    return InvalidArgument("spec.experts is only accepted for family \"mixtral\"");
+  }
+  if (s.family == ModelFamily::kBert && s.tied_embeddings) {
+    return InvalidArgument("spec.tied_embeddings: the bert family has no output head to tie (use false)");
+  }
+  return s;
+}
+
+Result<ModelSpec> LoadModelSpecFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return InvalidArgument("cannot read spec file \"" + path + "\"");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json object = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (object.is_discarded()) return InvalidArgument("spec file \"" + path + "\" is not valid JSON");
+  Result<ModelSpec> spec = ParseModelSpec(object);
+  if (!spec.ok()) return spec.status().WithContext("spec file \"" + path + "\": ");
+  return spec;
+}
+
+}  // namespace memcoord::planner

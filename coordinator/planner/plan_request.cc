@@ -1,0 +1,168 @@
+#include "coordinator/planner/plan_request.h"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "coordinator/planner/json_fields.h"
+
+namespace memcoord::planner {
+namespace {
+
+constexpr std::int64_t kMaxDevices = 1 << 20;
+
+Result<DeviceSpec> ParseDevice(const nlohmann::json& d, const std::string& where, std::string default_name) {
+  if (!d.is_object())
+    return InvalidArgument(where + " must be an object {\"name\", \"capacity\", \"reserve\"}");
+  MEMCOORD_RETURN_IF_ERROR(CheckKnownKeys(d, where, {"name", "capacity", "reserve"}));
+  DeviceSpec device;
+  MEMCOORD_ASSIGN_OR_RETURN(device.name, ReadString(d, where, "name", std::move(default_name)));
+  MEMCOORD_ASSIGN_OR_RETURN(device.capacity_bytes, ReadBytes(d, where, "capacity", std::nullopt));
+  MEMCOORD_ASSIGN_OR_RETURN(device.reserve_bytes, ReadBytes(d, where, "reserve", std::uint64_t{0}));
+  if (device.capacity_bytes == 0) return InvalidArgument(where + ".capacity must be positive, got 0");
+  if (device.reserve_bytes >= device.capacity_bytes) {
+    return InvalidArgument(where + ".reserve (" + std::to_string(device.reserve_bytes) +
+                           " bytes) must be smaller than its capacity (" +
+                           std::to_string(device.capacity_bytes) + " bytes)");
+  }
+  return device;
+}
+
+Result<std::vector<DeviceSpec>> ParseDevices(const nlohmann::json& root) {
+  auto it = root.find("devices");
+  if (it == root.end()) {
+    return InvalidArgument(
+        "devices is required: {\"count\": N, \"capacity\": \"80GB\"} or a list of "
+        "{\"name\", \"capacity\", \"reserve\"}");
+  }
+  std::vector<DeviceSpec> devices;
+  if (it->is_object()) {
+    MEMCOORD_RETURN_IF_ERROR(CheckKnownKeys(*it, "devices", {"count", "capacity", "reserve", "name"}));
+    MEMCOORD_ASSIGN_OR_RETURN(std::int64_t count,
+                              ReadInt(*it, "devices", "count", std::nullopt, 1, kMaxDevices));
+    nlohmann::json one = *it;
+    one.erase("count");
+    MEMCOORD_ASSIGN_OR_RETURN(std::string prefix, ReadString(*it, "devices", "name", std::string("gpu")));
+    one.erase("name");
+    for (std::int64_t i = 0; i < count; ++i) {
+      MEMCOORD_ASSIGN_OR_RETURN(DeviceSpec d, ParseDevice(one, "devices", prefix + std::to_string(i)));
+      devices.push_back(std::move(d));
+    }
+  } else if (it->is_array()) {
+    if (it->empty()) return InvalidArgument("devices must list at least one device, got []");
+    if (it->size() > static_cast<std::size_t>(kMaxDevices))
+      return InvalidArgument("devices: too many devices");
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      MEMCOORD_ASSIGN_OR_RETURN(DeviceSpec d, ParseDevice((*it)[i], "devices[" + std::to_string(i) + "]",
+                                                          "gpu" + std::to_string(i)));
+      devices.push_back(std::move(d));
+    }
+  } else {
+    return InvalidArgument("devices must be {\"count\": N, \"capacity\": \"80GB\"} or a list, got " +
+                           it->dump());
+  }
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    for (std::size_t k = 0; k < i; ++k) {
+      if (devices[k].name == devices[i].name) {
+        return InvalidArgument("devices[" + std::to_string(i) + "].name \"" + devices[i].name +
+                               "\" is used twice");
+      }
+    }
+  }
+  return devices;
+}
+
+Result<ModelRequest> ParseModel(const nlohmann::json& m, const std::string& where, std::size_t count) {
+  if (!m.is_object()) return InvalidArgument(where + " must be an object with \"preset\" or \"spec\"");
+  MEMCOORD_RETURN_IF_ERROR(CheckKnownKeys(m, where,
+                                          {"name", "preset", "spec", "precision", "mode", "optimizer",
+                                           "batch", "seq", "checkpointing", "split"}));
+  ModelRequest r;
+  const bool has_preset = m.contains("preset");
+  const bool has_spec = m.contains("spec");
+  if (has_preset == has_spec) {
+    return InvalidArgument(where + " needs exactly one of \"preset\" (" + JoinNames(PresetNames()) +
+                           ") or \"spec\" (an object)");
+  }
+  if (has_preset) {
+    MEMCOORD_ASSIGN_OR_RETURN(std::string preset, ReadString(m, where, "preset", std::nullopt));
+    Result<ModelSpec> spec = PresetSpec(preset);
+    if (!spec.ok()) return spec.status().WithContext(where + ".preset: ");
+    r.spec = *spec;
+  } else {
+    Result<ModelSpec> spec = ParseModelSpec(m["spec"]);
+    if (!spec.ok()) return spec.status().WithContext(where + ": ");
+    r.spec = *spec;
+  }
+  MEMCOORD_ASSIGN_OR_RETURN(r.name, ReadString(m, where, "name", r.spec.name));
+  MEMCOORD_ASSIGN_OR_RETURN(std::string precision,
+                            ReadString(m, where, "precision", std::string("fp32"), PrecisionNames()));
+  MEMCOORD_ASSIGN_OR_RETURN(std::string mode,
+                            ReadString(m, where, "mode", std::string("training"), RunModeNames()));
+  MEMCOORD_ASSIGN_OR_RETURN(std::string optimizer,
+                            ReadString(m, where, "optimizer", std::string("adamw"), OptimizerNames()));
+  MEMCOORD_ASSIGN_OR_RETURN(std::string ckpt,
+                            ReadString(m, where, "checkpointing", std::string("none"), CheckpointingNames()));
+  MEMCOORD_ASSIGN_OR_RETURN(
+      std::string split,
+      ReadString(m, where, "split", std::string(count == 1 ? "layers" : "whole"), {"layers", "whole"}));
+  r.options.precision = *ParsePrecision(precision);
+  r.options.mode = *ParseRunMode(mode);
+  r.options.optimizer = *ParseOptimizer(optimizer);
+  r.options.checkpointing = *ParseCheckpointing(ckpt);
+  r.split = split == "layers" ? SplitKind::kLayers : SplitKind::kWhole;
+  const bool training = r.options.mode == RunMode::kTraining;
+  MEMCOORD_ASSIGN_OR_RETURN(r.options.batch,
+                            ReadInt(m, where, "batch", training ? 1 : 0, training ? 1 : 0, 1 << 24));
+  MEMCOORD_ASSIGN_OR_RETURN(
+      r.options.seq, ReadInt(m, where, "seq", training ? DefaultSeq(r.spec) : 0, training ? 1 : 0, 1 << 24));
+  if (!training && r.options.batch > 0 && r.options.seq == 0 && r.spec.family != ModelFamily::kResNet50) {
+    r.options.seq = DefaultSeq(r.spec);
+  }
+  return r;
+}
+
+}  // namespace
+
+std::int64_t DefaultSeq(const ModelSpec& spec) {
+  if (spec.family == ModelFamily::kResNet50) return 1;
+  return spec.max_positions > 0 ? std::min<std::int64_t>(1024, spec.max_positions) : 1024;
+}
+
+Result<PlanRequest> ParsePlanRequest(std::string_view json_text) {
+  nlohmann::json root = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) {
+    return InvalidArgument(
+        "the plan file is not valid JSON (expected {\"devices\": ..., \"models\": [...]})");
+  }
+  if (!root.is_object())
+    return InvalidArgument("the plan file must hold a JSON object with \"devices\" and \"models\"");
+  MEMCOORD_RETURN_IF_ERROR(CheckKnownKeys(root, "", {"devices", "models"}));
+  PlanRequest request;
+  MEMCOORD_ASSIGN_OR_RETURN(request.devices, ParseDevices(root));
+  auto models = root.find("models");
+  if (models == root.end() || !models->is_array() || models->empty()) {
+    return InvalidArgument(
+        "models must be a non-empty list of {\"preset\" or \"spec\", \"precision\", \"mode\", "
+        "\"split\", ...}");
+  }
+  for (std::size_t i = 0; i < models->size(); ++i) {
+    MEMCOORD_ASSIGN_OR_RETURN(ModelRequest m,
+                              ParseModel((*models)[i], "models[" + std::to_string(i) + "]", models->size()));
+    request.models.push_back(std::move(m));
+  }
+  return request;
+}
+
+Result<PlanRequest> LoadPlanRequest(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return InvalidArgument("cannot read plan file \"" + path + "\"");
+  std::stringstream text;
+  text << in.rdbuf();
+  Result<PlanRequest> request = ParsePlanRequest(text.str());
+  if (!request.ok()) return request.status().WithContext("plan file \"" + path + "\": ");
+  return request;
+}
+
+}  // namespace memcoord::planner

@@ -1,0 +1,51 @@
+// PlanRequest: what `memcoord plan FILE.json` asks for, parsed and validated.
+//   {"devices": {"count": 8, "capacity": "80GB", "reserve": "2GB"}
+//               or [{"name": "gpu0", "capacity": "80GB", "reserve": "1GiB"}, ...],
+//    "models": [{"name": "lm", "preset": "llama2-7b" | "spec": {...}, "precision": "bf16",
+//                "mode": "training|inference", "optimizer": "adamw", "batch": 8, "seq": 2048,
+//                "checkpointing": "none|full", "split": "layers|whole"}]}
+// Defaults: precision fp32, optimizer adamw, checkpointing none, split layers for a single model and whole
+// otherwise; training batch 1 and seq 1024 (capped by a learned position table); inference batch 0 and seq 0
+// (weights only) unless given. Every error is INVALID_ARGUMENT (NOT_FOUND for an unknown preset) naming the
+// field ("models[1].precision") and what is accepted. Plain values; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "coordinator/planner/model_spec.h"
+#include "coordinator/planner/training_options.h"
+
+namespace memcoord::planner {
+
+struct DeviceSpec {
+  std::string name;
+  std::uint64_t capacity_bytes = 0;
+  std::uint64_t reserve_bytes = 0;  // kept free (CUDA context, other processes)
+  std::uint64_t usable_bytes() const { return capacity_bytes - reserve_bytes; }
+};
+
+enum class SplitKind { kLayers, kWhole };
+
+struct ModelRequest {
+  std::string name;
+  ModelSpec spec;
+  TrainingOptions options;
+  SplitKind split = SplitKind::kLayers;
+};
+
+struct PlanRequest {
+  std::vector<DeviceSpec> devices;
+  std::vector<ModelRequest> models;
+};
+
+Result<PlanRequest> ParsePlanRequest(std::string_view json_text);
+Result<PlanRequest> LoadPlanRequest(const std::string& path);
+
+// Default sequence length for a model when none is given: 1024, capped by a learned position table.
+std::int64_t DefaultSeq(const ModelSpec& spec);
+
+}  // namespace memcoord::planner
