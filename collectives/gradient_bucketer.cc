@@ -1,0 +1,193 @@
+#include "collectives/gradient_bucketer.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <utility>
+
+namespace memcoord {
+namespace {
+
+std::size_t AlignUp(std::size_t value, std::size_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<GradientBucketer>> GradientBucketer::Create(Communicator& comm, CachingPool& pool,
+                                                                   std::vector<ParameterSpec> parameters,
+                                                                   BucketerOptions options) {
+  if (parameters.empty()) return InvalidArgument("GradientBucketer: no parameters registered");
+  if (options.bucket_cap_bytes == 0 || options.first_bucket_cap_bytes == 0) {
+    return InvalidArgument("GradientBucketer: bucket caps must be positive");
+  }
+  const std::size_t align = options.alignment_bytes;
+  if (align == 0 || (align & (align - 1)) != 0 || align % 8 != 0) {
+    return InvalidArgument(fmt::format(
+        "GradientBucketer: alignment {} must be a power of two and a multiple of 8 bytes", align));
+  }
+  for (std::size_t p = 0; p < parameters.size(); ++p) {
+    if (!IsValid(parameters[p].type)) {
+      return InvalidArgument(fmt::format("GradientBucketer: parameter {} has an unknown data type", p));
+    }
+  }
+
+  std::unique_ptr<GradientBucketer> self(new GradientBucketer(comm, pool, options));
+  self->slots_.resize(parameters.size());
+  // Plan: walk parameters backwards (backward order), closing a bucket when the next parameter would take
+  // it past its cap or has another type.
+  std::size_t used = 0;
+  for (std::size_t i = parameters.size(); i-- > 0;) {
+    const ParameterSpec& spec = parameters[i];
+    const std::size_t bytes = spec.count * SizeOf(spec.type);
+    bool open_new = self->buckets_.empty();
+    if (!open_new) {
+      const BucketInfo& current = self->buckets_.back();
+      const std::size_t current_cap =
+          self->buckets_.size() == 1 ? options.first_bucket_cap_bytes : options.bucket_cap_bytes;
+      open_new = current.type != spec.type || (used > 0 && AlignUp(used, align) + bytes > current_cap);
+    }
+    if (open_new) {
+      self->buckets_.push_back(BucketInfo{0, spec.type, {}});
+      used = 0;
+    }
+    BucketInfo& bucket = self->buckets_.back();
+    const std::size_t offset = AlignUp(used, align);
+    self->slots_[i] = Slot{self->buckets_.size() - 1, offset, false};
+    bucket.parameters.push_back(i);
+    used = offset + bytes;
+    bucket.bytes = AlignUp(used, align);
+  }
+
+  // Allocate.
+  Result<TagId> tag = pool.tag("gradients");
+  if (!tag.ok()) return tag.status();
+  self->state_.resize(self->buckets_.size());
+  for (std::size_t b = 0; b < self->buckets_.size(); ++b) {
+    Bucket& state = self->state_[b];
+    const BucketInfo& info = self->buckets_[b];
+    state.elements = info.bytes / SizeOf(info.type);
+    state.waiting = info.parameters.size();
+    if (info.bytes == 0) continue;
+    Result<void*> data = pool.allocate(info.bytes, options.compute_stream, *tag);
+    if (!data.ok()) {
+      return data.status().WithContext(fmt::format("GradientBucketer: bucket {} of {} ({} bytes): ", b,
+                                                   self->buckets_.size(), info.bytes));
+    }
+    state.data = *data;
+    if (comm.stream() != options.compute_stream) {
+      MEMCOORD_RETURN_IF_ERROR(pool.record_stream(state.data, comm.stream()));
+    }
+    // Host buckets start zeroed so padding is never uninitialized memory on the wire.
+    if (!comm.device_buffers()) std::memset(state.data, 0, info.bytes);
+  }
+  return self;
+}
+
+GradientBucketer::GradientBucketer(Communicator& comm, CachingPool& pool, BucketerOptions options)
+    : comm_(comm), pool_(pool), options_(options) {}
+
+GradientBucketer::~GradientBucketer() {
+  (void)WaitAll();  // memory must not go back to the pool while a collective may still touch it
+  for (Bucket& bucket : state_) {
+    if (bucket.data != nullptr) (void)pool_.deallocate(bucket.data);
+  }
+}
+
+Result<void*> GradientBucketer::gradient(std::size_t parameter) const {
+  if (parameter >= slots_.size()) {
+    return InvalidArgument(
+        fmt::format("gradient: parameter {} is not registered ({} parameters)", parameter, slots_.size()));
+  }
+  const Slot& slot = slots_[parameter];
+  char* base = static_cast<char*>(state_[slot.bucket].data);
+  if (base == nullptr) return static_cast<void*>(nullptr);  // an all-empty bucket
+  return static_cast<void*>(base + slot.offset_bytes);
+}
+
+Status GradientBucketer::mark_ready(std::size_t parameter) {
+  if (parameter >= slots_.size()) {
+    return InvalidArgument(
+        fmt::format("mark_ready: parameter {} is not registered ({} parameters)", parameter, slots_.size()));
+  }
+  MEMCOORD_RETURN_IF_ERROR(failed_);
+  Slot& slot = slots_[parameter];
+  if (slot.ready) {
+    return FailedPrecondition(fmt::format(
+        "mark_ready: parameter {} was already marked ready this step (call finish() first)", parameter));
+  }
+  slot.ready = true;
+  --state_[slot.bucket].waiting;
+  MEMCOORD_RETURN_IF_ERROR(LaunchReadyBuckets());
+  return PollInFlight();
+}
+
+Status GradientBucketer::LaunchReadyBuckets() {
+  while (next_launch_ < state_.size() && state_[next_launch_].waiting == 0) {
+    Bucket& bucket = state_[next_launch_];
+    Status ordered = comm_.order_after(options_.compute_stream);
+    if (!ordered.ok()) return failed_ = ordered;
+    auto pending = comm_.start_allreduce(bucket.data, bucket.data, bucket.elements,
+                                         buckets_[next_launch_].type, ReduceOp::kAvg);
+    if (!pending.ok()) {
+      return failed_ = pending.status().WithContext(fmt::format("gradient bucket {}: ", next_launch_));
+    }
+    bucket.in_flight = std::move(*pending);
+    ++next_launch_;
+  }
+  return Status::Ok();
+}
+
+Status GradientBucketer::PollInFlight() {
+  for (std::size_t b = 0; b < next_launch_; ++b) {
+    if (!state_[b].in_flight) continue;
+    Result<bool> done = state_[b].in_flight->poll();
+    if (!done.ok()) return failed_ = done.status().WithContext(fmt::format("gradient bucket {}: ", b));
+    if (*done) state_[b].in_flight.reset();
+  }
+  return Status::Ok();
+}
+
+Status GradientBucketer::WaitAll() {
+  Status first;
+  for (std::size_t b = 0; b < state_.size(); ++b) {
+    if (!state_[b].in_flight) continue;
+    Status s = state_[b].in_flight->wait();
+    state_[b].in_flight.reset();
+    if (!s.ok() && first.ok()) first = s.WithContext(fmt::format("gradient bucket {}: ", b));
+  }
+  return first;
+}
+
+void GradientBucketer::ResetStep() {
+  for (Slot& slot : slots_) slot.ready = false;
+  for (std::size_t b = 0; b < state_.size(); ++b) state_[b].waiting = buckets_[b].parameters.size();
+  next_launch_ = 0;
+}
+
+Status GradientBucketer::finish() {
+  MEMCOORD_RETURN_IF_ERROR(failed_);
+  Status waited = WaitAll();
+  if (!waited.ok()) {
+    failed_ = waited;
+    return waited;
+  }
+  if (next_launch_ < state_.size()) {
+    std::size_t missing = 0;
+    std::size_t first = 0;
+    for (std::size_t p = slots_.size(); p-- > 0;) {
+      if (!slots_[p].ready) {
+        if (missing++ == 0) first = p;
+      }
+    }
+    ResetStep();
+    return FailedPrecondition(fmt::format(
+        "finish: {} parameter(s) were never marked ready this step (first in backward order: parameter {}); "
+        "their buckets were not reduced",
+        missing, first));
+  }
+  ResetStep();
+  return Status::Ok();
+}
+
+}  // namespace memcoord

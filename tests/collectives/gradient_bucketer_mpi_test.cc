@@ -1,0 +1,200 @@
+// GradientBucketer under real mpirun over a host CachingPool: bucket layout, views into buckets, results
+// equal to reducing every parameter on its own, ranks finishing parameters in different orders, bad use.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "allocator/host_backend.h"
+#include "collectives/gradient_bucketer.h"
+#include "collectives/mpi_communicator.h"
+#include "typed_values.h"
+
+namespace memcoord {
+namespace {
+
+using namespace memcoord::testing;  // NOLINT
+
+std::unique_ptr<MpiCommunicator> World() {
+  auto comm = MpiCommunicator::Create(MPI_COMM_WORLD, {std::chrono::seconds(20), true});
+  EXPECT_TRUE(comm.ok()) << comm.status().ToString();
+  return comm.ok() ? std::move(*comm) : nullptr;
+}
+
+// A small model: odd sizes, a zero-size parameter, a type change in the middle, one parameter over the cap.
+std::vector<ParameterSpec> Model() {
+  return {{1000, DataType::kFloat32}, {7, DataType::kFloat32},    {0, DataType::kFloat32},
+          {3001, DataType::kFloat32}, {129, DataType::kBFloat16}, {64, DataType::kBFloat16},
+          {5000, DataType::kFloat32}, {33, DataType::kFloat64},   {250, DataType::kFloat32},
+          {17, DataType::kFloat32},   {300, DataType::kFloat16},  {11, DataType::kInt64}};
+}
+
+BucketerOptions SmallBuckets() {
+  BucketerOptions options;
+  options.first_bucket_cap_bytes = 1024;
+  options.bucket_cap_bytes = 8192;
+  return options;
+}
+
+class GradientBucketerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    comm_ = World();
+    ASSERT_NE(comm_, nullptr);
+    pool_ = std::make_unique<CachingPool>(backend_, PoolOptions{});
+  }
+  HostBackend backend_{std::uint64_t{1} << 30};
+  std::unique_ptr<MpiCommunicator> comm_;
+  std::unique_ptr<CachingPool> pool_;
+};
+
+TEST_F(GradientBucketerTest, PlansBucketsInReverseOrderWithCapsAndOneTypeEach) {
+  const auto model = Model();
+  auto bucketer = GradientBucketer::Create(*comm_, *pool_, model, SmallBuckets());
+  ASSERT_TRUE(bucketer.ok()) << bucketer.status().ToString();
+  const auto& buckets = (*bucketer)->buckets();
+  ASSERT_FALSE(buckets.empty());
+  // Bucket 0 starts with the last parameter; parameters appear exactly once, in reverse order overall.
+  std::vector<std::size_t> order;
+  for (const BucketInfo& b : buckets) order.insert(order.end(), b.parameters.begin(), b.parameters.end());
+  std::vector<std::size_t> reverse(model.size());
+  std::iota(reverse.rbegin(), reverse.rend(), 0);
+  EXPECT_EQ(order, reverse);
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    const std::size_t cap = b == 0 ? 1024 : 8192;
+    std::size_t payload = 0;
+    for (std::size_t p : buckets[b].parameters) {
+      EXPECT_EQ(model[p].type, buckets[b].type) << "bucket " << b << " mixes types";
+      payload += model[p].count * SizeOf(model[p].type);
+    }
+    if (buckets[b].parameters.size() > 1) {
+      EXPECT_LE(buckets[b].bytes, cap) << "bucket " << b;
+    }
+    EXPECT_GE(buckets[b].bytes, payload);
+  }
+  // Parameter 6 (20000 bytes) is over the cap: a bucket of its own.
+  EXPECT_EQ(buckets[(*bucketer)->bucket_of(6)].parameters.size(), 1u);
+  // Views lie inside their bucket, 16-byte aligned, without overlap; the pool accounts them as "gradients".
+  std::uint64_t bucket_bytes = 0;
+  for (const BucketInfo& b : buckets) bucket_bytes += b.bytes;
+  bool tagged = false;
+  for (const TagUsage& usage : pool_->tag_usage()) {
+    if (usage.tag == "gradients") {
+      tagged = true;
+      EXPECT_GE(usage.live_bytes, bucket_bytes);
+      EXPECT_EQ(usage.live_blocks, buckets.size());
+    }
+  }
+  EXPECT_TRUE(tagged);
+  for (std::size_t p = 0; p < model.size(); ++p) {
+    auto view = (*bucketer)->gradient(p);
+    ASSERT_TRUE(view.ok());
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(*view) % 16, 0u);
+  }
+}
+
+TEST_F(GradientBucketerTest, DefaultCapsAre25MiBAnd1MiBFirst) {
+  // 40 parameters of 1 MiB (fp32): bucket 0 holds one, then buckets of up to 25 MiB.
+  std::vector<ParameterSpec> model(40, ParameterSpec{1 << 18, DataType::kFloat32});
+  auto bucketer = GradientBucketer::Create(*comm_, *pool_, model);
+  ASSERT_TRUE(bucketer.ok()) << bucketer.status().ToString();
+  const auto& buckets = (*bucketer)->buckets();
+  ASSERT_EQ(buckets.size(), 3u);
+  EXPECT_EQ(buckets[0].bytes, std::size_t{1} << 20);
+  EXPECT_EQ(buckets[1].bytes, std::size_t{25} << 20);
+  EXPECT_EQ(buckets[2].bytes, std::size_t{14} << 20);
+}
+
+// Every step: fill gradients in place, mark ready in a per-rank shuffled order, finish; the result must equal
+// an unbucketed allreduce(avg) of each parameter on its own and the serial reference.
+TEST_F(GradientBucketerTest, EqualsUnbucketedReductionWhateverTheReadyOrder) {
+  const auto model = Model();
+  auto created = GradientBucketer::Create(*comm_, *pool_, model, SmallBuckets());
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  GradientBucketer& bucketer = **created;
+  std::mt19937 rng(static_cast<unsigned>(comm_->rank()) * 7919u + 1u);
+  for (int step = 0; step < 3; ++step) {
+    std::vector<Bytes> unbucketed;
+    for (std::size_t p = 0; p < model.size(); ++p) {
+      const Bytes data =
+          RankData(model[p].type, comm_->rank(), model[p].count, step * 31 + static_cast<int>(p));
+      auto view = bucketer.gradient(p);
+      ASSERT_TRUE(view.ok());
+      if (model[p].count > 0) std::memcpy(*view, data.data(), model[p].count * SizeOf(model[p].type));
+      unbucketed.push_back(data);
+    }
+    std::vector<std::size_t> order(model.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (std::size_t p : order) {
+      ASSERT_TRUE(bucketer.mark_ready(p).ok());
+    }
+    ASSERT_TRUE(bucketer.finish().ok());
+    for (std::size_t p = 0; p < model.size(); ++p) {
+      const std::size_t bytes = model[p].count * SizeOf(model[p].type);
+      ASSERT_TRUE(comm_
+                      ->allreduce(unbucketed[p].data(), unbucketed[p].data(), model[p].count, model[p].type,
+                                  ReduceOp::kAvg)
+                      .ok());
+      const Bytes reference = ReducedReference(model[p].type, ReduceOp::kAvg, comm_->size(), model[p].count,
+                                               step * 31 + static_cast<int>(p));
+      Bytes got(std::max<std::size_t>(1, bytes));
+      if (bytes > 0) std::memcpy(got.data(), *bucketer.gradient(p), bytes);
+      EXPECT_TRUE(SameBytes(got, unbucketed[p], bytes)) << "step " << step << " parameter " << p;
+      EXPECT_TRUE(SameBytes(got, reference, bytes)) << "step " << step << " parameter " << p;
+    }
+  }
+}
+
+TEST_F(GradientBucketerTest, BadUseIsNamed) {
+  const auto model = Model();
+  EXPECT_EQ(GradientBucketer::Create(*comm_, *pool_, {}).status().code(), StatusCode::kInvalidArgument);
+  BucketerOptions odd = SmallBuckets();
+  odd.alignment_bytes = 12;
+  EXPECT_EQ(GradientBucketer::Create(*comm_, *pool_, model, odd).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(GradientBucketer::Create(*comm_, *pool_, {{4, static_cast<DataType>(9)}}).status().code(),
+            StatusCode::kInvalidArgument);
+  auto created = GradientBucketer::Create(*comm_, *pool_, model, SmallBuckets());
+  ASSERT_TRUE(created.ok());
+  GradientBucketer& bucketer = **created;
+  EXPECT_EQ(bucketer.gradient(model.size()).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bucketer.mark_ready(99).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(bucketer.mark_ready(11).ok());
+  Status twice = bucketer.mark_ready(11);
+  EXPECT_EQ(twice.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(twice.message().find("already marked ready"), std::string::npos) << twice.message();
+  // Every rank forgets parameter 3: finish names it; the buckets that did start are still completed.
+  for (std::size_t p = 0; p < model.size(); ++p) {
+    if (p == 3 || p == 11) continue;
+    ASSERT_TRUE(bucketer.mark_ready(p).ok());
+  }
+  Status finished = bucketer.finish();
+  EXPECT_EQ(finished.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(finished.message().find("1 parameter(s) were never marked ready"), std::string::npos)
+      << finished.message();
+  EXPECT_NE(finished.message().find("parameter 3"), std::string::npos) << finished.message();
+  // The communicator stayed in step: a full step now works.
+  for (std::size_t p = 0; p < model.size(); ++p) {
+    ASSERT_TRUE(bucketer.mark_ready(p).ok());
+  }
+  EXPECT_TRUE(bucketer.finish().ok());
+}
+
+TEST_F(GradientBucketerTest, AbortedCommunicatorFailsTheStep) {
+  auto sub = comm_->split(0, comm_->rank());
+  ASSERT_TRUE(sub.ok());
+  auto created = GradientBucketer::Create(**sub, *pool_, Model(), SmallBuckets());
+  ASSERT_TRUE(created.ok());
+  (*sub)->abort("worker told to stop");
+  // Bucket 0 holds parameter 11 alone (the next one has another type): marking it starts the bucket.
+  ASSERT_EQ((*created)->buckets()[0].parameters, std::vector<std::size_t>{11});
+  Status s = (*created)->mark_ready(11);
+  EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
+  EXPECT_NE(s.message().find("worker told to stop"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace memcoord
