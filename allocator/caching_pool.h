@@ -106,6 +106,10 @@ class CachingPool {
   const std::string& name() const;
   DeviceBackend& backend() const;
 
+  // Walks every block and checks the pool's invariants (blocks tile their segments, free blocks merged and
+  // indexed, reserved == mapped bytes, allocated == live blocks). O(blocks), takes the lock; for tests.
+  Status check_invariants() const;
+
  private:
   class Impl;
   std::unique_ptr<Impl> impl_;

@@ -1,0 +1,43 @@
+#include "allocator/backend_factory.h"
+
+#include <fmt/format.h>
+
+#include "allocator/host_backend.h"
+#include "allocator/virtual_backend.h"
+
+namespace memcoord {
+
+#ifndef MEMCOORD_HAVE_CUDA
+bool GpuAvailable() { return false; }
+#endif
+
+namespace {
+
+Result<std::unique_ptr<DeviceBackend>> MakeCudaKind(std::string_view kind, const BackendOptions& options);
+
+}  // namespace
+
+Result<std::unique_ptr<DeviceBackend>> MakeBackend(std::string_view kind, const BackendOptions& options) {
+  if (kind == "virtual") {
+    return std::unique_ptr<DeviceBackend>(std::make_unique<VirtualBackend>(
+        options.capacity_bytes != 0 ? options.capacity_bytes : VirtualBackend::kDefaultCapacityBytes));
+  }
+  if (kind == "host") return std::unique_ptr<DeviceBackend>(std::make_unique<HostBackend>(options.capacity_bytes));
+  if (kind == "auto") {
+    if (GpuAvailable()) return MakeCudaKind("cuda-vmm", options);
+    return std::unique_ptr<DeviceBackend>(std::make_unique<HostBackend>(options.capacity_bytes));
+  }
+  if (kind == "cuda" || kind == "cuda-vmm" || kind == "pinned-host") return MakeCudaKind(kind, options);
+  return InvalidArgument(
+      fmt::format("unknown backend '{}'; accepted: virtual, host, cuda, cuda-vmm, pinned-host, auto", kind));
+}
+
+namespace {
+
+Result<std::unique_ptr<DeviceBackend>> MakeCudaKind(std::string_view kind, const BackendOptions& /*options*/) {
+  // The CUDA backends register here (allocator/cuda/).
+  return Unavailable(fmt::format("backend '{}' needs a CUDA GPU and this build or machine has none", kind));
+}
+
+}  // namespace
+}  // namespace memcoord

@@ -1,0 +1,440 @@
+#include "allocator/detail/arena.h"
+
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace memcoord::detail {
+namespace {
+
+constexpr std::size_t kMinSplitBytes = 512;
+constexpr std::size_t kSmallSegmentBytes = 2 << 20;
+constexpr std::size_t kLargeSegmentBytes = 20 << 20;   // segment for requests below kLargeRoundThreshold
+constexpr std::size_t kLargeRoundThreshold = 10 << 20;
+constexpr std::size_t kSegmentRound = 2 << 20;
+
+std::size_t RoundUp(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+}  // namespace
+
+Arena::Arena(DeviceBackend& backend, ArenaConfig config, BlockSlab& slab, const std::vector<StreamId>& stream_ids)
+    : backend_(backend), config_(config), slab_(slab), stream_ids_(stream_ids) {}
+
+Arena::~Arena() {
+  for (Segment& seg : segments_) {
+    if (!seg.live) continue;
+    if (config_.mapping) {
+      // Mapped memory is everything between holes; unmap each such run.
+      std::uintptr_t run_start = 0;
+      bool in_run = false;
+      for (Block* b = seg.first; b != nullptr;) {
+        Block* next = b->next;
+        if (b->state != BlockState::kHole && !in_run) {
+          run_start = b->address;
+          in_run = true;
+        }
+        if (b->state == BlockState::kHole && in_run) {
+          backend_.unmap(run_start, b->address - run_start);
+          in_run = false;
+        }
+        if (next == nullptr && in_run) backend_.unmap(run_start, b->end() - run_start);
+        slab_.recycle(b);
+        b = next;
+      }
+      backend_.free_address(seg.base, seg.size);
+    } else {
+      for (Block* b = seg.first; b != nullptr;) {
+        Block* next = b->next;
+        slab_.recycle(b);
+        b = next;
+      }
+      backend_.release(reinterpret_cast<void*>(seg.base), seg.size);
+    }
+    seg.live = false;
+  }
+}
+
+FreeIndex& Arena::free_of(std::uint8_t stream) {
+  while (free_.size() <= stream) free_.push_back(std::make_unique<FreeIndex>());
+  return *free_[stream];
+}
+
+void Arena::insert_free(Block* b) {
+  b->state = BlockState::kFree;
+  free_of(b->stream).insert(b);
+}
+
+void Arena::remove_free(Block* b) { free_of(b->stream).remove(b); }
+
+void Arena::add_hole(Block* b) {
+  b->state = BlockState::kHole;
+  b->stream = 0;
+  b->wait_mask = 0;
+  b->bin_prev = nullptr;
+  b->bin_next = holes_;
+  if (holes_ != nullptr) holes_->bin_prev = b;
+  holes_ = b;
+}
+
+void Arena::remove_hole(Block* b) {
+  if (b->bin_prev != nullptr) {
+    b->bin_prev->bin_next = b->bin_next;
+  } else {
+    holes_ = b->bin_next;
+  }
+  if (b->bin_next != nullptr) b->bin_next->bin_prev = b->bin_prev;
+  b->bin_prev = b->bin_next = nullptr;
+}
+
+Block* Arena::split_front(Block* b, std::size_t size) {
+  Block* rest = slab_.make();
+  rest->address = b->address + size;
+  rest->size = b->size - size;
+  rest->prev = b;
+  rest->next = b->next;
+  if (b->next != nullptr) b->next->prev = rest;
+  b->next = rest;
+  b->size = size;
+  rest->segment = b->segment;
+  rest->stream = b->stream;
+  rest->wait_mask = b->wait_mask;
+  rest->state = b->state;
+  return rest;
+}
+
+void Arena::unlink(Block* b) {
+  if (b->prev != nullptr) b->prev->next = b->next;
+  if (b->next != nullptr) b->next->prev = b->prev;
+  if (segments_[b->segment].first == b) segments_[b->segment].first = b->next;
+  slab_.recycle(b);
+}
+
+Block* Arena::merge_free_neighbours(Block* b) {
+  Block* prev = b->prev;
+  if (prev != nullptr && prev->state == BlockState::kFree && prev->stream == b->stream) {
+    remove_free(prev);
+    prev->size += b->size;
+    prev->wait_mask |= b->wait_mask;
+    unlink(b);
+    b = prev;
+  }
+  Block* next = b->next;
+  if (next != nullptr && next->state == BlockState::kFree && next->stream == b->stream) {
+    remove_free(next);
+    b->size += next->size;
+    b->wait_mask |= next->wait_mask;
+    unlink(next);
+  }
+  return b;
+}
+
+Block* Arena::merge_hole_neighbours(Block* hole) {
+  Block* prev = hole->prev;
+  if (prev != nullptr && prev->state == BlockState::kHole) {
+    remove_hole(hole);
+    prev->size += hole->size;
+    unlink(hole);
+    hole = prev;
+  }
+  Block* next = hole->next;
+  if (next != nullptr && next->state == BlockState::kHole) {
+    remove_hole(next);
+    hole->size += next->size;
+    unlink(next);
+  }
+  return hole;
+}
+
+bool Arena::streams_idle(const Block* b) const {
+  if (!backend_.stream_idle(stream_ids_[b->stream])) return false;
+  for (std::uint64_t mask = b->wait_mask; mask != 0; mask &= mask - 1) {
+    if (!backend_.stream_idle(stream_ids_[static_cast<std::size_t>(std::countr_zero(mask))])) return false;
+  }
+  return true;
+}
+
+Status Arena::synchronize_streams(const Block* b) const {
+  MEMCOORD_RETURN_IF_ERROR(backend_.synchronize(stream_ids_[b->stream]));
+  for (std::uint64_t mask = b->wait_mask; mask != 0; mask &= mask - 1) {
+    MEMCOORD_RETURN_IF_ERROR(backend_.synchronize(stream_ids_[static_cast<std::size_t>(std::countr_zero(mask))]));
+  }
+  return Status::Ok();
+}
+
+// `b` is kFree and not in any index. Splits off the remainder, makes `stream` wait for the block's earlier
+// users when they are other streams, and marks it allocated.
+Block* Arena::take(Block* b, std::size_t size, std::uint8_t stream) {
+  if (b->size - size >= kMinSplitBytes) {
+    Block* rest = split_front(b, size);
+    insert_free(rest);
+  }
+  std::uint64_t waits = b->wait_mask;
+  if (b->stream != stream) waits |= 1ULL << b->stream;
+  waits &= ~(1ULL << stream);
+  for (; waits != 0; waits &= waits - 1) {
+    const auto producer = static_cast<std::size_t>(std::countr_zero(waits));
+    Status s = backend_.wait_for(stream_ids_[stream], stream_ids_[producer]);
+    if (!s.ok()) spdlog::error("cross-stream wait failed: {}", s.ToString());
+  }
+  b->stream = stream;
+  b->wait_mask = 0;
+  b->state = BlockState::kAllocated;
+  return b;
+}
+
+Block* Arena::take_cached(std::size_t size, std::uint8_t stream) {
+  FreeIndex& own = free_of(stream);
+  Block* b = own.find(size);
+  if (b == nullptr) {
+    // Another stream's cache: reusable after a device-side wait on that stream's queued work.
+    for (std::size_t s = 0; s < free_.size() && b == nullptr; ++s) {
+      if (s != stream) b = free_[s]->find(size);
+    }
+    if (b == nullptr) return nullptr;
+  }
+  remove_free(b);
+  return take(b, size, stream);
+}
+
+Result<std::uint32_t> Arena::new_mapping_segment(std::size_t min_bytes) {
+  const std::size_t size = std::max<std::size_t>(config_.range_bytes, chunk_ceil(min_bytes));
+  MEMCOORD_ASSIGN_OR_RETURN(std::uintptr_t base, backend_.reserve_address(size));
+  std::uint32_t index = 0;
+  while (index < segments_.size() && segments_[index].live) ++index;
+  if (index == segments_.size()) segments_.emplace_back();
+  Block* hole = slab_.make();
+  hole->address = base;
+  hole->size = size;
+  hole->segment = index;
+  add_hole(hole);
+  segments_[index] = Segment{base, size, hole, true};
+  return index;
+}
+
+Result<Placement> Arena::plan(std::size_t size, std::uint8_t stream) {
+  auto usable = [stream](const Block* n) {
+    return n != nullptr && n->state == BlockState::kFree && n->stream == stream ? n->size : 0;
+  };
+  Placement best;
+  std::size_t best_need = std::numeric_limits<std::size_t>::max();
+  for (Block* h = holes_; h != nullptr; h = h->bin_next) {
+    const std::size_t l = usable(h->prev);
+    const std::size_t r = usable(h->next);
+    Placement p;
+    p.hole = h;
+    const std::size_t side = std::max(l, r);
+    if (size <= side + h->size) {
+      p.map_bytes = size > side ? chunk_ceil(size - side) : 0;
+      if (l >= r) {
+        p.left = l > 0 ? h->prev : nullptr;
+        p.map_address = h->address;
+      } else {
+        p.right = h->next;
+        p.map_address = h->end() - p.map_bytes;
+      }
+    } else if (size <= l + h->size + r) {
+      p.map_bytes = h->size;
+      p.map_address = h->address;
+      p.left = h->prev;
+      p.right = h->next;
+    } else {
+      continue;
+    }
+    if (p.map_bytes < best_need || (p.map_bytes == best_need && h->address < best.hole->address)) {
+      best = p;
+      best_need = p.map_bytes;
+    }
+  }
+  if (best.hole != nullptr) return best;
+  MEMCOORD_ASSIGN_OR_RETURN(std::uint32_t index, new_mapping_segment(size));
+  best.hole = segments_[index].first;
+  best.map_address = best.hole->address;
+  best.map_bytes = chunk_ceil(size);
+  return best;
+}
+
+Result<Block*> Arena::map_and_take(const Placement& p, std::size_t size, std::uint8_t stream) {
+  if (p.map_bytes == 0) {
+    Block* b = (p.left != nullptr && p.left->size >= size) ? p.left : p.right;
+    remove_free(b);
+    return take(b, size, stream);
+  }
+  MEMCOORD_RETURN_IF_ERROR(backend_.map(p.map_address, p.map_bytes));
+  reserved_bytes_ += p.map_bytes;
+  ++backend_allocations_;
+  Block* cur = p.hole;
+  remove_hole(cur);
+  if (p.map_address > cur->address) {
+    Block* front = cur;
+    cur = split_front(front, p.map_address - front->address);
+    add_hole(front);
+  }
+  if (cur->size > p.map_bytes) {
+    Block* back = split_front(cur, p.map_bytes);
+    add_hole(back);
+  }
+  cur->state = BlockState::kFree;
+  cur->stream = stream;
+  cur->wait_mask = 0;
+  Block* merged = merge_free_neighbours(cur);
+  return take(merged, size, stream);
+}
+
+Result<Block*> Arena::grow_segment(std::size_t size, std::uint8_t stream) {
+  std::size_t segment_bytes = 0;
+  if (config_.small) {
+    segment_bytes = std::max(kSmallSegmentBytes, RoundUp(size, kSegmentRound));
+  } else {
+    segment_bytes = size < kLargeRoundThreshold ? kLargeSegmentBytes : RoundUp(size, kSegmentRound);
+  }
+  MEMCOORD_ASSIGN_OR_RETURN(void* base, backend_.allocate(segment_bytes));
+  ++backend_allocations_;
+  reserved_bytes_ += segment_bytes;
+  std::uint32_t index = 0;
+  while (index < segments_.size() && segments_[index].live) ++index;
+  if (index == segments_.size()) segments_.emplace_back();
+  Block* b = slab_.make();
+  b->address = reinterpret_cast<std::uintptr_t>(base);
+  b->size = segment_bytes;
+  b->segment = index;
+  b->stream = stream;
+  b->state = BlockState::kFree;
+  segments_[index] = Segment{b->address, segment_bytes, b, true};
+  return take(b, size, stream);
+}
+
+void Arena::release(Block* b) {
+  b->state = BlockState::kFree;
+  b->requested = 0;
+  insert_free(merge_free_neighbours(b));
+}
+
+std::uint64_t Arena::release_free_memory(std::uint64_t want_bytes, bool synchronize, const Block* keep_a,
+                                         const Block* keep_b) {
+  std::uint64_t released = 0;
+  for (auto& index : free_) {
+    if (released >= want_bytes) break;
+    index->for_each_largest_first([&](Block* b) {
+      if (b == keep_a || b == keep_b) return true;
+      if (config_.mapping && b->size < config_.chunk_bytes) return false;  // the rest are smaller
+      if (!config_.mapping && (b->prev != nullptr || b->next != nullptr)) return true;
+      if (!streams_idle(b)) {
+        if (!synchronize || !synchronize_streams(b).ok()) return true;
+      }
+      if (!config_.mapping) {
+        Segment& seg = segments_[b->segment];
+        remove_free(b);
+        backend_.release(reinterpret_cast<void*>(seg.base), seg.size);
+        ++backend_frees_;
+        reserved_bytes_ -= seg.size;
+        released += seg.size;
+        seg.live = false;
+        seg.first = nullptr;
+        slab_.recycle(b);
+        return released < want_bytes;
+      }
+      const std::uintptr_t lo = chunk_ceil(b->address);
+      const std::uintptr_t hi = chunk_floor(b->end());
+      if (hi <= lo) return true;
+      const std::size_t take_bytes = std::min<std::size_t>(hi - lo, chunk_ceil(want_bytes - released));
+      const std::uintptr_t cut = hi - take_bytes;
+      remove_free(b);
+      backend_.unmap(cut, take_bytes);
+      ++backend_frees_;
+      reserved_bytes_ -= take_bytes;
+      released += take_bytes;
+      Block* hole = b;
+      if (cut > b->address) {
+        hole = split_front(b, cut - b->address);
+        insert_free(b);
+      }
+      if (hole->size > take_bytes) {
+        Block* back = split_front(hole, take_bytes);
+        insert_free(back);
+      }
+      add_hole(hole);
+      merge_hole_neighbours(hole);
+      return released < want_bytes;
+    });
+  }
+  return released;
+}
+
+void Arena::release_empty_segments() {
+  if (!config_.mapping) return;
+  for (Segment& seg : segments_) {
+    if (!seg.live) continue;
+    Block* first = seg.first;
+    if (first->state != BlockState::kHole || first->next != nullptr) continue;
+    remove_hole(first);
+    slab_.recycle(first);
+    backend_.free_address(seg.base, seg.size);
+    seg.live = false;
+    seg.first = nullptr;
+  }
+}
+
+std::uint64_t Arena::free_bytes() const {
+  std::uint64_t total = 0;
+  for (const auto& index : free_) total += index->bytes();
+  return total;
+}
+
+std::size_t Arena::largest_free() const {
+  std::size_t largest = 0;
+  for (const auto& index : free_) largest = std::max(largest, index->largest());
+  return largest;
+}
+
+Status Arena::check_invariants() const {
+  std::uint64_t reserved = 0;
+  std::size_t free_blocks = 0;
+  std::uint64_t free_total = 0;
+  for (std::size_t s = 0; s < segments_.size(); ++s) {
+    const Segment& seg = segments_[s];
+    if (!seg.live) continue;
+    std::uintptr_t expect = seg.base;
+    const Block* prev = nullptr;
+    for (const Block* b = seg.first; b != nullptr; prev = b, b = b->next) {
+      if (b->address != expect) return Internal(fmt::format("gap or overlap at {:#x}", b->address));
+      if (b->prev != prev) return Internal(fmt::format("broken prev link at {:#x}", b->address));
+      if (b->segment != s) return Internal(fmt::format("wrong segment at {:#x}", b->address));
+      if (b->size == 0) return Internal(fmt::format("empty block at {:#x}", b->address));
+      if (prev != nullptr && prev->state == BlockState::kHole && b->state == BlockState::kHole) {
+        return Internal(fmt::format("adjacent holes at {:#x}", b->address));
+      }
+      if (prev != nullptr && prev->state == BlockState::kFree && b->state == BlockState::kFree &&
+          prev->stream == b->stream) {
+        return Internal(fmt::format("unmerged free blocks at {:#x}", b->address));
+      }
+      if (b->state == BlockState::kHole) {
+        if (!config_.mapping) return Internal("hole in a segment arena");
+        if (b->address % config_.chunk_bytes != 0 || b->size % config_.chunk_bytes != 0) {
+          return Internal(fmt::format("unaligned hole at {:#x}", b->address));
+        }
+      } else {
+        reserved += b->size;
+      }
+      if (b->state == BlockState::kFree) {
+        ++free_blocks;
+        free_total += b->size;
+      }
+      expect = b->end();
+    }
+    if (expect != seg.base + seg.size) return Internal("segment not covered by its blocks");
+  }
+  std::size_t indexed = 0;
+  for (const auto& index : free_) indexed += index->count();
+  if (indexed != free_blocks) {
+    return Internal(fmt::format("{} free blocks but {} indexed", free_blocks, indexed));
+  }
+  if (free_total != free_bytes()) return Internal("free index bytes disagree with the blocks");
+  if (reserved != reserved_bytes_) {
+    return Internal(fmt::format("reserved {} but blocks cover {} mapped bytes", reserved_bytes_, reserved));
+  }
+  return Status::Ok();
+}
+
+}  // namespace memcoord::detail

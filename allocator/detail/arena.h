@@ -1,0 +1,120 @@
+// Arena: the blocks of one size class (small or large) of one CachingPool, and how they grow.
+//   Mapping arenas own reserved address ranges (segments) whose chunks are mapped on demand. A miss is placed
+//   where it needs the fewest new chunks (next to a free block of the same stream, inside a hole); free
+//   whole chunks can be unmapped anywhere (unmap_free_chunks) so the pool can move memory to where it is
+//   needed instead of growing.
+//   Segment arenas grow by whole backend allocations and give back only whole free segments.
+// Streams are small per-pool indices; `stream_ids` maps them to backend stream ids.
+// Not thread-safe: the owning pool's mutex guards every call. Blocks come from the pool's BlockSlab.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "allocator/detail/block.h"
+#include "allocator/detail/free_index.h"
+#include "allocator/device_backend.h"
+#include "common/result.h"
+
+namespace memcoord::detail {
+
+struct ArenaConfig {
+  bool mapping = true;
+  std::size_t chunk_bytes = 2 << 20;      // mapping: the backend's chunk
+  std::uint64_t range_bytes = 0;          // mapping: address space reserved per segment
+  bool small = false;                     // segment sizing: small arenas grow by 2 MiB segments
+};
+
+// Where a mapping miss will go: `map_bytes` of new chunks at `map_address` inside `hole` (or a new
+// segment when hole is null), joined with the free neighbours `left`/`right` that it will absorb.
+struct Placement {
+  Block* hole = nullptr;
+  Block* left = nullptr;
+  Block* right = nullptr;
+  std::uintptr_t map_address = 0;
+  std::size_t map_bytes = 0;
+};
+
+class Arena {
+ public:
+  Arena(DeviceBackend& backend, ArenaConfig config, BlockSlab& slab, const std::vector<StreamId>& stream_ids);
+  ~Arena();  // releases every segment; live blocks are the pool's to report
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  // Cache hit: a free block of the stream (or, after a device-side wait, of another stream), split to
+  // `size` and marked allocated. Never maps or allocates. nullptr on a miss.
+  Block* take_cached(std::size_t size, std::uint8_t stream);
+
+  // Mapping arenas: plans where a miss of `size` goes (reserving a new segment if no hole can take it).
+  Result<Placement> plan(std::size_t size, std::uint8_t stream);
+  // Maps the placement's chunks and allocates `size` there. On failure nothing changes.
+  Result<Block*> map_and_take(const Placement& placement, std::size_t size, std::uint8_t stream);
+
+  // Segment arenas: allocates a new segment for `size` and takes the block from it.
+  Result<Block*> grow_segment(std::size_t size, std::uint8_t stream);
+
+  // Returns an allocated block to the cache, merging it with free neighbours of the same stream.
+  void release(Block* block);
+
+  // Gives memory back to the backend: whole free chunks (mapping) or whole free segments, largest free
+  // blocks first, until `want_bytes` are released. Blocks whose streams are busy are skipped unless
+  // `synchronize` is set, in which case those streams are synchronized first. `keep_a`/`keep_b` are never
+  // touched (a placement's hole neighbours, so the hole itself stays as planned). Returns the bytes released.
+  std::uint64_t release_free_memory(std::uint64_t want_bytes, bool synchronize, const Block* keep_a = nullptr,
+                                    const Block* keep_b = nullptr);
+  // Frees address ranges that are entirely unmapped (after a trim).
+  void release_empty_segments();
+
+  std::uint64_t reserved_bytes() const { return reserved_bytes_; }
+  std::uint64_t free_bytes() const;
+  std::size_t largest_free() const;
+  std::uint64_t backend_allocations() const { return backend_allocations_; }
+  std::uint64_t backend_frees() const { return backend_frees_; }
+  bool mapping() const { return config_.mapping; }
+
+  // Walks every segment and checks the invariants of block.h plus the byte accounting; returns the first
+  // violation as INTERNAL. For tests.
+  Status check_invariants() const;
+
+ private:
+  struct Segment {
+    std::uintptr_t base = 0;
+    std::size_t size = 0;
+    Block* first = nullptr;
+    bool live = false;
+  };
+
+  FreeIndex& free_of(std::uint8_t stream);
+  void insert_free(Block* b);
+  void remove_free(Block* b);
+  void add_hole(Block* b);
+  void remove_hole(Block* b);
+  Block* split_front(Block* b, std::size_t size);  // b keeps the front `size`; returns the remainder
+  Block* merge_free_neighbours(Block* b);         // b is kFree, not indexed; returns the merged block
+  Block* merge_hole_neighbours(Block* hole);      // hole is kHole, in the list; returns the merged hole
+  Block* take(Block* free_block, std::size_t size, std::uint8_t stream);
+  bool streams_idle(const Block* b) const;
+  Status synchronize_streams(const Block* b) const;
+  void unlink(Block* b);
+  Result<std::uint32_t> new_mapping_segment(std::size_t min_bytes);
+  std::size_t chunk_floor(std::uintptr_t a) const { return a & ~(config_.chunk_bytes - 1); }
+  std::size_t chunk_ceil(std::uintptr_t a) const {
+    return (a + config_.chunk_bytes - 1) & ~(config_.chunk_bytes - 1);
+  }
+
+  DeviceBackend& backend_;
+  ArenaConfig config_;
+  BlockSlab& slab_;
+  const std::vector<StreamId>& stream_ids_;
+  std::vector<std::unique_ptr<FreeIndex>> free_;  // by stream index
+  std::vector<Segment> segments_;
+  Block* holes_ = nullptr;  // list through bin_prev/bin_next
+  std::uint64_t reserved_bytes_ = 0;
+  std::uint64_t backend_allocations_ = 0;
+  std::uint64_t backend_frees_ = 0;
+};
+
+}  // namespace memcoord::detail

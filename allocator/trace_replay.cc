@@ -1,0 +1,57 @@
+#include "allocator/trace_replay.h"
+
+#include <chrono>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace memcoord {
+
+Result<ReplayResult> Replay(const Trace& trace, CachingPool& pool) {
+  std::vector<void*> slots(trace.slots, nullptr);
+  const PoolStats before = pool.stats();
+  Status failure;
+  std::size_t done = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (const TraceEvent& e : trace.events) {
+    if (e.kind == TraceEvent::Kind::kAlloc) {
+      Result<void*> p = pool.allocate(e.bytes, e.stream);
+      if (!p.ok()) {
+        failure = p.status().WithContext(fmt::format("replay event {}: ", done));
+        break;
+      }
+      slots[e.slot] = *p;
+    } else {
+      Status s = pool.deallocate(slots[e.slot]);
+      if (!s.ok()) {
+        failure = s.WithContext(fmt::format("replay event {}: ", done));
+        break;
+      }
+      slots[e.slot] = nullptr;
+    }
+    ++done;
+  }
+  const auto stop = std::chrono::steady_clock::now();
+  const PoolStats after = pool.stats();
+  for (void* p : slots) {
+    if (p != nullptr) (void)pool.deallocate(p);
+  }
+  if (!failure.ok()) return failure;
+
+  ReplayResult r;
+  r.events = done;
+  r.allocations = trace.allocations;
+  r.frees = trace.frees;
+  r.peak_requested_bytes = trace.peak_live_bytes;
+  r.peak_reserved_bytes = after.peak_reserved_bytes;
+  r.ratio = trace.peak_live_bytes == 0 ? 0.0
+                                       : static_cast<double>(r.peak_reserved_bytes) /
+                                             static_cast<double>(trace.peak_live_bytes);
+  r.ns_per_event = done == 0 ? 0.0 : std::chrono::duration<double, std::nano>(stop - start).count() / static_cast<double>(done);
+  r.cache_hits = after.cache_hits - before.cache_hits;
+  r.backend_allocations = after.backend_allocations - before.backend_allocations;
+  r.backend_frees = after.backend_frees - before.backend_frees;
+  return r;
+}
+
+}  // namespace memcoord
