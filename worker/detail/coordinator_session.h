@@ -1,0 +1,75 @@
+// CoordinatorSession: a worker's one Attach stream to the coordinator, on a background thread. It
+// registers, sends queued reports and acks, sends a periodic report every interval, hands incoming
+// commands to its host, and on any break (coordinator down, restarted, unreachable) reconnects with
+// exponential backoff (reconnect_min .. reconnect_max) and registers again. Nothing here ever blocks the
+// caller of report()/ack() (they queue; the queue is bounded and drops the oldest reports first).
+//
+// Thread safety: every public method is thread-safe. The host's callbacks run on the session's threads.
+// No gRPC type appears here (pimpl). The host must outlive the session.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/result.h"
+#include "worker/detail/session_types.h"
+
+namespace memcoord::detail {
+
+struct SessionConfig {
+  std::string address;
+  std::string token;
+  int rank = 0;
+  int local_rank = 0;
+  int world_size = 1;
+  std::string host;
+  int device = -1;
+  std::string device_name;
+  std::string backend;
+  std::uint64_t device_total_bytes = 0;
+  std::string group = "world";
+  std::int64_t pid = 0;
+  std::chrono::milliseconds report_interval{100};
+  std::chrono::milliseconds reconnect_min{50};
+  std::chrono::milliseconds reconnect_max{500};
+};
+
+// What the session needs from its worker.
+class SessionHost {
+ public:
+  virtual ~SessionHost() = default;
+  // A periodic report (not at a step end): current step and pool counters.
+  virtual ReportSample sample() = 0;
+  // A command from the coordinator (on the session's reader thread).
+  virtual void deliver(const WorkerCommand& command) = 0;
+};
+
+class CoordinatorSession {
+ public:
+  CoordinatorSession(SessionConfig config, SessionHost& host);
+  ~CoordinatorSession();  // stops: detaches cleanly when attached
+  CoordinatorSession(const CoordinatorSession&) = delete;
+  CoordinatorSession& operator=(const CoordinatorSession&) = delete;
+
+  void start();
+  void stop();
+
+  void report(ReportSample sample);
+  void ack(const CommandAck& ack);
+  // Asks the coordinator for room and waits up to `wait`. UNAVAILABLE when not attached or the answer
+  // did not come in time.
+  Result<OomAnswer> ask_oom(const OomQuestion& question, std::chrono::milliseconds wait);
+
+  bool attached() const;
+  std::string coordinator_id() const;   // of the current session; empty when not attached
+  std::uint64_t registrations() const;  // successful registrations so far (re-attaches count)
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace memcoord::detail

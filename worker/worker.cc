@@ -1,0 +1,368 @@
+#include "worker/worker.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <deque>
+#include <fstream>
+#include <mutex>
+
+#include "allocator/backend_factory.h"
+#include "worker/detail/coordinator_session.h"
+#ifdef MEMCOORD_HAVE_CUDA
+#include "allocator/cuda/cuda_device.h"
+#endif
+
+namespace memcoord {
+namespace {
+
+using detail::CommandAck;
+using detail::WorkerCommand;
+using SteadyClock = std::chrono::steady_clock;
+constexpr std::size_t kHistory = 1024;
+
+std::string HostName() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  return name;
+}
+
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? std::string(value) : fallback;
+}
+
+Result<std::string> TokenFromEnvironment() {
+  std::string token = EnvOr("MEMCOORD_TOKEN", "");
+  if (!token.empty()) return token;
+  const std::string path = EnvOr("MEMCOORD_TOKEN_FILE", "");
+  if (path.empty()) return std::string();
+  std::ifstream in(path);
+  if (!in || !std::getline(in, token)) {
+    return InvalidArgument(fmt::format("MEMCOORD_TOKEN_FILE='{}' cannot be read", path));
+  }
+  while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
+  return token;
+}
+
+int VisibleDevices() {
+#ifdef MEMCOORD_HAVE_CUDA
+  Result<int> count = CudaDeviceCount();
+  return count.ok() ? *count : 0;
+#else
+  return 0;
+#endif
+}
+
+}  // namespace
+
+class Worker::Impl final : public detail::SessionHost {
+ public:
+  detail::ReportSample sample() override { return take_sample(false, backend->device_info().free_bytes); }
+  void deliver(const WorkerCommand& command) override;
+
+  detail::ReportSample take_sample(bool at_step_end, std::uint64_t device_free_bytes) const;
+  CommandAck apply(const WorkerCommand& command);
+  void record(const WorkerCommand& command, const CommandAck& ack);
+  bool on_oom(const std::string& pool_name, const OomEvent& event);
+  std::vector<CachingPool*> all_pools() const;
+
+  WorkerOptions options;
+  Topology topology;
+  int device = -1;
+  std::unique_ptr<DeviceBackend> backend;
+  std::unique_ptr<detail::CoordinatorSession> session;  // null when standalone
+  std::atomic<std::int64_t> step{0};
+  std::int64_t current_step = 0;  // training thread only
+  bool in_step = false;           // training thread only
+  std::atomic<std::uint64_t> device_free_bytes{0};
+
+  mutable std::mutex pools_mu;
+  // pools_mu guards the following (the pools themselves are thread-safe and never removed).
+  std::vector<std::unique_ptr<CachingPool>> pools;
+
+  mutable std::mutex commands_mu;
+  // commands_mu guards the following.
+  std::vector<WorkerCommand> pending;
+  std::deque<AppliedCommand> history;
+  std::function<void(const std::string&)> abort_hook;
+  std::optional<std::string> abort_reason;
+};
+
+std::vector<CachingPool*> Worker::Impl::all_pools() const {
+  std::lock_guard lock(pools_mu);
+  std::vector<CachingPool*> out;
+  for (const auto& p : pools) out.push_back(p.get());
+  return out;
+}
+
+detail::ReportSample Worker::Impl::take_sample(bool at_step_end, std::uint64_t free_bytes) const {
+  detail::ReportSample sample;
+  sample.step = step.load();
+  sample.at_step_end = at_step_end;
+  sample.device_free_bytes = free_bytes;
+  for (CachingPool* p : all_pools()) {
+    sample.pools.push_back(detail::PoolSample{p->name(), p->stats(), p->tag_usage()});
+  }
+  return sample;
+}
+
+CommandAck Worker::Impl::apply(const WorkerCommand& command) {
+  const auto start = SteadyClock::now();
+  CommandAck ack;
+  ack.command_id = command.command_id;
+  ack.step = step.load();
+  std::vector<CachingPool*> targets;
+  if (command.pool.empty()) {
+    targets = all_pools();
+  } else {
+    for (CachingPool* p : all_pools()) {
+      if (p->name() == command.pool) targets.push_back(p);
+    }
+    if (targets.empty()) {
+      ack.status = NotFound(fmt::format("rank {} has no pool '{}'", topology.rank, command.pool));
+      return ack;
+    }
+  }
+  if (command.kind == WorkerCommand::Kind::kTrim) {
+    for (CachingPool* p : targets) {
+      TrimResult r = p->trim(command.bytes);
+      ack.released_bytes += r.released_bytes;
+      ack.reserved_after_bytes += r.reserved_after_bytes;
+    }
+  } else {
+    for (CachingPool* p : targets) {
+      Status s = p->set_limit(command.bytes);
+      if (!s.ok() && ack.status.ok()) ack.status = s;
+      ack.reserved_after_bytes += p->stats().reserved_bytes;
+    }
+  }
+  ack.duration_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
+  return ack;
+}
+
+void Worker::Impl::record(const WorkerCommand& command, const CommandAck& ack) {
+  AppliedCommand applied;
+  applied.kind = command.kind == WorkerCommand::Kind::kTrim ? AppliedCommand::Kind::kTrim
+                                                            : AppliedCommand::Kind::kSetQuota;
+  applied.command_id = command.command_id;
+  applied.requested_step = command.now ? -1 : command.step;
+  applied.step = ack.step;
+  applied.now = command.now;
+  applied.pool = command.pool;
+  applied.bytes = command.bytes;
+  applied.released_bytes = ack.released_bytes;
+  applied.status = ack.status;
+  std::lock_guard lock(commands_mu);
+  history.push_back(std::move(applied));
+  while (history.size() > kHistory) history.pop_front();
+}
+
+void Worker::Impl::deliver(const WorkerCommand& command) {
+  switch (command.kind) {
+    case WorkerCommand::Kind::kAbort: {
+      std::function<void(const std::string&)> hook;
+      {
+        std::lock_guard lock(commands_mu);
+        if (abort_reason) return;  // the first abort wins; the hook runs once
+        abort_reason = command.reason;
+        hook = abort_hook;
+      }
+      spdlog::error("worker[{}]: aborted by the coordinator: {}", topology.rank, command.reason);
+      if (hook) hook(command.reason);
+      return;
+    }
+    case WorkerCommand::Kind::kPlacement:
+      spdlog::info("worker[{}]: placement: model '{}' budget {} bytes", topology.rank, command.pool,
+                   command.bytes);
+      return;
+    case WorkerCommand::Kind::kTrim:
+    case WorkerCommand::Kind::kSetQuota:
+      if (command.now) {
+        CommandAck ack = apply(command);
+        record(command, ack);
+        if (session) session->ack(ack);
+      } else {
+        std::lock_guard lock(commands_mu);
+        pending.push_back(command);
+      }
+      return;
+  }
+}
+
+bool Worker::Impl::on_oom(const std::string& pool_name, const OomEvent& event) {
+  if (!session || !session->attached()) return false;
+  Result<detail::OomAnswer> answer =
+      session->ask_oom(detail::OomQuestion{event.pool, event.requested_bytes, event.limit_bytes,
+                                           event.reserved_bytes, event.allocated_bytes},
+                       options.oom_wait);
+  if (!answer.ok() || !answer->granted) {
+    spdlog::warn("worker[{}]: pool '{}' out of memory, coordinator gave no room: {}", topology.rank,
+                 pool_name, answer.ok() ? answer->message : answer.status().ToString());
+    return false;
+  }
+  if (answer->new_limit_bytes != event.limit_bytes) {
+    for (CachingPool* p : all_pools()) {
+      if (p->name() != pool_name) continue;
+      WorkerCommand command;
+      command.kind = WorkerCommand::Kind::kSetQuota;
+      command.now = true;
+      command.pool = pool_name;
+      command.bytes = answer->new_limit_bytes;
+      CommandAck ack;
+      ack.step = step.load();
+      ack.status = p->set_limit(answer->new_limit_bytes);
+      record(command, ack);
+    }
+  }
+  return true;
+}
+
+Result<std::unique_ptr<Worker>> Worker::init(WorkerOptions options) {
+  auto impl = std::make_unique<Impl>();
+  if (options.topology) {
+    impl->topology = *options.topology;
+  } else {
+    MEMCOORD_ASSIGN_OR_RETURN(impl->topology, DiscoverTopology());
+  }
+  if (options.report_interval.count() < 1 || options.report_interval.count() > 60000) {
+    return InvalidArgument(
+        fmt::format("report_interval must be in [1, 60000] ms, got {}", options.report_interval.count()));
+  }
+  std::string kind = options.backend;
+  const int visible = (kind == "auto" || kind.rfind("cuda", 0) == 0) ? VisibleDevices() : 0;
+  if (kind == "auto") kind = visible > 0 ? "cuda-vmm" : "host";
+  impl->device = DeviceForLocalRank(impl->topology.local_rank, visible);
+  BackendOptions backend_options;
+  backend_options.device = std::max(impl->device, 0);
+  backend_options.capacity_bytes = options.capacity_bytes;
+  MEMCOORD_ASSIGN_OR_RETURN(impl->backend, MakeBackend(kind, backend_options));
+  if (kind == "host" || kind == "virtual") impl->device = -1;
+
+  if (options.coordinator.empty()) options.coordinator = EnvOr("MEMCOORD_COORDINATOR", "");
+  if (options.token.empty()) {
+    MEMCOORD_ASSIGN_OR_RETURN(options.token, TokenFromEnvironment());
+  }
+  impl->options = options;
+  if (!options.coordinator.empty()) {
+    const DeviceInfo info = impl->backend->device_info();
+    detail::SessionConfig config;
+    config.address = options.coordinator;
+    config.token = options.token;
+    config.rank = impl->topology.rank;
+    config.local_rank = impl->topology.local_rank;
+    config.world_size = impl->topology.world_size;
+    config.host = HostName();
+    config.device = impl->device;
+    config.device_name = info.name;
+    config.backend = kind;
+    config.device_total_bytes = info.total_bytes;
+    config.group = options.group;
+    config.pid = ::getpid();
+    config.report_interval = options.report_interval;
+    config.reconnect_min = options.reconnect_min;
+    config.reconnect_max = options.reconnect_max;
+    impl->session = std::make_unique<detail::CoordinatorSession>(config, *impl);
+    impl->session->start();
+  }
+  return std::unique_ptr<Worker>(new Worker(std::move(impl)));
+}
+
+Worker::Worker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Worker::~Worker() { shutdown(); }
+
+const Topology& Worker::topology() const { return impl_->topology; }
+int Worker::device() const { return impl_->device; }
+DeviceBackend& Worker::backend() { return *impl_->backend; }
+
+Result<CachingPool*> Worker::create_pool(PoolOptions options) {
+  std::lock_guard lock(impl_->pools_mu);
+  for (const auto& p : impl_->pools) {
+    if (p->name() == options.name) {
+      return AlreadyExists(
+          fmt::format("pool '{}' already exists on rank {}", options.name, impl_->topology.rank));
+    }
+  }
+  const std::string name = options.name;
+  auto pool = std::make_unique<CachingPool>(*impl_->backend, std::move(options));
+  Impl* impl = impl_.get();
+  pool->set_oom_hook([impl, name](const OomEvent& event) { return impl->on_oom(name, event); });
+  impl_->pools.push_back(std::move(pool));
+  return impl_->pools.back().get();
+}
+
+CachingPool* Worker::pool(std::string_view name) const {
+  std::lock_guard lock(impl_->pools_mu);
+  for (const auto& p : impl_->pools) {
+    if (p->name() == name) return p.get();
+  }
+  return nullptr;
+}
+
+void Worker::step_begin() {
+  impl_->current_step = impl_->step.load() + 1;
+  impl_->in_step = true;
+}
+
+Status Worker::step_end() {
+  if (!impl_->in_step) step_begin();
+  impl_->in_step = false;
+  impl_->step = impl_->current_step;
+  std::vector<WorkerCommand> due;
+  {
+    std::lock_guard lock(impl_->commands_mu);
+    auto keep = impl_->pending.begin();
+    for (WorkerCommand& c : impl_->pending) {
+      if (c.kind != WorkerCommand::Kind::kTrim || c.step <= impl_->current_step) {
+        due.push_back(std::move(c));
+      } else {
+        *keep++ = std::move(c);
+      }
+    }
+    impl_->pending.erase(keep, impl_->pending.end());
+  }
+  for (const WorkerCommand& c : due) {
+    CommandAck ack = impl_->apply(c);
+    impl_->record(c, ack);
+    if (impl_->session) impl_->session->ack(ack);
+  }
+  if (impl_->session) {
+    impl_->session->report(impl_->take_sample(true, impl_->device_free_bytes.load()));
+  }
+  return Status::Ok();
+}
+
+std::int64_t Worker::step() const { return impl_->step.load(); }
+
+void Worker::on_abort(std::function<void(const std::string& reason)> hook) {
+  std::lock_guard lock(impl_->commands_mu);
+  impl_->abort_hook = std::move(hook);
+}
+
+std::optional<std::string> Worker::abort_reason() const {
+  std::lock_guard lock(impl_->commands_mu);
+  return impl_->abort_reason;
+}
+
+bool Worker::attached() const { return impl_->session && impl_->session->attached(); }
+
+std::string Worker::coordinator_id() const {
+  return impl_->session ? impl_->session->coordinator_id() : std::string();
+}
+
+std::uint64_t Worker::registrations() const { return impl_->session ? impl_->session->registrations() : 0; }
+
+std::vector<AppliedCommand> Worker::applied_commands() const {
+  std::lock_guard lock(impl_->commands_mu);
+  return {impl_->history.begin(), impl_->history.end()};
+}
+
+void Worker::shutdown() {
+  if (impl_->session) impl_->session->stop();
+}
+
+}  // namespace memcoord

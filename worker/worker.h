@@ -1,0 +1,103 @@
+// Worker: the memcoord runtime inside one training process (one per GPU). init() finds the process's rank
+// from the launcher's environment (worker/topology.h), binds the device from its local rank (CUDA's
+// numbering already respects CUDA_VISIBLE_DEVICES; without a GPU it uses the host backend, a simulated
+// device), owns named, isolated CachingPools on that device, and, when a coordinator address is known,
+// keeps a session with it on a background thread: a report every report_interval and at every step_end().
+//
+// Safe points. Commands from the coordinator are applied only inside step_end() (a trim for step S runs at
+// the end of step S), or at once when the coordinator says `now`; an Abort calls the on_abort hook at once
+// (from the session thread) so a training program can abort its communicator. Training never blocks on the
+// coordinator: without one (or while it is down) the worker runs standalone and keeps trying to attach,
+// with backoff, re-registering after a coordinator restart. A pool that cannot serve an allocation asks
+// the coordinator for room (bounded by oom_wait) before failing.
+//
+// Thread safety: step_begin/step_end belong to the training thread; pools are thread-safe; every other
+// method may be called from any thread. Ownership: the Worker owns its backend, pools and session; pools
+// live until the Worker is destroyed. No gRPC type appears here.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "allocator/caching_pool.h"
+#include "common/result.h"
+#include "worker/topology.h"
+
+namespace memcoord {
+
+struct WorkerOptions {
+  std::string coordinator;           // "HOST:PORT"; empty: $MEMCOORD_COORDINATOR; both empty: standalone
+  std::string token;                 // empty: $MEMCOORD_TOKEN, or the first line of $MEMCOORD_TOKEN_FILE
+  std::string backend = "auto";      // "auto": cuda-vmm with a GPU, host otherwise
+  std::uint64_t capacity_bytes = 0;  // host/virtual backends: the simulated device's size (0: default)
+  std::string group = "world";       // communicator group aborted together
+  std::chrono::milliseconds report_interval{100};
+  std::chrono::milliseconds oom_wait{500};
+  std::chrono::milliseconds reconnect_min{50};
+  std::chrono::milliseconds reconnect_max{500};
+  std::optional<Topology> topology;  // set: skip environment discovery (tests, benchmarks)
+};
+
+// A coordinator command as the worker applied it.
+struct AppliedCommand {
+  enum class Kind { kTrim, kSetQuota };
+  Kind kind = Kind::kTrim;
+  std::uint64_t command_id = 0;
+  std::int64_t requested_step = -1;  // trim: the step S asked for (-1: now)
+  std::int64_t step = 0;             // the last completed step when it ran
+  bool now = false;
+  std::string pool;         // empty: every pool
+  std::uint64_t bytes = 0;  // trim target or new limit
+  std::uint64_t released_bytes = 0;
+  Status status;
+};
+
+class Worker {
+ public:
+  // Errors: INVALID_ARGUMENT for a malformed environment or option; UNAVAILABLE / INVALID_ARGUMENT from
+  // the backend (a GPU backend asked for where there is no GPU).
+  static Result<std::unique_ptr<Worker>> init(WorkerOptions options = {});
+  ~Worker();  // shutdown()
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  const Topology& topology() const;
+  int device() const;  // CUDA ordinal, -1 on the host backend
+  DeviceBackend& backend();
+
+  // Creates an isolated pool on this worker's device. ALREADY_EXISTS for a duplicate name.
+  Result<CachingPool*> create_pool(PoolOptions options);
+  CachingPool* pool(std::string_view name) const;  // nullptr when unknown
+
+  // Marks the start of the next step (step() + 1).
+  void step_begin();
+  // Ends the current step: applies pending commands due at this step, then queues a report. Never waits on
+  // the coordinator. Called without step_begin(), it begins and ends a step.
+  Status step_end();
+  std::int64_t step() const;  // last completed step (0 before the first)
+
+  // Called (from the session thread) when the coordinator aborts this worker's group.
+  void on_abort(std::function<void(const std::string& reason)> hook);
+  std::optional<std::string> abort_reason() const;
+
+  bool attached() const;
+  std::string coordinator_id() const;                    // empty when not attached
+  std::uint64_t registrations() const;                   // successful (re-)registrations
+  std::vector<AppliedCommand> applied_commands() const;  // the last 1024
+
+  // Detaches cleanly from the coordinator and stops the session; pools stay usable. Idempotent.
+  void shutdown();
+
+ private:
+  class Impl;
+  explicit Worker(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace memcoord
