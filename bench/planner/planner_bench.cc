@@ -1,0 +1,145 @@
+// planner_bench: how fast the planner is and how balanced its plans are.
+//   - SplitChain on random layer chains: 100 layers × 8 devices (target ≤ 1 ms) and 10,000 layers ×
+//     1,024 devices (target ≤ 100 ms), equal and unequal capacities; median of repeated runs;
+//   - PackWhole: 12 models × 8 devices (exact search) and 200 models × 16 devices (heuristic);
+//   - MakePlan on the weights-only cases Accelerate's balanced map was measured on: busiest ÷ even split.
+// Prints one JSON object. Usage: planner_bench [--quick]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "coordinator/planner/contiguous_split.h"
+#include "coordinator/planner/model_packing.h"
+#include "coordinator/planner/placement_planner.h"
+
+namespace {
+
+using memcoord::planner::MakePlan;
+using memcoord::planner::PackWhole;
+using memcoord::planner::ParsePlanRequest;
+using memcoord::planner::SplitChain;
+
+// Median wall time of `reps` calls, in milliseconds.
+double MedianMs(int reps, const std::function<void()>& body) {
+  std::vector<double> times;
+  for (int r = 0; r < reps; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    body();
+    times.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// Random layer sizes around 200 MB (±50%), and capacities that leave ~25% headroom.
+nlohmann::json ChainCase(std::size_t layers, std::size_t devices, bool unequal, int reps) {
+  std::mt19937_64 rng(layers * 31 + devices);
+  std::vector<std::uint64_t> items(layers);
+  std::uint64_t total = 0;
+  for (auto& w : items) total += (w = 100'000'000 + rng() % 200'000'000);
+  std::vector<std::uint64_t> caps(devices, total / devices * 5 / 4 + 400'000'000);
+  if (unequal) {
+    for (std::size_t j = 0; j < devices; j += 2) caps[j] = caps[j] * 3 / 2;
+  }
+  std::uint64_t bottleneck = 0;
+  const double ms = MedianMs(reps, [&] {
+    auto split = SplitChain(items, caps);
+    bottleneck = split.ok() ? split->bottleneck_bytes : 0;
+  });
+  const std::uint64_t lb = memcoord::planner::ChainLowerBound(items, caps);
+  return {{"layers", layers},
+          {"devices", devices},
+          {"capacities", unequal ? "unequal" : "equal"},
+          {"median_ms", ms},
+          {"reps", reps},
+          {"bottleneck_bytes", bottleneck},
+          {"lower_bound_bytes", lb},
+          {"max_over_lb", static_cast<double>(bottleneck) / static_cast<double>(lb)}};
+}
+
+nlohmann::json PackCase(std::size_t models, std::size_t devices, int reps) {
+  std::mt19937_64 rng(models * 17 + devices);
+  std::vector<std::uint64_t> items(models);
+  std::uint64_t total = 0;
+  for (auto& w : items) total += (w = 1'000'000'000 + rng() % 9'000'000'000);
+  const std::vector<std::uint64_t> caps(devices, 80'000'000'000);
+  std::uint64_t bottleneck = 0;
+  bool exact = false;
+  const double ms = MedianMs(reps, [&] {
+    auto packing = PackWhole(items, caps);
+    bottleneck = packing.ok() ? packing->bottleneck_bytes : 0;
+    exact = packing.ok() && packing->exact;
+  });
+  const double even = static_cast<double>(total) / static_cast<double>(devices);
+  return {{"models", models},
+          {"devices", devices},
+          {"median_ms", ms},
+          {"exact", exact},
+          {"max_over_even", static_cast<double>(bottleneck) / even}};
+}
+
+struct AccelerateCase {
+  const char* preset;
+  const char* precision;
+  int devices;
+  const char* capacity;
+  double accelerate;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  nlohmann::json out;
+  out["split_chain"] = nlohmann::json::array({
+      ChainCase(100, 8, false, quick ? 100 : 2000),
+      ChainCase(100, 8, true, quick ? 100 : 2000),
+      ChainCase(10'000, 1'024, false, quick ? 5 : 51),
+      ChainCase(10'000, 1'024, true, quick ? 5 : 51),
+  });
+  out["pack_whole"] =
+      nlohmann::json::array({PackCase(12, 8, quick ? 3 : 21), PackCase(200, 16, quick ? 3 : 21)});
+
+  const AccelerateCase cases[] = {
+      {"gpt2", "fp32", 3, "24GB", 1.196},       {"gpt2-xl", "fp32", 3, "24GB", 1.066},
+      {"llama2-7b", "bf16", 3, "24GB", 1.081},  {"llama2-13b", "bf16", 4, "24GB", 1.072},
+      {"llama2-70b", "bf16", 8, "80GB", 1.092}, {"mixtral-8x7b", "bf16", 4, "80GB", 1.119},
+  };
+  nlohmann::json accelerate = nlohmann::json::array();
+  for (const AccelerateCase& c : cases) {
+    const std::string json = std::string(R"({"devices": {"count": )") + std::to_string(c.devices) +
+                             R"(, "capacity": ")" + c.capacity + R"("}, "models": [{"preset": ")" + c.preset +
+                             R"(", "precision": ")" + c.precision +
+                             R"(", "mode": "inference", "split": "layers"}]})";
+    auto request = ParsePlanRequest(json);
+    if (!request.ok()) {
+      std::fprintf(stderr, "planner_bench: %s\n", request.status().ToString().c_str());
+      return 1;
+    }
+    memcoord::planner::Plan plan;
+    const double ms = MedianMs(quick ? 5 : 101, [&] {
+      auto p = MakePlan(*request);
+      if (p.ok()) plan = *p;
+    });
+    accelerate.push_back({{"model", c.preset},
+                          {"precision", c.precision},
+                          {"devices", c.devices},
+                          {"capacity", c.capacity},
+                          {"max_over_even", plan.max_over_even},
+                          {"accelerate_max_over_even", c.accelerate},
+                          {"max_over_lb", plan.max_over_lb},
+                          {"device_loads_bytes", plan.device_loads_bytes},
+                          {"optimal_contiguous", plan.exact},
+                          {"make_plan_median_ms", ms}});
+  }
+  out["weights_only_vs_accelerate"] = accelerate;
+  std::printf("%s\n", out.dump(2).c_str());
+  return 0;
+}

@@ -1,0 +1,85 @@
+// PackWhole against brute force over every assignment of small random instances, and its heuristic path.
+#include "coordinator/planner/model_packing.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+namespace memcoord::planner {
+namespace {
+
+std::uint64_t BruteForce(const std::vector<std::uint64_t>& items, const std::vector<std::uint64_t>& caps,
+                         std::vector<std::uint64_t>& loads, std::size_t i = 0) {
+  if (i == items.size()) return *std::max_element(loads.begin(), loads.end());
+  std::uint64_t best = UINT64_MAX;
+  for (std::size_t j = 0; j < caps.size(); ++j) {
+    if (loads[j] + items[i] > caps[j]) continue;
+    loads[j] += items[i];
+    best = std::min(best, BruteForce(items, caps, loads, i + 1));
+    loads[j] -= items[i];
+  }
+  return best;
+}
+
+TEST(ModelPackingTest, ExactOnSmallRandomInstances) {
+  std::mt19937_64 rng(7);
+  int feasible = 0;
+  for (int trial = 0; trial < 1500; ++trial) {
+    const std::size_t n = 1 + rng() % 7;
+    const std::size_t m = 1 + rng() % 4;
+    std::vector<std::uint64_t> items(n);
+    for (auto& w : items) w = 1 + rng() % 100;
+    std::vector<std::uint64_t> caps(m);
+    for (auto& c : caps) c = 60 + rng() % 300;
+    std::vector<std::uint64_t> loads(m, 0);
+    const std::uint64_t expected = BruteForce(items, caps, loads);
+    Result<Packing> packing = PackWhole(items, caps);
+    if (expected == UINT64_MAX) {
+      EXPECT_FALSE(packing.ok()) << "trial " << trial;
+      continue;
+    }
+    ++feasible;
+    ASSERT_TRUE(packing.ok()) << "trial " << trial << ": " << packing.status().ToString();
+    EXPECT_TRUE(packing->exact);
+    EXPECT_EQ(packing->bottleneck_bytes, expected) << "trial " << trial;
+    std::vector<std::uint64_t> check(m, 0);
+    for (std::size_t i = 0; i < n; ++i) check[packing->device_of[i]] += items[i];
+    EXPECT_EQ(check, packing->loads);
+    for (std::size_t j = 0; j < m; ++j) EXPECT_LE(check[j], caps[j]);
+  }
+  EXPECT_GT(feasible, 800);
+}
+
+TEST(ModelPackingTest, LargeInstancesUseImprovedLargestFirstWithinFewPercentOfTheBound) {
+  std::mt19937_64 rng(11);
+  std::vector<std::uint64_t> items(200);
+  std::uint64_t total = 0;
+  for (auto& w : items) total += (w = 1'000 + rng() % 9'000);
+  const std::vector<std::uint64_t> caps(16, 1'000'000);
+  Result<Packing> packing = PackWhole(items, caps);
+  ASSERT_TRUE(packing.ok());
+  EXPECT_FALSE(packing->exact);
+  const double even = static_cast<double>(total) / 16.0;
+  EXPECT_LT(static_cast<double>(packing->bottleneck_bytes), even * 1.02);
+  Result<Packing> again = PackWhole(items, caps);
+  EXPECT_EQ(again->device_of, packing->device_of);  // deterministic
+}
+
+TEST(ModelPackingTest, ModelTooLargeForAnyDeviceIsNamed) {
+  Result<Packing> packing = PackWhole({10, 500}, {100, 200});
+  ASSERT_FALSE(packing.ok());
+  EXPECT_EQ(packing.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(packing.status().message().find("item 1"), std::string::npos);
+}
+
+TEST(ModelPackingTest, HonoursBaseLoads) {
+  Result<Packing> packing = PackWhole({50, 50}, {100, 100}, {60, 0});
+  ASSERT_TRUE(packing.ok());
+  EXPECT_EQ(packing->device_of[0], 1u);
+  EXPECT_EQ(packing->device_of[1], 1u);
+  EXPECT_EQ(packing->bottleneck_bytes, 100u);
+}
+
+}  // namespace
+}  // namespace memcoord::planner

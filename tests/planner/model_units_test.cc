@@ -1,0 +1,102 @@
+// Parameter counts of every preset against the real models' published totals, and unit structure.
+#include "coordinator/planner/model_units.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "coordinator/planner/model_spec.h"
+
+namespace memcoord::planner {
+namespace {
+
+std::int64_t Params(const std::string& preset) {
+  Result<ModelSpec> spec = PresetSpec(preset);
+  EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+  return spec.ok() ? TotalParams(*spec) : -1;
+}
+
+TEST(ModelUnitsTest, PresetParameterCountsMatchTheRealModels) {
+  EXPECT_EQ(Params("gpt2"), 124'439'808);
+  EXPECT_EQ(Params("gpt2-medium"), 354'823'168);
+  EXPECT_EQ(Params("gpt2-large"), 774'030'080);
+  EXPECT_EQ(Params("gpt2-xl"), 1'557'611'200);
+  EXPECT_EQ(Params("bert-base"), 109'482'240);   // bert-base-uncased with its pooler
+  EXPECT_EQ(Params("bert-large"), 335'141'888);  // bert-large-uncased with its pooler
+  EXPECT_EQ(Params("llama2-7b"), 6'738'415'616);
+  EXPECT_EQ(Params("llama2-13b"), 13'015'864'320);
+  EXPECT_EQ(Params("llama2-70b"), 68'976'648'192);
+  EXPECT_EQ(Params("mixtral-8x7b"), 46'702'792'704);
+  EXPECT_EQ(Params("resnet50"), 25'557'032);
+}
+
+TEST(ModelUnitsTest, Gpt2HeadIsTiedToTheEmbeddingsAndCountedOnce) {
+  const std::vector<ModelUnit> units = BuildUnits(*PresetSpec("gpt2"));
+  ASSERT_EQ(units.size(), 15u);  // embeddings, 12 blocks, final norm, head
+  EXPECT_EQ(units.front().name, "embeddings");
+  EXPECT_EQ(units.front().params, (50257 + 1024) * 768);
+  EXPECT_EQ(units.back().name, "head");
+  EXPECT_EQ(units.back().params, 0);
+  ASSERT_TRUE(units.back().tied_to.has_value());
+  EXPECT_EQ(*units.back().tied_to, 0u);
+  EXPECT_EQ(units[1].params, 7'087'872);  // one GPT-2 block
+}
+
+TEST(ModelUnitsTest, LlamaHeadIsUntiedAndResNetIsAChainOfStages) {
+  const std::vector<ModelUnit> llama = BuildUnits(*PresetSpec("llama2-7b"));
+  ASSERT_EQ(llama.size(), 35u);
+  EXPECT_FALSE(llama.back().tied_to.has_value());
+  EXPECT_EQ(llama.back().params, 32000 * 4096);
+  const std::vector<ModelUnit> resnet = BuildUnits(*PresetSpec("resnet50"));
+  ASSERT_EQ(resnet.size(), 6u);
+  EXPECT_EQ(resnet[0].name, "stem");
+  EXPECT_EQ(resnet[5].params, 2048 * 1000 + 1000);
+}
+
+TEST(ModelUnitsTest, SpecFileGeometryMatchesTheEquivalentPreset) {
+  Result<ModelSpec> spec = ParseModelSpec(nlohmann::json::parse(
+      R"({"family": "llama", "hidden": 8192, "layers": 80, "heads": 64, "kv_heads": 8, "ffn": 28672, "vocab": 32000})"));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(TotalParams(*spec), 68'976'648'192);
+  Result<ModelSpec> moe = ParseModelSpec(nlohmann::json::parse(
+      R"({"family": "mixtral", "hidden": 4096, "layers": 32, "heads": 32, "kv_heads": 8, "ffn": 14336,
+          "vocab": 32000, "experts": 8, "experts_per_token": 2, "tied_embeddings": false})"));
+  ASSERT_TRUE(moe.ok()) << moe.status().ToString();
+  EXPECT_EQ(TotalParams(*moe), 46'702'792'704);
+}
+
+TEST(ModelUnitsTest, UnknownPresetListsTheAcceptedOnes) {
+  Result<ModelSpec> spec = PresetSpec("gpt5");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(spec.status().message().find("gpt5"), std::string::npos);
+  EXPECT_NE(spec.status().message().find("llama2-70b"), std::string::npos);
+}
+
+TEST(ModelUnitsTest, BadSpecFieldsAreNamed) {
+  const auto error = [](const char* text) {
+    Result<ModelSpec> s = ParseModelSpec(nlohmann::json::parse(text));
+    return s.ok() ? std::string("ok") : s.status().message();
+  };
+  EXPECT_NE(error(R"({"family": "gpt2", "hidden": -768, "layers": 12, "heads": 12, "vocab": 50257})")
+                .find("spec.hidden"),
+            std::string::npos);
+  EXPECT_NE(
+      error(R"({"family": "t5", "hidden": 768, "layers": 12, "heads": 12, "vocab": 1})").find("spec.family"),
+      std::string::npos);
+  EXPECT_NE(error(R"({"family": "llama", "hidden": 768, "layers": 12, "heads": 7, "ffn": 10, "vocab": 1})")
+                .find("spec.heads"),
+            std::string::npos);
+  EXPECT_NE(
+      error(R"({"family": "llama", "hidden": 768, "layers": 12, "heads": 12, "vocab": 1})").find("spec.ffn"),
+      std::string::npos);
+  EXPECT_NE(error(R"({"family": "gpt2", "hidden": 768, "layers": 12, "heads": 12, "vocab": 5, "hiden": 3})")
+                .find("hiden"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"family": "gpt2", "hidden": "big", "layers": 12, "heads": 12, "vocab": 5})")
+                .find("spec.hidden"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace memcoord::planner
