@@ -4,6 +4,9 @@
 
 #include "allocator/host_backend.h"
 #include "allocator/virtual_backend.h"
+#ifdef MEMCOORD_HAVE_CUDA
+#include "allocator/cuda/cuda_backends.h"  // also defines GpuAvailable()
+#endif
 
 namespace memcoord {
 
@@ -34,9 +37,13 @@ Result<std::unique_ptr<DeviceBackend>> MakeBackend(std::string_view kind, const 
 
 namespace {
 
-Result<std::unique_ptr<DeviceBackend>> MakeCudaKind(std::string_view kind, const BackendOptions& /*options*/) {
-  // The CUDA backends register here (allocator/cuda/).
-  return Unavailable(fmt::format("backend '{}' needs a CUDA GPU and this build or machine has none", kind));
+Result<std::unique_ptr<DeviceBackend>> MakeCudaKind(std::string_view kind, const BackendOptions& options) {
+#ifdef MEMCOORD_HAVE_CUDA
+  return MakeCudaBackend(kind, options.device);  // UNAVAILABLE, naming the probe's error, without a GPU
+#else
+  (void)options;
+  return Unavailable(fmt::format("backend '{}' needs a CUDA GPU and this build has no CUDA toolkit", kind));
+#endif
 }
 
 }  // namespace

@@ -314,6 +314,7 @@ void Arena::release(Block* b) {
 std::uint64_t Arena::release_free_memory(std::uint64_t want_bytes, bool synchronize, const Block* keep_a,
                                          const Block* keep_b) {
   std::uint64_t released = 0;
+  if (synchronize) settle_streams();
   for (auto& index : free_) {
     if (released >= want_bytes) break;
     index->for_each_largest_first([&](Block* b) {
@@ -360,6 +361,33 @@ std::uint64_t Arena::release_free_memory(std::uint64_t want_bytes, bool synchron
     });
   }
   return released;
+}
+
+void Arena::settle_streams() {
+  std::uint64_t owners = 0;
+  for (std::size_t i = 0; i < free_.size(); ++i) {
+    if (!free_[i]->empty()) owners |= 1ULL << i;
+  }
+  if (std::popcount(owners) < 2) return;  // one stream: nothing to merge across
+  for (std::uint64_t mask = owners; mask != 0; mask &= mask - 1) {
+    if (!backend_.synchronize(stream_ids_[static_cast<std::size_t>(std::countr_zero(mask))]).ok()) return;
+  }
+  for (Segment& seg : segments_) {
+    if (!seg.live) continue;
+    for (Block* b = seg.first; b != nullptr; b = b->next) {
+      if (b->state != BlockState::kFree) continue;
+      while (b->next != nullptr && b->next->state == BlockState::kFree) {
+        Block* next = b->next;
+        if (!streams_idle(next) && !synchronize_streams(next).ok()) break;
+        remove_free(b);
+        remove_free(next);
+        b->size += next->size;
+        b->wait_mask |= next->wait_mask;
+        unlink(next);
+        insert_free(b);
+      }
+    }
+  }
 }
 
 void Arena::release_empty_segments() {

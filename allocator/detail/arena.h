@@ -65,6 +65,9 @@ class Arena {
   // touched (a placement's hole neighbours, so the hole itself stays as planned). Returns the bytes released.
   std::uint64_t release_free_memory(std::uint64_t want_bytes, bool synchronize, const Block* keep_a = nullptr,
                                     const Block* keep_b = nullptr);
+  // Synchronizes every stream that owns cached memory here, then merges adjacent free blocks of different
+  // streams (once their streams are idle, ownership no longer matters). Trim and OOM recovery only.
+  void settle_streams();
   // Frees address ranges that are entirely unmapped (after a trim).
   void release_empty_segments();
 

@@ -1,0 +1,96 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "allocator/caching_pool.h"
+#include "common/bytes.h"
+#include "stream_test_backend.h"
+
+namespace memcoord {
+namespace {
+
+constexpr StreamId kStreamA = 0xA000;
+constexpr StreamId kStreamB = 0xB000;
+
+TEST(PoolStreams, SameStreamReuseNeedsNoWait) {
+  testing::StreamTestBackend backend;
+  CachingPool pool(backend);
+  void* p = *pool.allocate(4 * kMiB, kStreamA);
+  ASSERT_TRUE(pool.deallocate(p).ok());
+  void* q = *pool.allocate(4 * kMiB, kStreamA);
+  EXPECT_EQ(p, q);
+  EXPECT_TRUE(backend.waits.empty());
+  ASSERT_TRUE(pool.deallocate(q).ok());
+}
+
+TEST(PoolStreams, CrossStreamReuseWaitsOnTheDeviceNeverTheHost) {
+  testing::StreamTestBackend backend;
+  CachingPool pool(backend);
+  void* p = *pool.allocate(4 * kMiB, kStreamA);
+  ASSERT_TRUE(pool.deallocate(p).ok());
+  backend.busy.insert(kStreamA);  // A still has work queued on the freed block
+  void* q = *pool.allocate(4 * kMiB, kStreamB);
+  EXPECT_EQ(p, q);  // reused from A's cache ...
+  ASSERT_EQ(backend.waits.size(), 1u);  // ... after B waits on A's queued work
+  EXPECT_EQ(backend.waits[0], std::make_pair(kStreamB, kStreamA));
+  EXPECT_TRUE(backend.synchronized.empty());  // and the host never blocked
+  ASSERT_TRUE(pool.deallocate(q).ok());
+}
+
+TEST(PoolStreams, RecordStreamMakesTheNextUserWaitForTheExtraStream) {
+  testing::StreamTestBackend backend;
+  CachingPool pool(backend);
+  void* p = *pool.allocate(kMiB, kStreamA);
+  ASSERT_TRUE(pool.record_stream(p, kStreamB).ok());
+  ASSERT_TRUE(pool.deallocate(p).ok());
+  void* q = *pool.allocate(kMiB, kStreamA);
+  EXPECT_EQ(p, q);
+  ASSERT_EQ(backend.waits.size(), 1u);
+  EXPECT_EQ(backend.waits[0], std::make_pair(kStreamA, kStreamB));
+  ASSERT_TRUE(pool.deallocate(q).ok());
+  int local = 0;
+  EXPECT_EQ(pool.record_stream(&local, kStreamB).code(), StatusCode::kNotFound);
+}
+
+TEST(PoolStreams, TrimSynchronizesOnlyTheStreamsThatUsedTheMemory) {
+  testing::StreamTestBackend backend;
+  CachingPool pool(backend);
+  void* p = *pool.allocate(64 * kMiB, kStreamA);
+  ASSERT_TRUE(pool.deallocate(p).ok());
+  backend.busy.insert(kStreamA);
+  TrimResult r = pool.trim(0);
+  EXPECT_GE(r.released_bytes, 64 * kMiB);
+  EXPECT_NE(std::find(backend.synchronized.begin(), backend.synchronized.end(), kStreamA),
+            backend.synchronized.end());
+  EXPECT_EQ(std::find(backend.synchronized.begin(), backend.synchronized.end(), kStreamB),
+            backend.synchronized.end());
+}
+
+TEST(PoolStreams, BusyCacheIsNotUnmappedOnTheAllocationPath) {
+  testing::StreamTestBackend backend;
+  CachingPool pool(backend);
+  // Fragment A's cache so a large request misses, with A busy: the pool must grow, not synchronize A.
+  std::vector<void*> blocks;
+  for (int i = 0; i < 16; ++i) blocks.push_back(*pool.allocate(2 * kMiB, kStreamA));
+  for (int i = 0; i < 16; i += 2) ASSERT_TRUE(pool.deallocate(blocks[i]).ok());
+  backend.busy.insert(kStreamA);
+  void* big = *pool.allocate(12 * kMiB, kStreamB);
+  EXPECT_TRUE(backend.synchronized.empty());
+  ASSERT_TRUE(pool.deallocate(big).ok());
+  for (int i = 1; i < 16; i += 2) ASSERT_TRUE(pool.deallocate(blocks[i]).ok());
+  EXPECT_TRUE(pool.check_invariants().ok());
+}
+
+TEST(PoolStreams, TooManyStreamsIsAClearError) {
+  testing::StreamTestBackend backend;
+  CachingPool pool(backend);
+  std::vector<void*> blocks;
+  for (StreamId s = 1; s < 64; ++s) blocks.push_back(*pool.allocate(512, s * 16));
+  Result<void*> r = pool.allocate(512, 0xFFFF0);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("streams"), std::string::npos);
+  for (void* p : blocks) ASSERT_TRUE(pool.deallocate(p).ok());
+}
+
+}  // namespace
+}  // namespace memcoord

@@ -1,0 +1,155 @@
+#include <gtest/gtest.h>
+
+#include <zlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "allocator/caching_pool.h"
+#include "allocator/trace.h"
+#include "allocator/trace_recorder.h"
+#include "allocator/trace_replay.h"
+#include "allocator/virtual_backend.h"
+#include "common/bytes.h"
+
+namespace memcoord {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("memcoord_trace_test_" + std::to_string(getpid()) + "_" + name))
+      .string();
+}
+
+void WriteFile(const std::string& path, const std::string& content) {
+  std::ofstream(path, std::ios::binary) << content;
+}
+
+TEST(Trace, ParsesOurFormatSkippingPyTorchBookkeeping) {
+  Result<Trace> t = ParseTrace(
+      "# pytorch workload=unit; code addr size stream\n"
+      "S 7f0000000000 20971520 0\n"
+      "a 7f0000000000 1000 0\n"
+      "a 7f0000100000 3000 7\n"
+      "r 7f0000000000 1000 0\n"
+      "f 7f0000000000 1000 0\n"
+      "a 7f0000000000 500 0\n",
+      "unit");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->workload, "unit");
+  EXPECT_EQ(t->allocations, 3u);
+  EXPECT_EQ(t->frees, 1u);
+  EXPECT_EQ(t->peak_live_bytes, 4000u);
+  ASSERT_EQ(t->events.size(), 4u);
+  EXPECT_EQ(t->events[1].stream, 7u);
+  EXPECT_EQ(t->events[2].slot, t->events[0].slot);  // the free names its allocation's slot
+}
+
+TEST(Trace, ParsesRmmCsv) {
+  Result<Trace> t = ParseTrace(
+      "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,0.1,allocate,0x7f0000000000,4096,0x0\n"
+      "1,0.2,allocate failure,0x0,99999999999,0x0\n"
+      "1,0.3,allocate,0x7f0000001000,8192,0x0\n"
+      "1,0.4,free,0x7f0000000000,4096,0x0\n",
+      "rmm");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->format, "rmm-csv");
+  EXPECT_EQ(t->allocations, 2u);
+  EXPECT_EQ(t->frees, 1u);
+  EXPECT_EQ(t->peak_live_bytes, 12288u);
+}
+
+TEST(Trace, BadInputNamesTheLineAndTheAcceptedFormats) {
+  struct Case {
+    const char* text;
+    const char* expect;
+  } cases[] = {
+      {"hello world\n", "unknown format"},
+      {"a 7f00 100 0\nf 7f01 100 0\n", "line 2: free of 0x7f01, which is not live"},
+      {"a 7f00 100 0\na 7f00 100 0\n", "line 2: allocation at 0x7f00, which is still live"},
+      {"a 7f00 -5 0\n", "line 1: bad address, size or stream"},
+      {"a zz 5 0\n", "line 1: bad address"},
+      {"a 7f00 5\n", "line 1: cannot read"},
+      {"x 7f00 5 0\n", "unknown format"},
+      {"a 7f00 5 0\nq 7f00 5 0\n", "unknown event code 'q'"},
+      {"# only a comment\n", "no allocation events"},
+      {"Thread,Time,Action,Pointer,Size,Stream\n1,0,explode,0x1,5,0\n", "unknown action 'explode'"},
+      {"Thread,Time,Action\n1,2,3\n", "lacks Action, Pointer or Size"},
+      {"a 7f00 0 0\n", "allocation of 0 bytes"},
+  };
+  for (const Case& c : cases) {
+    Result<Trace> t = ParseTrace(c.text, "bad");
+    ASSERT_FALSE(t.ok()) << c.text;
+    EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument) << c.text;
+    EXPECT_NE(t.status().message().find(c.expect), std::string::npos) << t.status().message();
+    EXPECT_NE(t.status().message().find("accepted"), std::string::npos) << t.status().message();
+  }
+}
+
+TEST(Trace, GarbageTruncatedAndMissingFiles) {
+  EXPECT_EQ(ReadTrace("/nonexistent/trace.gz").status().code(), StatusCode::kNotFound);
+
+  const std::string garbage = TempPath("garbage.bin");
+  std::string bytes(4096, '\0');
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 131) % 251);
+  WriteFile(garbage, bytes);
+  Result<Trace> g = ReadTrace(garbage);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("garbage"), std::string::npos) << g.status().message();
+
+  // A real gzip stream cut in half.
+  const std::string full = TempPath("full.gz");
+  {
+    gzFile f = gzopen(full.c_str(), "wb");
+    for (int i = 0; i < 20000; ++i) gzprintf(f, "a %x 4096 0\nf %x 4096 0\n", 0x1000 + i * 16, 0x1000 + i * 16);
+    gzclose(f);
+  }
+  std::ifstream in(full, std::ios::binary);
+  std::string compressed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string cut = TempPath("cut.gz");
+  WriteFile(cut, compressed.substr(0, compressed.size() / 2));
+  ASSERT_TRUE(ReadTrace(full).ok());
+  Result<Trace> c = ReadTrace(cut);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kDataLoss) << c.status().ToString();
+  EXPECT_NE(c.status().message().find("truncated"), std::string::npos) << c.status().message();
+  for (const auto& p : {garbage, full, cut}) std::remove(p.c_str());
+}
+
+TEST(TraceRecorder, APoolRecordsATraceThatReplaysToTheSamePeak) {
+  const std::string path = TempPath("recorded.trace.gz");
+  VirtualBackend backend(8 * kGiB);
+  std::uint64_t peak_requested = 0;
+  {
+    CachingPool pool(backend);
+    TraceRecorder recorder;
+    ASSERT_TRUE(recorder.open(path, "unit").ok());
+    pool.set_recorder(&recorder);
+    std::vector<void*> live;
+    for (int i = 0; i < 1000; ++i) {
+      live.push_back(*pool.allocate(static_cast<std::size_t>((i * 7919) % 5000000 + 1)));
+      if (i % 3 == 2) {
+        ASSERT_TRUE(pool.deallocate(live.front()).ok());
+        live.erase(live.begin());
+      }
+    }
+    for (void* p : live) ASSERT_TRUE(pool.deallocate(p).ok());
+    peak_requested = pool.stats().peak_requested_bytes;
+    pool.set_recorder(nullptr);
+    ASSERT_TRUE(recorder.close().ok());
+  }
+  Result<Trace> t = ReadTrace(path);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->workload, "unit");
+  EXPECT_EQ(t->allocations, 1000u);
+  EXPECT_EQ(t->frees, 1000u);
+  EXPECT_EQ(t->peak_live_bytes, peak_requested);
+  std::remove(path.c_str());
+
+  TraceRecorder bad;
+  EXPECT_EQ(bad.open("/nonexistent/dir/x.trace").code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace memcoord
