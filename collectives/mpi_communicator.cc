@@ -19,6 +19,8 @@ using detail::MpiErrorString;
 using detail::MpiOp;
 using Clock = std::chrono::steady_clock;
 
+constexpr auto kSpinBeforeYield = std::chrono::microseconds(200);
+
 // MPI requests of one collective, polled until done or the deadline; `finish` runs once on completion
 // (the avg division).
 class MpiPendingCollective final : public PendingCollective {
@@ -43,13 +45,20 @@ class MpiPendingCollective final : public PendingCollective {
   }
 
   Status do_wait() override {
-    for (unsigned spins = 0;; ++spins) {
+    const auto spin_until = Clock::now() + kSpinBeforeYield;
+    bool yielding = false;
+    for (unsigned polls = 0;; ++polls) {
       if (owner_.abort_state()->aborted()) return owner_.abort_status().WithContext(description_ + ": ");
       MEMCOORD_ASSIGN_OR_RETURN(bool done, TestOnce());
       if (done) return Status::Ok();
-      if ((spins & 15u) == 0 && Clock::now() >= deadline_) return owner_.TimedOut(description_);
-      // Spin briefly for latency, then yield: ranks are often oversubscribed on few cores.
-      if (spins > 64) std::this_thread::yield();
+      if (yielding || (polls & 15u) == 0) {
+        const auto now = Clock::now();
+        if (now >= deadline_) return owner_.TimedOut(description_);
+        yielding = now >= spin_until;
+      }
+      // Spin first (a yield on a loaded machine costs a whole time slice), then yield: ranks are often
+      // oversubscribed on few cores and a spinning rank would starve the peer it waits for.
+      if (yielding) std::this_thread::yield();
     }
   }
 

@@ -1,0 +1,191 @@
+// Allreduce bus bandwidth of our MPI communicator next to raw MPI_Allreduce in the same run, and the
+// GradientBucketer against one raw allreduce of the same total bytes. Prints one JSON object.
+//   mpirun -np N mpi_allreduce_bench [--max-bytes 256MiB] [--bucketer-bytes 256MiB] [--rounds 3]
+// Each size alternates raw / ours / ours with verify_arguments for `rounds` rounds and keeps each one's best
+// time (the slowest rank's). Buffers hold random fp32 values, never zeros.
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <vector>
+
+#include "allocator/host_backend.h"
+#include "bench/collectives/bench_util.h"
+#include "collectives/gradient_bucketer.h"
+#include "collectives/mpi_communicator.h"
+#include "collectives/mpi_environment.h"
+#include "common/bytes.h"
+
+namespace memcoord::bench {
+namespace {
+
+double SlowestRank(double seconds) {
+  double slowest = 0;
+  MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return slowest;
+}
+
+template <typename Op>
+double TimeIt(int iterations, Op op) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i) op();
+  return SlowestRank(Seconds(start)) / iterations;
+}
+
+void Fill(std::vector<float>& data, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(0.5f, 1.5f);
+  for (float& x : data) x = dist(rng);
+}
+
+int Run(int argc, char** argv) {
+  CLI::App app{"allreduce bus bandwidth: memcoord MPI communicator vs raw MPI_Allreduce"};
+  std::string max_text = "256MiB";
+  std::string bucketer_text = "256MiB";
+  int rounds = 3;
+  app.add_option("--max-bytes", max_text,
+                 "largest message (1 KiB .. this, x4 steps); 1GiB for the full range");
+  app.add_option("--bucketer-bytes", bucketer_text, "total gradient bytes for the bucketer comparison");
+  app.add_option("--rounds", rounds, "alternating rounds per size; the best of each is kept");
+  CLI11_PARSE(app, argc, argv);
+
+  auto environment = MpiEnvironment::Init(&argc, &argv);
+  if (!environment.ok()) {
+    std::fprintf(stderr, "%s\n", environment.status().ToString().c_str());
+    return 1;
+  }
+  auto max_bytes = ParseBytes(max_text);
+  auto bucketer_bytes = ParseBytes(bucketer_text);
+  if (!max_bytes.ok() || !bucketer_bytes.ok()) {
+    std::fprintf(stderr, "bad size\n");
+    return 1;
+  }
+  const int rank = (*environment)->world_rank();
+  const int n = (*environment)->world_size();
+  auto ours = MpiCommunicator::Create(MPI_COMM_WORLD, {std::chrono::minutes(2), false});
+  auto ours_checked = MpiCommunicator::Create(MPI_COMM_WORLD, {std::chrono::minutes(2), true});
+  MPI_Comm raw;
+  MPI_Comm_dup(MPI_COMM_WORLD, &raw);
+  if (!ours.ok() || !ours_checked.ok()) return 1;
+
+  nlohmann::json out;
+  out["ranks"] = n;
+  out["dtype"] = "fp32";
+  out["op"] = "sum";
+  out["busbw_definition"] = "algbw * 2(n-1)/n, GB/s = 1e9 bytes/s";
+  nlohmann::json rows = nlohmann::json::array();
+  std::vector<float> send(*max_bytes / 4);
+  std::vector<float> recv(*max_bytes / 4);
+  Fill(send, 17u + static_cast<unsigned>(rank));
+  for (std::size_t bytes : Sizes(1024, *max_bytes, 4)) {
+    const std::size_t count = bytes / 4;
+    const int iterations = Iterations(bytes);
+    double best_raw = 1e30, best_ours = 1e30, best_checked = 1e30;
+    bool ok = true;
+    // Warm-up.
+    MPI_Allreduce(send.data(), recv.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, raw);
+    ok &= (*ours)->allreduce(send.data(), recv.data(), count, DataType::kFloat32, ReduceOp::kSum).ok();
+    for (int round = 0; round < rounds; ++round) {
+      best_raw = std::min(best_raw, TimeIt(iterations, [&] {
+                            MPI_Allreduce(send.data(), recv.data(), static_cast<int>(count), MPI_FLOAT,
+                                          MPI_SUM, raw);
+                          }));
+      best_ours = std::min(
+          best_ours, TimeIt(iterations, [&] {
+            ok &=
+                (*ours)->allreduce(send.data(), recv.data(), count, DataType::kFloat32, ReduceOp::kSum).ok();
+          }));
+      best_checked = std::min(best_checked, TimeIt(iterations, [&] {
+                                ok &= (*ours_checked)
+                                          ->allreduce(send.data(), recv.data(), count, DataType::kFloat32,
+                                                      ReduceOp::kSum)
+                                          .ok();
+                              }));
+    }
+    const double factor = BusFactor(n);
+    rows.push_back({{"bytes", bytes},
+                    {"iterations", iterations},
+                    {"raw_mpi_us", best_raw * 1e6},
+                    {"ours_us", best_ours * 1e6},
+                    {"ours_verified_us", best_checked * 1e6},
+                    {"raw_mpi_busbw_gbps", bytes / best_raw * factor / 1e9},
+                    {"ours_busbw_gbps", bytes / best_ours * factor / 1e9},
+                    {"ours_verified_busbw_gbps", bytes / best_checked * factor / 1e9},
+                    {"ours_over_raw_time", best_ours / best_raw},
+                    {"ok", ok}});
+  }
+  out["allreduce"] = rows;
+  send = {};
+  recv = {};
+
+  // Bucketer: a model of mixed-size fp32 parameters totalling bucketer_bytes, default caps (25 MiB, 1 MiB
+  // first).
+  std::vector<ParameterSpec> model;
+  const std::size_t pattern[] = {(2u << 20) + 4, 512u << 10, 3u << 20, 64u << 10, (1u << 20) + 12, 8u << 20};
+  std::size_t total = 0;
+  for (std::size_t i = 0; total < *bucketer_bytes; ++i) {
+    const std::size_t bytes = std::min(pattern[i % 6], *bucketer_bytes - total);
+    model.push_back({bytes / 4, DataType::kFloat32});
+    total += bytes / 4 * 4;
+    if (bytes < 4) break;
+  }
+  HostBackend backend(std::uint64_t{8} << 30);
+  CachingPool pool(backend, PoolOptions{});
+  auto bucketer = GradientBucketer::Create(**ours, pool, model);
+  if (!bucketer.ok()) {
+    std::fprintf(stderr, "%s\n", bucketer.status().ToString().c_str());
+    return 1;
+  }
+  for (std::size_t p = 0; p < model.size(); ++p) {
+    std::vector<float> values(model[p].count);
+    Fill(values, static_cast<unsigned>(p * 131 + static_cast<std::size_t>(rank)));
+    std::copy(values.begin(), values.end(), static_cast<float*>(*(*bucketer)->gradient(p)));
+  }
+  std::vector<float> flat(total / 4);
+  Fill(flat, 99u + static_cast<unsigned>(rank));
+  const int steps = Iterations(total);
+  bool ok = true;
+  auto step = [&] {
+    for (std::size_t p = model.size(); p-- > 0;) ok &= (*bucketer)->mark_ready(p).ok();
+    ok &= (*bucketer)->finish().ok();
+  };
+  step();  // warm-up
+  MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_FLOAT, MPI_SUM, raw);
+  double best_bucketer = 1e30, best_raw_sum = 1e30, best_raw_avg = 1e30;
+  for (int round = 0; round < rounds; ++round) {
+    best_raw_sum = std::min(best_raw_sum, TimeIt(steps, [&] {
+                              MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()),
+                                            MPI_FLOAT, MPI_SUM, raw);
+                            }));
+    best_raw_avg = std::min(best_raw_avg, TimeIt(steps, [&] {
+                              MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()),
+                                            MPI_FLOAT, MPI_SUM, raw);
+                              const float scale = static_cast<float>(n);
+                              for (float& x : flat) x /= scale;
+                            }));
+    best_bucketer = std::min(best_bucketer, TimeIt(steps, step));
+  }
+  out["bucketer"] = {{"total_bytes", total},
+                     {"parameters", model.size()},
+                     {"buckets", (*bucketer)->buckets().size()},
+                     {"steps", steps},
+                     {"bucketer_ms", best_bucketer * 1e3},
+                     {"raw_allreduce_sum_ms", best_raw_sum * 1e3},
+                     {"raw_allreduce_then_divide_ms", best_raw_avg * 1e3},
+                     {"bucketer_over_raw_sum", best_bucketer / best_raw_sum},
+                     {"bucketer_over_raw_avg", best_bucketer / best_raw_avg},
+                     {"ok", ok}};
+  bucketer->reset();
+  MPI_Comm_free(&raw);
+  if (rank == 0) std::printf("%s\n", out.dump(2).c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace memcoord::bench
+
+int main(int argc, char** argv) { return memcoord::bench::Run(argc, argv); }

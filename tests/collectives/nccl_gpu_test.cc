@@ -1,0 +1,175 @@
+// The NCCL communicator with one rank per process on real device buffers (label gpu; on a machine without a
+// GPU the creation tests check the clean UNAVAILABLE and the rest skip). Two ranks on one GPU must be refused
+// by name before NCCL sees them. Also the GradientBucketer over a pool on a cuda backend.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "allocator/caching_pool.h"
+#include "allocator/cuda/cuda_backends.h"
+#include "collectives/gradient_bucketer.h"
+#include "collectives/key_value_bootstrap.h"
+#include "collectives/nccl_communicator.h"
+#include "typed_values.h"
+
+namespace memcoord {
+namespace {
+
+using namespace memcoord::testing;  // NOLINT
+using std::chrono::milliseconds;
+
+bool HaveGpu() {
+  int count = 0;
+  const bool ok = cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  (void)cudaGetLastError();
+  return ok;
+}
+
+Result<std::unique_ptr<NcclCommunicator>> SingleRank(bool verify = true) {
+  InProcessKeyValueBootstrap store;
+  auto rendezvous = MakeKeyValueRendezvous(store, "test", 0, 1);
+  NcclCommunicatorOptions options;
+  options.communicator = {std::chrono::seconds(30), verify};
+  return NcclCommunicator::Create(*rendezvous, options);
+}
+
+struct DeviceBuffer {
+  explicit DeviceBuffer(std::size_t bytes) {
+    EXPECT_EQ(cudaMalloc(&data, std::max<std::size_t>(bytes, 1)), cudaSuccess);
+  }
+  ~DeviceBuffer() { cudaFree(data); }
+  void* data = nullptr;
+};
+
+TEST(NcclCommunicator, WithoutAGpuCreationIsUnavailableNotACrash) {
+  if (HaveGpu()) GTEST_SKIP() << "this machine has a GPU";
+  auto comm = SingleRank();
+  ASSERT_FALSE(comm.ok());
+  EXPECT_EQ(comm.status().code(), StatusCode::kUnavailable) << comm.status().ToString();
+  EXPECT_NE(comm.status().message().find("rank 0 has no GPU it can use"), std::string::npos)
+      << comm.status().message();
+}
+
+TEST(NcclCommunicator, TwoRanksOnOneGpuAreRefusedByName) {
+  if (!HaveGpu()) GTEST_SKIP() << "no GPU";
+  InProcessKeyValueBootstrap store;
+  Status results[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      auto rendezvous = MakeKeyValueRendezvous(store, "dup", r, 2);
+      NcclCommunicatorOptions options;
+      options.device = 0;
+      options.communicator.timeout = std::chrono::seconds(10);
+      results[r] = NcclCommunicator::Create(*rendezvous, options).status();
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (const Status& s : results) {
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+    EXPECT_NE(s.message().find("ranks 0 and 1 both use the GPU"), std::string::npos) << s.message();
+  }
+}
+
+TEST(NcclCommunicator, MissingPeerTimesOutInRendezvous) {
+  if (!HaveGpu()) GTEST_SKIP() << "no GPU";
+  InProcessKeyValueBootstrap store;
+  auto rendezvous = MakeKeyValueRendezvous(store, "alone", 0, 2);
+  NcclCommunicatorOptions options;
+  options.communicator.timeout = milliseconds(300);
+  auto comm = NcclCommunicator::Create(*rendezvous, options);
+  EXPECT_EQ(comm.status().code(), StatusCode::kDeadlineExceeded) << comm.status().ToString();
+}
+
+TEST(NcclCommunicator, EveryOperationAndTypeOnDeviceBuffers) {
+  if (!HaveGpu()) GTEST_SKIP() << "no GPU";
+  auto comm = SingleRank();
+  ASSERT_TRUE(comm.ok()) << comm.status().ToString();
+  for (DataType type : kAllTypes) {
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{65537}}) {
+      const std::size_t bytes = count * SizeOf(type);
+      const Bytes host = RankData(type, 0, count, 3);
+      DeviceBuffer send(bytes), recv(bytes);
+      ASSERT_EQ(cudaMemcpy(send.data, host.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+      for (ReduceOp op : kAllOps) {
+        ASSERT_EQ(cudaMemset(recv.data, 0xEE, std::max<std::size_t>(bytes, 1)), cudaSuccess);
+        ASSERT_TRUE((*comm)->allreduce(send.data, recv.data, count, type, op).ok());
+        Bytes got(host.size());
+        ASSERT_EQ(cudaMemcpy(got.data(), recv.data, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+        EXPECT_TRUE(SameBytes(got, ReducedReference(type, op, 1, count, 3), bytes))
+            << DataTypeName(type) << " " << ReduceOpName(op) << " x " << count;
+        ASSERT_TRUE((*comm)->reduce_scatter(send.data, recv.data, count, type, op).ok());
+      }
+      ASSERT_TRUE((*comm)->broadcast(send.data, count, type, 0).ok());
+      ASSERT_TRUE((*comm)->allgather(send.data, recv.data, count, type).ok());
+      Bytes got(host.size());
+      ASSERT_EQ(cudaMemcpy(got.data(), recv.data, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_TRUE(SameBytes(got, host, bytes)) << "allgather " << DataTypeName(type);
+    }
+  }
+  EXPECT_TRUE((*comm)->barrier().ok());
+  auto sub = (*comm)->split(0, 0);
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  ASSERT_NE(*sub, nullptr);
+  EXPECT_EQ((*sub)->size(), 1);
+  EXPECT_TRUE((*sub)->barrier().ok());
+  auto none = (*comm)->split(-1, 0);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(*none, nullptr);
+}
+
+TEST(NcclCommunicator, HostBuffersAndAbortAreClearErrors) {
+  if (!HaveGpu()) GTEST_SKIP() << "no GPU";
+  auto comm = SingleRank();
+  ASSERT_TRUE(comm.ok()) << comm.status().ToString();
+  std::vector<float> host(16, 1.0f);
+  Status s = (*comm)->allreduce(host.data(), host.data(), 16, DataType::kFloat32, ReduceOp::kSum);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("host memory"), std::string::npos) << s.message();
+  (*comm)->abort("test abort");
+  DeviceBuffer buffer(64);
+  s = (*comm)->allreduce(buffer.data, buffer.data, 16, DataType::kFloat32, ReduceOp::kSum);
+  EXPECT_EQ(s.code(), StatusCode::kAborted);
+  EXPECT_NE(s.message().find("test abort"), std::string::npos) << s.message();
+}
+
+TEST(NcclCommunicator, BucketerOverADevicePool) {
+  if (!HaveGpu()) GTEST_SKIP() << "no GPU";
+  auto comm = SingleRank(false);
+  ASSERT_TRUE(comm.ok()) << comm.status().ToString();
+  auto backend = MakeCudaBackend("cuda", 0);
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  CachingPool pool(**backend, PoolOptions{});
+  std::vector<ParameterSpec> model = {{1000, DataType::kFloat32},
+                                      {3001, DataType::kBFloat16},
+                                      {1 << 20, DataType::kFloat32},
+                                      {77, DataType::kFloat16}};
+  BucketerOptions options;
+  options.first_bucket_cap_bytes = 4096;
+  options.bucket_cap_bytes = 1 << 20;
+  auto bucketer = GradientBucketer::Create(**comm, pool, model, options);
+  ASSERT_TRUE(bucketer.ok()) << bucketer.status().ToString();
+  for (std::size_t p = 0; p < model.size(); ++p) {
+    const Bytes host = RankData(model[p].type, 0, model[p].count, static_cast<int>(p));
+    ASSERT_EQ(cudaMemcpy(*(*bucketer)->gradient(p), host.data(), model[p].count * SizeOf(model[p].type),
+                         cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+  for (std::size_t p = model.size(); p-- > 0;) ASSERT_TRUE((*bucketer)->mark_ready(p).ok());
+  ASSERT_TRUE((*bucketer)->finish().ok());
+  ASSERT_EQ(cudaStreamSynchronize(reinterpret_cast<cudaStream_t>((*comm)->stream())), cudaSuccess);
+  for (std::size_t p = 0; p < model.size(); ++p) {
+    const std::size_t bytes = model[p].count * SizeOf(model[p].type);
+    Bytes got(bytes);
+    ASSERT_EQ(cudaMemcpy(got.data(), *(*bucketer)->gradient(p), bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_TRUE(SameBytes(
+        got, ReducedReference(model[p].type, ReduceOp::kAvg, 1, model[p].count, static_cast<int>(p)), bytes))
+        << "parameter " << p;
+  }
+}
+
+}  // namespace
+}  // namespace memcoord
