@@ -409,20 +409,23 @@ Status NcclCommunicator::do_barrier() {
 
 Status NcclCommunicator::do_verify(const Signature& signature) {
   static_assert(2 * kSignatureFields * sizeof(long long) <= kScratchBytes);
+  constexpr std::size_t kBytes = 2 * kSignatureFields * sizeof(long long);
   auto* pack = static_cast<long long*>(impl_->host_scratch);
   PackForMax(signature, pack);
   void* scratch = impl_->scratch;
-  constexpr std::size_t kBytes = 2 * kSignatureFields * sizeof(long long);
+  MEMCOORD_RETURN_IF_ERROR(CudaRuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  MEMCOORD_RETURN_IF_ERROR(
+      CudaRuntimeStatus(cudaMemcpyAsync(scratch, pack, kBytes, cudaMemcpyHostToDevice, impl_->stream),
+                        "cudaMemcpyAsync(check)"));
+  // Run waits for the allreduce itself, so the copy back below finds an idle stream.
   MEMCOORD_RETURN_IF_ERROR(Run("argument check", [=](ncclComm_t comm, cudaStream_t stream) {
-    if (cudaMemcpyAsync(scratch, pack, kBytes, cudaMemcpyHostToDevice, stream) != cudaSuccess)
-      return ncclUnhandledCudaError;
-    const ncclResult_t r =
-        ncclAllReduce(scratch, scratch, 2 * kSignatureFields, ncclInt64, ncclMax, comm, stream);
-    if (r != ncclSuccess && r != ncclInProgress) return r;
-    if (cudaMemcpyAsync(pack, scratch, kBytes, cudaMemcpyDeviceToHost, stream) != cudaSuccess)
-      return ncclUnhandledCudaError;
-    return r;
+    return ncclAllReduce(scratch, scratch, 2 * kSignatureFields, ncclInt64, ncclMax, comm, stream);
   }));
+  MEMCOORD_RETURN_IF_ERROR(
+      CudaRuntimeStatus(cudaMemcpyAsync(pack, scratch, kBytes, cudaMemcpyDeviceToHost, impl_->stream),
+                        "cudaMemcpyAsync(check)"));
+  MEMCOORD_RETURN_IF_ERROR(
+      CudaRuntimeStatus(cudaStreamSynchronize(impl_->stream), "cudaStreamSynchronize(check)"));
   const char* operations[] = {"none", "allreduce", "broadcast", "allgather", "reduce_scatter", "barrier"};
   const long long index = signature.fields[0];
   return CheckAgreement(pack, index >= 0 && index <= 5 ? operations[index] : "?");
