@@ -131,7 +131,7 @@ MemoryEstimate EstimateResNet(const std::vector<ModelUnit>& units, const Trainin
   }
   const double states = OptimizerStates(o.optimizer);
   const double temps = OptimizerTemporaries(o.optimizer);
-  MemoryEstimate e = Start(units, z, 2 + states + temps);
+  MemoryEstimate e = Start(units, z, 1 + states);
   const double per_image = o.precision == Precision::kFp32   ? cal::kResNetActivationFp32
                            : o.precision == Precision::kBf16 ? cal::kResNetActivationBf16
                                                              : cal::kResNetActivationAmp;
@@ -152,8 +152,9 @@ MemoryEstimate EstimateResNet(const std::vector<ModelUnit>& units, const Trainin
   e.total_bytes = std::max(e.forward_backward_bytes, e.optimizer_step_bytes);
   e.peak_phase = e.forward_backward_bytes >= e.optimizer_step_bytes ? "forward/backward" : "optimizer step";
   for (std::size_t i = 0; i < e.units.size(); ++i) {
-    e.units[i].bytes += Bytes(b * per_image * cal::kResNetActivationShare[i] +
-                              (z.amp ? 2.0 * static_cast<double>(units[i].params) : 0.0));
+    const double act = b * per_image * cal::kResNetActivationShare[i] +
+                       (z.amp ? 2.0 * static_cast<double>(units[i].params) : 0.0);
+    e.units[i].bytes += Bytes(std::max(act, static_cast<double>(units[i].params) * z.wb * (1 + temps)));
   }
   e.units[0].bytes += Bytes(input);
   e.per_device_overhead_bytes = Bytes(cal::kWorkspaceBytes + backward);
@@ -202,7 +203,7 @@ MemoryEstimate EstimateTransformer(const ModelSpec& s, const std::vector<ModelUn
 
   const double states = OptimizerStates(o.optimizer);
   const double temps = OptimizerTemporaries(o.optimizer);
-  MemoryEstimate e = Start(units, z, 2 + states + temps);
+  MemoryEstimate e = Start(units, z, 1 + states);
   double layer_matmul = 0;
   double outside_matmul = 0;
   for (const ModelUnit& u : units) {
@@ -266,7 +267,8 @@ MemoryEstimate EstimateTransformer(const ModelSpec& s, const std::vector<ModelUn
       case UnitKind::kNorm:
         break;
     }
-    e.units[i].bytes += Bytes(act);
+    // Gradients and optimizer temporaries live after backward, saved activations before it.
+    e.units[i].bytes += Bytes(std::max(act, static_cast<double>(u.params) * z.wb * (1 + temps)));
   }
   e.per_device_overhead_bytes = Bytes(
       cal::kWorkspaceBytes + (o.checkpointing ? block + t * f * z.d * cal::kBlockBackwardTransient : 0) +

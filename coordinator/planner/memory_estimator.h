@@ -37,9 +37,9 @@ struct MemoryBreakdown {
   std::uint64_t workspace_bytes = 0;
 };
 
-// Bytes a placement puts on the device hosting a unit: its weights, gradients, optimizer state and
-// temporaries, and the activations it saves (the head also carries logits and loss). Summing units gives
-// an upper bound of the peak, since gradients and activations do not peak together.
+// Bytes a placement puts on the device hosting a unit: its weights and optimizer state plus the larger of
+// (gradients + optimizer temporaries) and the activations it saves (the head also carries logits and loss).
+// Summing units bounds the peak from above: each unit's phases are taken at their own maximum.
 struct UnitMemory {
   std::string name;
   std::int64_t params = 0;
