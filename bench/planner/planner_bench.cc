@@ -38,15 +38,15 @@ double MedianMs(int reps, const std::function<void()>& body) {
   return times[times.size() / 2];
 }
 
-// Random layer sizes around 200 MB (±50%), and capacities that leave ~25% headroom.
+// Random layer sizes around 200 MB (±50%); equal capacities leave ~25% headroom, unequal ones bind.
 nlohmann::json ChainCase(std::size_t layers, std::size_t devices, bool unequal, int reps) {
   std::mt19937_64 rng(layers * 31 + devices);
   std::vector<std::uint64_t> items(layers);
   std::uint64_t total = 0;
   for (auto& w : items) total += (w = 100'000'000 + rng() % 200'000'000);
   std::vector<std::uint64_t> caps(devices, total / devices * 5 / 4 + 400'000'000);
-  if (unequal) {
-    for (std::size_t j = 0; j < devices; j += 2) caps[j] = caps[j] * 3 / 2;
+  if (unequal) {  // binding: every other device holds 85% of an even share, the others 130%
+    for (std::size_t j = 0; j < devices; ++j) caps[j] = total / devices * (j % 2 == 0 ? 85 : 130) / 100;
   }
   std::uint64_t bottleneck = 0;
   const double ms = MedianMs(reps, [&] {

@@ -6,7 +6,7 @@ weights (no downloads), runs a few full training steps (zero_grad, forward with 
 step) and records torch.cuda.max_memory_allocated(). Step 3 is also split into phases (after forward, after
 backward, optimizer step) so the estimator's terms can be checked one by one.
 
-Usage (GPU machine): python3 measure_peaks.py OUT.json [--only NAME_SUBSTRING]
+Usage (GPU machine): python3 measure_peaks.py OUT.json [--set calibration|validation] [--only NAME_SUBSTRING]
 Prints one JSON line per configuration and writes the whole list to OUT.json.
 """
 import gc
@@ -57,20 +57,54 @@ CONFIGS = [
     ("resnet50", "fp32", "adamw", 256, 0, "none", "inference", "holdout"),
 ]
 
+# Measured after the estimator was fitted on CONFIGS (run with --set validation): new geometries
+# (gpt2-large, bert-large, a GQA llama, a small mixtral), amp-fp16, SGD and more inference.
+VALIDATION = [
+    ("gpt2-large", "amp-bf16", "adamw", 4, 1024, "none", "training", "validation"),
+    ("gpt2", "bf16", "sgd", 32, 256, "full", "training", "validation"),
+    ("gpt2-medium", "bf16", "adamw", 16, 1024, "none", "inference", "validation"),
+    ("bert-large", "bf16", "adamw", 16, 512, "none", "training", "validation"),
+    ("bert-large", "fp32", "adamw", 8, 512, "full", "training", "validation"),
+    ("llama-mid", "bf16", "adamw", 8, 2048, "none", "training", "validation"),
+    ("llama-mid", "amp-fp16", "adamw", 4, 1024, "none", "training", "validation"),
+    ("llama-mid", "fp32", "sgd-momentum", 4, 1024, "full", "training", "validation"),
+    ("mixtral-small", "bf16", "adamw", 4, 1024, "none", "training", "validation"),
+    ("mixtral-small", "amp-bf16", "adamw", 2, 2048, "none", "training", "validation"),
+    ("mixtral-small", "bf16", "adamw", 4, 2048, "full", "training", "validation"),
+    ("resnet50", "amp-bf16", "adamw", 128, 0, "none", "inference", "validation"),
+    ("resnet50", "fp32", "sgd", 96, 0, "none", "training", "validation"),
+]
+
 # Geometries of the llama-like specs (memcoord spec-file fields), so the estimator sees the same numbers.
 SPECS = {
     "llama-small": dict(family="llama", hidden=2048, layers=8, heads=16, kv_heads=16, ffn=5504, vocab=32000),
     "llama-gqa": dict(family="llama", hidden=2048, layers=6, heads=16, kv_heads=4, ffn=5504, vocab=32000),
+    "llama-mid": dict(family="llama", hidden=1024, layers=16, heads=16, kv_heads=4, ffn=2816, vocab=32000),
+    "mixtral-small": dict(family="mixtral", hidden=1024, layers=4, heads=16, kv_heads=4, ffn=3584, vocab=32000,
+                          experts=4, experts_per_token=2),
 }
 
 
 def build(name):
     import transformers as tf
-    if name in ("gpt2", "gpt2-medium"):
-        cfg = tf.GPT2Config() if name == "gpt2" else tf.GPT2Config(n_layer=24, n_embd=1024, n_head=16)
+    if name in ("gpt2", "gpt2-medium", "gpt2-large"):
+        geometry = {"gpt2": (12, 768, 12), "gpt2-medium": (24, 1024, 16), "gpt2-large": (36, 1280, 20)}[name]
+        cfg = tf.GPT2Config(n_layer=geometry[0], n_embd=geometry[1], n_head=geometry[2])
         return tf.GPT2LMHeadModel(cfg), "lm"
     if name == "bert-base":
         return tf.BertForSequenceClassification(tf.BertConfig(num_labels=2)), "cls"
+    if name == "bert-large":
+        cfg = tf.BertConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096,
+                            num_labels=2)
+        return tf.BertForSequenceClassification(cfg), "cls"
+    if name in SPECS and SPECS[name]["family"] == "mixtral":
+        s = SPECS[name]
+        cfg = tf.MixtralConfig(hidden_size=s["hidden"], intermediate_size=s["ffn"], num_hidden_layers=s["layers"],
+                               num_attention_heads=s["heads"], num_key_value_heads=s["kv_heads"],
+                               vocab_size=s["vocab"], num_local_experts=s["experts"],
+                               num_experts_per_tok=s["experts_per_token"], max_position_embeddings=4096,
+                               tie_word_embeddings=False)
+        return tf.MixtralForCausalLM(cfg), "lm"
     if name in SPECS:
         s = SPECS[name]
         cfg = tf.LlamaConfig(hidden_size=s["hidden"], intermediate_size=s["ffn"], num_hidden_layers=s["layers"],
@@ -193,6 +227,8 @@ def measure(cfg):
 def main():
     out_path = sys.argv[1] if len(sys.argv) > 1 else "peaks.json"
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    which = sys.argv[sys.argv.index("--set") + 1] if "--set" in sys.argv else "calibration"
+    configs = VALIDATION if which == "validation" else CONFIGS
     torch.manual_seed(0)
     # Create the cuBLAS/cuBLASLt workspaces first so every configuration starts from the same base.
     a = torch.randn(256, 256, device="cuda", requires_grad=True)
@@ -210,7 +246,7 @@ def main():
         pass
     print(json.dumps({"meta": meta}), flush=True)
     rows = []
-    for cfg in CONFIGS:
+    for cfg in configs:
         if only and only not in cfg[0]:
             continue
         try:
