@@ -7,6 +7,8 @@
 namespace memcoord::coordinator {
 namespace {
 
+constexpr auto kRateWindow = std::chrono::milliseconds(200);
+
 std::uint64_t MillisBetween(Clock::time_point from, Clock::time_point to) {
   if (to <= from) return 0;
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count());
@@ -64,10 +66,15 @@ Status ClusterState::report(std::uint64_t session_id, std::int64_t step, std::ui
   }
   if (step < 0) return InvalidArgument(fmt::format("step must be >= 0, got {}", step));
   WorkerRecord& w = workers_.at(s->second);
-  const double dt_s = std::chrono::duration<double>(now - w.last_report_at).count();
-  if (w.reports > 0 && dt_s > 0.0 && step >= w.step) {
-    const double rate = static_cast<double>(step - w.step) / dt_s;
-    w.steps_per_second = w.steps_per_second == 0.0 ? rate : 0.7 * w.steps_per_second + 0.3 * rate;
+  if (w.reports == 0 || step < w.rate_anchor_step) {
+    w.rate_anchor_step = step;
+    w.rate_anchor_at = now;
+  } else if (now - w.rate_anchor_at >= kRateWindow) {
+    const double dt_s = std::chrono::duration<double>(now - w.rate_anchor_at).count();
+    const double rate = static_cast<double>(step - w.rate_anchor_step) / dt_s;
+    w.steps_per_second = w.steps_per_second == 0.0 ? rate : 0.5 * w.steps_per_second + 0.5 * rate;
+    w.rate_anchor_step = step;
+    w.rate_anchor_at = now;
   }
   w.step = step;
   w.device_free_bytes = device_free_bytes;

@@ -67,6 +67,10 @@ struct WorkerRecord {
   std::vector<PoolUsage> pools;
   Clock::time_point registered_at{};
   Clock::time_point last_report_at{};
+  // Step rate is measured over at least kRateWindow between anchors: report arrival times alone are too
+  // noisy (a step-end report and a periodic one may land microseconds apart).
+  std::int64_t rate_anchor_step = 0;
+  Clock::time_point rate_anchor_at{};
 };
 
 // Steady growth of live bytes in one pool and tag: a likely leak.

@@ -1,0 +1,141 @@
+// Helpers shared by the coordinator's integration tests: polling with a deadline, in-process workers,
+// and child processes (posix_spawn with their own environment, stdout captured to a file).
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coordinator/service/cluster_types.h"
+#include "worker/worker.h"
+
+extern char** environ;
+
+namespace memcoord::testing {
+
+using std::chrono::milliseconds;
+using SteadyClock = std::chrono::steady_clock;
+
+// Polls `done` every 5 ms until it holds or `timeout` passes; returns whether it held.
+inline bool WaitFor(const std::function<bool()>& done, milliseconds timeout) {
+  const auto deadline = SteadyClock::now() + timeout;
+  while (SteadyClock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return done();
+}
+
+inline const coordinator::WorkerRecord* FindRank(const coordinator::ClusterView& view, int rank) {
+  for (const auto& w : view.workers) {
+    if (w.id.rank == rank) return &w;
+  }
+  return nullptr;
+}
+
+inline int LiveCount(const coordinator::ClusterView& view) {
+  int live = 0;
+  for (const auto& w : view.workers) live += w.state == coordinator::WorkerState::kLive ? 1 : 0;
+  return live;
+}
+
+inline std::unique_ptr<Worker> StartWorker(const std::string& address, int rank, int world,
+                                           const std::vector<std::string>& pools,
+                                           milliseconds report_interval = milliseconds(50),
+                                           const std::string& token = "") {
+  WorkerOptions options;
+  options.coordinator = address;
+  options.token = token;
+  options.backend = "host";
+  options.capacity_bytes = 1ull << 30;
+  options.report_interval = report_interval;
+  options.topology = Topology{rank, rank, world, "test"};
+  auto worker = Worker::init(options);
+  if (!worker.ok()) return nullptr;
+  for (const std::string& name : pools) {
+    PoolOptions po;
+    po.name = name;
+    if (!(*worker)->create_pool(po).ok()) return nullptr;
+  }
+  return *std::move(worker);
+}
+
+// A child process with stdout (and stderr) going to a temporary file.
+class Child {
+ public:
+  Child(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
+    char path[] = "/tmp/memcoord-child-XXXXXX";
+    const int fd = ::mkstemp(path);
+    output_path_ = path;
+    ::close(fd);
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    std::vector<char*> cargv, cenv;
+    for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    for (const auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
+    cenv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, output_path_.c_str(), O_WRONLY | O_TRUNC, 0);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    if (posix_spawn(&pid_, cargv[0], &actions, nullptr, cargv.data(), cenv.data()) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  ~Child() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+    }
+    ::unlink(output_path_.c_str());
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  pid_t pid() const { return pid_; }
+  void signal(int sig) const { ::kill(pid_, sig); }
+  // Waits up to `timeout` for the child to exit; returns its exit code, 128+signal, or -1 on timeout.
+  int wait(milliseconds timeout) {
+    if (exited_) return exit_code_;
+    const auto deadline = SteadyClock::now() + timeout;
+    while (true) {
+      int status = 0;
+      const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        exited_ = true;
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        return exit_code_;
+      }
+      if (SteadyClock::now() >= deadline) return -1;
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+  }
+  std::string output() const {
+    std::ifstream in(output_path_);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string output_path_;
+  bool exited_ = false;
+  int exit_code_ = -1;
+};
+
+}  // namespace memcoord::testing
