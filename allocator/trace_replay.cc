@@ -1,17 +1,27 @@
 #include "allocator/trace_replay.h"
 
+#include <time.h>
+
 #include <chrono>
 #include <vector>
 
 #include <fmt/format.h>
 
 namespace memcoord {
+namespace {
+std::int64_t ThreadCpuNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+}  // namespace
 
 Result<ReplayResult> Replay(const Trace& trace, CachingPool& pool) {
   std::vector<void*> slots(trace.slots, nullptr);
   const PoolStats before = pool.stats();
   Status failure;
   std::size_t done = 0;
+  const std::int64_t cpu_start = ThreadCpuNs();
   const auto start = std::chrono::steady_clock::now();
   for (const TraceEvent& e : trace.events) {
     if (e.kind == TraceEvent::Kind::kAlloc) {
@@ -32,6 +42,7 @@ Result<ReplayResult> Replay(const Trace& trace, CachingPool& pool) {
     ++done;
   }
   const auto stop = std::chrono::steady_clock::now();
+  const std::int64_t cpu_stop = ThreadCpuNs();
   const PoolStats after = pool.stats();
   for (void* p : slots) {
     if (p != nullptr) (void)pool.deallocate(p);
@@ -47,7 +58,10 @@ Result<ReplayResult> Replay(const Trace& trace, CachingPool& pool) {
   r.ratio = trace.peak_live_bytes == 0 ? 0.0
                                        : static_cast<double>(r.peak_reserved_bytes) /
                                              static_cast<double>(trace.peak_live_bytes);
-  r.ns_per_event = done == 0 ? 0.0 : std::chrono::duration<double, std::nano>(stop - start).count() / static_cast<double>(done);
+  if (done > 0) {
+    r.wall_ns_per_event = std::chrono::duration<double, std::nano>(stop - start).count() / static_cast<double>(done);
+    r.ns_per_event = static_cast<double>(cpu_stop - cpu_start) / static_cast<double>(done);
+  }
   r.cache_hits = after.cache_hits - before.cache_hits;
   r.backend_allocations = after.backend_allocations - before.backend_allocations;
   r.backend_frees = after.backend_frees - before.backend_frees;

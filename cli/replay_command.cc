@@ -1,5 +1,7 @@
-// memcoord replay TRACE [--backend virtual|host|cuda|cuda-vmm] [--json]
-// Replays an allocation trace through a fresh pool and reports fragmentation and speed.
+// memcoord replay TRACE... [--backend virtual|host|cuda|cuda-vmm] [--json]
+// Replays allocation traces, each through a fresh pool, and reports fragmentation and speed.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -18,24 +20,33 @@ namespace memcoord::cli {
 namespace {
 
 struct ReplayArgs {
-  std::string trace;
+  std::vector<std::string> traces;
   std::string backend = "virtual";
   std::string capacity;
   std::string growth = "auto";
+  int repeat = 3;
   bool json = false;
 };
 
-int RunReplay(const ReplayArgs& args) {
-  BackendOptions backend_options;
-  if (!args.capacity.empty()) {
-    Result<std::uint64_t> capacity = ParseBytes(args.capacity);
-    if (!capacity.ok()) {
-      std::fprintf(stderr, "memcoord replay: --capacity: %s\n", capacity.status().message().c_str());
-      return 2;
-    }
-    backend_options.capacity_bytes = *capacity;
-  }
-  Result<Trace> trace = ReadTrace(args.trace);
+// PyTorch's best of its three allocator configurations on the shared traces (peak reserved / peak
+// requested, measured on an H200), shown next to ours when a trace's workload is one of them.
+double PyTorchBestRatio(const std::string& workload) {
+  if (workload == "gpt2_fp32") return 1.0043;
+  if (workload == "gpt2_bf16_varlen") return 1.0717;
+  if (workload == "resnet50_amp") return 1.0100;
+  if (workload == "gpt2_generate") return 1.0737;
+  return 0.0;
+}
+
+struct TraceOutcome {
+  std::string path;
+  Trace trace;
+  ReplayResult result;
+};
+
+int ReplayOne(const ReplayArgs& args, const std::string& path, const BackendOptions& backend_options,
+              TraceOutcome* out) {
+  Result<Trace> trace = ReadTrace(path);
   if (!trace.ok()) {
     std::fprintf(stderr, "memcoord replay: %s\n", trace.status().ToString().c_str());
     return 2;
@@ -50,41 +61,105 @@ int RunReplay(const ReplayArgs& args) {
   options.growth = args.growth == "segments" ? PoolGrowth::kSegments
                    : args.growth == "mapping" ? PoolGrowth::kMapping
                                               : PoolGrowth::kAuto;
-  Result<ReplayResult> result = [&]() -> Result<ReplayResult> {
-    CachingPool pool(**backend, options);
-    return Replay(*trace, pool);
-  }();
-  if (!result.ok()) {
-    std::fprintf(stderr, "memcoord replay: %s\n", result.status().ToString().c_str());
-    return 1;
+  // Each repetition replays through a fresh pool; the figures are deterministic except the timings, whose
+  // median is reported.
+  std::vector<ReplayResult> runs;
+  for (int i = 0; i < args.repeat; ++i) {
+    Result<ReplayResult> result = [&]() -> Result<ReplayResult> {
+      CachingPool pool(**backend, options);
+      return Replay(*trace, pool);
+    }();
+    if (!result.ok()) {
+      std::fprintf(stderr, "memcoord replay: %s\n", result.status().ToString().c_str());
+      return 1;
+    }
+    runs.push_back(*result);
   }
-  const ReplayResult& r = *result;
+  ReplayResult median = runs[0];
+  std::vector<double> cpu, wall;
+  for (const ReplayResult& r : runs) {
+    cpu.push_back(r.ns_per_event);
+    wall.push_back(r.wall_ns_per_event);
+  }
+  std::sort(cpu.begin(), cpu.end());
+  std::sort(wall.begin(), wall.end());
+  median.ns_per_event = cpu[cpu.size() / 2];
+  median.wall_ns_per_event = wall[wall.size() / 2];
+  *out = TraceOutcome{path, std::move(*trace), median};
+  return 0;
+}
+
+nlohmann::json ToJson(const ReplayArgs& args, const TraceOutcome& o) {
+  const ReplayResult& r = o.result;
+  nlohmann::json j = {
+      {"trace", o.path},
+      {"workload", o.trace.workload},
+      {"format", o.trace.format},
+      {"backend", args.backend},
+      {"events", r.events},
+      {"allocations", r.allocations},
+      {"frees", r.frees},
+      {"peak_requested_bytes", r.peak_requested_bytes},
+      {"peak_reserved_bytes", r.peak_reserved_bytes},
+      {"ratio", r.ratio},
+      {"ns_per_event", r.ns_per_event},
+      {"wall_ns_per_event", r.wall_ns_per_event},
+      {"repeat", args.repeat},
+      {"cache_hits", r.cache_hits},
+      {"backend_allocations", r.backend_allocations},
+      {"backend_frees", r.backend_frees},
+  };
+  if (PyTorchBestRatio(o.trace.workload) > 0) j["pytorch_best_ratio"] = PyTorchBestRatio(o.trace.workload);
+  return j;
+}
+
+void PrintTable(const ReplayArgs& args, const std::vector<TraceOutcome>& outcomes) {
+  std::cout << fmt::format("memcoord pool on the {} backend: peak reserved / peak requested (lower is better)\n\n",
+                           args.backend);
+  std::cout << fmt::format("{:<20} {:>9} {:>15} {:>15} {:>9} {:>13} {:>10}\n", "trace", "events", "peak requested",
+                           "peak reserved", "ratio", "PyTorch best", "ns/event");
+  std::cout << "(ns/event: pool operations only, thread CPU time, median of the repetitions)\n";
+  double log_sum = 0;
+  for (const TraceOutcome& o : outcomes) {
+    const ReplayResult& r = o.result;
+    const double anchor = PyTorchBestRatio(o.trace.workload);
+    std::cout << fmt::format("{:<20} {:>9} {:>15} {:>15} {:>9.4f} {:>13} {:>10.1f}\n",
+                             o.trace.workload.empty() ? o.path : o.trace.workload, r.events,
+                             FormatBytes(r.peak_requested_bytes), FormatBytes(r.peak_reserved_bytes), r.ratio,
+                             anchor > 0 ? fmt::format("{:.4f}", anchor) : std::string("-"), r.ns_per_event);
+    log_sum += std::log(r.ratio);
+  }
+  if (outcomes.size() > 1) {
+    std::cout << fmt::format("{:<20} {:>9} {:>15} {:>15} {:>9.4f}\n", "geometric mean", "", "", "",
+                             std::exp(log_sum / static_cast<double>(outcomes.size())));
+  }
+}
+
+int RunReplay(const ReplayArgs& args) {
+  BackendOptions backend_options;
+  if (!args.capacity.empty()) {
+    Result<std::uint64_t> capacity = ParseBytes(args.capacity);
+    if (!capacity.ok()) {
+      std::fprintf(stderr, "memcoord replay: --capacity: %s\n", capacity.status().message().c_str());
+      return 2;
+    }
+    backend_options.capacity_bytes = *capacity;
+  }
+  std::vector<TraceOutcome> outcomes(args.traces.size());
+  for (std::size_t i = 0; i < args.traces.size(); ++i) {
+    const int rc = ReplayOne(args, args.traces[i], backend_options, &outcomes[i]);
+    if (rc != 0) return rc;
+  }
   if (args.json) {
-    nlohmann::json j = {
-        {"trace", args.trace},
-        {"workload", trace->workload},
-        {"format", trace->format},
-        {"backend", args.backend},
-        {"events", r.events},
-        {"allocations", r.allocations},
-        {"frees", r.frees},
-        {"peak_requested_bytes", r.peak_requested_bytes},
-        {"peak_reserved_bytes", r.peak_reserved_bytes},
-        {"ratio", r.ratio},
-        {"ns_per_event", r.ns_per_event},
-        {"cache_hits", r.cache_hits},
-        {"backend_allocations", r.backend_allocations},
-        {"backend_frees", r.backend_frees},
-    };
-    std::cout << j.dump() << "\n";
+    if (outcomes.size() == 1) {
+      std::cout << ToJson(args, outcomes[0]).dump() << "\n";
+    } else {
+      nlohmann::json all = nlohmann::json::array();
+      for (const TraceOutcome& o : outcomes) all.push_back(ToJson(args, o));
+      std::cout << all.dump() << "\n";
+    }
   } else {
-    std::cout << fmt::format(
-        "trace {} ({}, {} events) on {}:\n  peak requested {}\n  peak reserved  {}\n  ratio          {:.4f}\n"
-        "  cost           {:.1f} ns per event\n  cache hits     {} of {} allocations; {} backend allocations, {} "
-        "frees\n",
-        args.trace, trace->workload, r.events, args.backend, FormatBytes(r.peak_requested_bytes),
-        FormatBytes(r.peak_reserved_bytes), r.ratio, r.ns_per_event, r.cache_hits, r.allocations,
-        r.backend_allocations, r.backend_frees);
+    PrintTable(args, outcomes);
   }
   return 0;
 }
@@ -94,12 +169,17 @@ int RunReplay(const ReplayArgs& args) {
 Subcommand AddReplayCommand(CLI::App& root) {
   auto args = std::make_shared<ReplayArgs>();
   CLI::App* app = root.add_subcommand("replay", "Replay an allocation trace through a memcoord pool");
-  app->add_option("trace", args->trace, "trace file (memcoord/PyTorch format, .gz or plain, or an RMM CSV log)")
+  app->add_option("trace", args->traces,
+                  "trace files (memcoord/PyTorch format, .gz or plain, or an RMM CSV log); one JSON object for one "
+                  "trace, an array for several")
       ->required();
   app->add_option("--backend", args->backend, "virtual | host | cuda | cuda-vmm | pinned-host | auto")
       ->capture_default_str();
   app->add_option("--capacity", args->capacity, "simulated device size for virtual/host (e.g. 80GB)");
   app->add_option("--growth", args->growth, "auto | mapping | segments")->capture_default_str();
+  app->add_option("--repeat", args->repeat, "replays per trace (fresh pool each); timings are the median")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   app->add_flag("--json", args->json, "print JSON");
   return {app, [args] { return RunReplay(*args); }};
 }
