@@ -17,5 +17,7 @@ struct Subcommand {
 
 // One function per subcommand file. Add a line here and one in main.cc when adding a subcommand.
 Subcommand AddReplayCommand(CLI::App& root);
+Subcommand AddEstimateCommand(CLI::App& root);
+Subcommand AddPlanCommand(CLI::App& root);
 
 }  // namespace memcoord::cli

@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
   root.require_subcommand(1);
   std::vector<memcoord::cli::Subcommand> subcommands = {
       memcoord::cli::AddReplayCommand(root),
+      memcoord::cli::AddEstimateCommand(root),
+      memcoord::cli::AddPlanCommand(root),
   };
   try {
     root.parse(argc, argv);
