@@ -10,7 +10,9 @@
 // Timeouts instead of hangs. Every call finishes within options().timeout of its start: a peer that died or
 // stopped calling turns into DEADLINE_EXCEEDED naming the operation, its size and the peer count, and the
 // communicator is aborted (nothing more can run on it: its state is unknown once a collective is half
-// done). After that the process should leave: see MpiEnvironment for exiting without a hanging finalize.
+// done). The buffers of the collective that failed may still be written by the backend later (an MPI request
+// cannot be cancelled): do not free or reuse them. After that the process should leave: see MpiEnvironment
+// for exiting without a hanging finalize.
 //
 // Bad input returns INVALID_ARGUMENT and changes nothing: null buffers with count > 0, an unknown type or op,
 // a root out of range, overlapping buffers where not allowed. With options().verify_arguments each call

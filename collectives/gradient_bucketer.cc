@@ -90,7 +90,9 @@ GradientBucketer::GradientBucketer(Communicator& comm, CachingPool& pool, Bucket
 GradientBucketer::~GradientBucketer() {
   (void)WaitAll();  // memory must not go back to the pool while a collective may still touch it
   for (Bucket& bucket : state_) {
-    if (bucket.data != nullptr) (void)pool_.deallocate(bucket.data);
+    // A bucket whose collective failed may still be written by the backend (an MPI request cannot be
+    // cancelled): it is leaked rather than handed to someone else.
+    if (bucket.data != nullptr && !bucket.unsafe_to_free) (void)pool_.deallocate(bucket.data);
   }
 }
 
@@ -142,7 +144,11 @@ Status GradientBucketer::PollInFlight() {
   for (std::size_t b = 0; b < next_launch_; ++b) {
     if (!state_[b].in_flight) continue;
     Result<bool> done = state_[b].in_flight->poll();
-    if (!done.ok()) return failed_ = done.status().WithContext(fmt::format("gradient bucket {}: ", b));
+    if (!done.ok()) {
+      state_[b].unsafe_to_free = true;
+      state_[b].in_flight.reset();
+      return failed_ = done.status().WithContext(fmt::format("gradient bucket {}: ", b));
+    }
     if (*done) state_[b].in_flight.reset();
   }
   return Status::Ok();
@@ -154,6 +160,7 @@ Status GradientBucketer::WaitAll() {
     if (!state_[b].in_flight) continue;
     Status s = state_[b].in_flight->wait();
     state_[b].in_flight.reset();
+    if (!s.ok()) state_[b].unsafe_to_free = true;
     if (!s.ok() && first.ok()) first = s.WithContext(fmt::format("gradient bucket {}: ", b));
   }
   return first;

@@ -91,6 +91,7 @@ class GradientBucketer {
     std::size_t elements = 0;  // allreduced elements, padding included
     std::size_t waiting = 0;   // parameters not yet ready this step
     std::unique_ptr<PendingCollective> in_flight;
+    bool unsafe_to_free = false;  // its collective failed: the backend may still write it
   };
 
   GradientBucketer(Communicator& comm, CachingPool& pool, BucketerOptions options);

@@ -96,6 +96,9 @@ TEST(NcclCommunicator, EveryOperationAndTypeOnDeviceBuffers) {
       ASSERT_EQ(cudaMemcpy(send.data, host.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
       for (ReduceOp op : kAllOps) {
         ASSERT_EQ(cudaMemset(recv.data, 0xEE, std::max<std::size_t>(bytes, 1)), cudaSuccess);
+        // The memset (and the upload) ran on the legacy default stream; the communicator's stream is a
+        // non-blocking one, so order it explicitly (the Communicator contract).
+        ASSERT_TRUE((*comm)->order_after(kDefaultStream).ok());
         ASSERT_TRUE((*comm)->allreduce(send.data, recv.data, count, type, op).ok());
         Bytes got(host.size());
         ASSERT_EQ(cudaMemcpy(got.data(), recv.data, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
