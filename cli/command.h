@@ -17,6 +17,10 @@ struct Subcommand {
 
 // One function per subcommand file. Add a line here and one in main.cc when adding a subcommand.
 Subcommand AddReplayCommand(CLI::App& root);
+Subcommand AddCoordinatorCommand(CLI::App& root);
+Subcommand AddStatusCommand(CLI::App& root);
+Subcommand AddTrimCommand(CLI::App& root);
+Subcommand AddQuotaCommand(CLI::App& root);
 Subcommand AddEstimateCommand(CLI::App& root);
 Subcommand AddPlanCommand(CLI::App& root);
 

@@ -1,0 +1,169 @@
+// memcoord status --coordinator ADDR [--json] [--watch [--interval-ms N]]
+// Every worker's pools in a table like nvidia-smi's (rank, host, device, pool, allocated, reserved, peak,
+// limit, step, state), then leak alerts. --json prints one machine-first object (bytes as integers);
+// --watch repeats it from the coordinator's Watch stream (one JSON object per line with --json).
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/command.h"
+#include "cli/coordinator_flags.h"
+#include "common/bytes.h"
+
+namespace memcoord::cli {
+
+#ifdef MEMCOORD_HAVE_COORDINATOR
+namespace {
+
+using coordinator::ClusterView;
+using coordinator::PoolUsage;
+using coordinator::WorkerRecord;
+using coordinator::WorkerState;
+
+nlohmann::json ToJson(const ClusterView& view) {
+  nlohmann::json workers = nlohmann::json::array();
+  for (const WorkerRecord& w : view.workers) {
+    nlohmann::json pools = nlohmann::json::array();
+    for (const PoolUsage& p : w.pools) {
+      nlohmann::json tags = nlohmann::json::array();
+      for (const auto& t : p.tags) tags.push_back({{"tag", t.tag}, {"live_bytes", t.live_bytes}});
+      pools.push_back({{"name", p.name},
+                       {"allocated_bytes", p.allocated_bytes},
+                       {"peak_allocated_bytes", p.peak_allocated_bytes},
+                       {"reserved_bytes", p.reserved_bytes},
+                       {"peak_reserved_bytes", p.peak_reserved_bytes},
+                       {"limit_bytes", p.limit_bytes},
+                       {"largest_free_bytes", p.largest_free_bytes},
+                       {"trims", p.trims},
+                       {"trimmed_bytes", p.trimmed_bytes},
+                       {"ooms", p.ooms},
+                       {"tags", tags}});
+    }
+    workers.push_back({{"rank", w.id.rank},
+                       {"local_rank", w.id.local_rank},
+                       {"world_size", w.id.world_size},
+                       {"host", w.id.host},
+                       {"device", w.id.device},
+                       {"device_name", w.id.device_name},
+                       {"backend", w.id.backend},
+                       {"group", w.id.group},
+                       {"pid", w.id.pid},
+                       {"state", w.state == WorkerState::kLive ? "live" : "dead"},
+                       {"dead_reason", w.dead_reason},
+                       {"step", w.step},
+                       {"last_report_age_ms", w.last_report_age_ms},
+                       {"device_total_bytes", w.id.device_total_bytes},
+                       {"device_free_bytes", w.device_free_bytes},
+                       {"device_budget_bytes", w.device_budget_bytes},
+                       {"pools", pools}});
+  }
+  nlohmann::json leaks = nlohmann::json::array();
+  for (const auto& l : view.leaks) {
+    leaks.push_back({{"rank", l.rank},
+                     {"pool", l.pool},
+                     {"tag", l.tag},
+                     {"bytes_per_step", l.bytes_per_step},
+                     {"first_step", l.first_step},
+                     {"last_step", l.last_step},
+                     {"live_bytes", l.live_bytes}});
+  }
+  return {{"workers", workers},
+          {"leaks", leaks},
+          {"coordinator",
+           {{"id", view.stats.coordinator_id},
+            {"uptime_ms", view.stats.uptime_ms},
+            {"reports", view.stats.reports},
+            {"report_handling_p50_us", view.stats.report_handling_p50_us},
+            {"report_handling_p99_us", view.stats.report_handling_p99_us},
+            {"live_sessions", view.stats.live_sessions}}}};
+}
+
+std::string Table(const ClusterView& view) {
+  std::string out =
+      fmt::format("{:>5} {:<16} {:>6} {:<12} {:>12} {:>12} {:>12} {:>12} {:>8} {}\n", "RANK", "HOST",
+                  "DEVICE", "POOL", "ALLOCATED", "RESERVED", "PEAK", "LIMIT", "STEP", "STATE");
+  for (const WorkerRecord& w : view.workers) {
+    const std::string device = w.id.device < 0 ? std::string("host") : std::to_string(w.id.device);
+    const std::string state = w.state == WorkerState::kLive ? "live" : "dead: " + w.dead_reason;
+    if (w.pools.empty()) {
+      out += fmt::format("{:>5} {:<16} {:>6} {:<12} {:>12} {:>12} {:>12} {:>12} {:>8} {}\n", w.id.rank,
+                         w.id.host, device, "-", "-", "-", "-", "-", w.step, state);
+    }
+    for (const PoolUsage& p : w.pools) {
+      out += fmt::format("{:>5} {:<16} {:>6} {:<12} {:>12} {:>12} {:>12} {:>12} {:>8} {}\n", w.id.rank,
+                         w.id.host, device, p.name, FormatBytes(p.allocated_bytes),
+                         FormatBytes(p.reserved_bytes), FormatBytes(p.peak_reserved_bytes),
+                         p.limit_bytes ? FormatBytes(p.limit_bytes) : "-", w.step, state);
+    }
+  }
+  if (view.workers.empty()) out += "(no workers attached)\n";
+  for (const auto& l : view.leaks) {
+    out += fmt::format("LEAK? rank {} pool '{}' tag '{}': +{} per step over steps {}..{} (now {} live)\n",
+                       l.rank, l.pool, l.tag, FormatBytes(static_cast<std::uint64_t>(l.bytes_per_step)),
+                       l.first_step, l.last_step, FormatBytes(l.live_bytes));
+  }
+  return out;
+}
+
+}  // namespace
+#endif
+
+Subcommand AddStatusCommand(CLI::App& root) {
+  struct Args {
+    CoordinatorFlags coordinator;
+    bool json = false;
+    bool watch = false;
+    std::uint32_t interval_ms = 1000;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* app =
+      root.add_subcommand("status", "memory of every worker and pool, as the coordinator sees it");
+  args->coordinator.add_to(app);
+  app->add_flag("--json", args->json, "machine-readable output (bytes as integers)");
+  app->add_flag("--watch", args->watch, "keep printing as the cluster changes (Ctrl-C to stop)");
+  app->add_option("--interval-ms", args->interval_ms, "--watch refresh interval");
+  return {app, [args]() -> int {
+#ifdef MEMCOORD_HAVE_COORDINATOR
+            auto options = args->coordinator.client_options();
+            if (!options.ok()) {
+              std::fprintf(stderr, "memcoord status: %s\n", options.status().ToString().c_str());
+              return 2;
+            }
+            coordinator::CoordinatorClient client(*options);
+            if (args->watch) {
+              Status status = client.Watch(args->interval_ms, [&](const ClusterView& view) {
+                if (args->json) {
+                  std::cout << ToJson(view).dump() << std::endl;
+                } else {
+                  std::cout << "\033[H\033[2J" << Table(view) << std::flush;
+                }
+                return true;
+              });
+              if (!status.ok()) {
+                std::fprintf(stderr, "memcoord status: %s\n", status.ToString().c_str());
+                return ExitCodeFor(status);
+              }
+              return 0;
+            }
+            Result<ClusterView> view = client.GetCluster();
+            if (!view.ok()) {
+              std::fprintf(stderr, "memcoord status: %s\n", view.status().ToString().c_str());
+              return ExitCodeFor(view.status());
+            }
+            if (args->json) {
+              std::cout << ToJson(*view).dump(2) << std::endl;
+            } else {
+              std::cout << Table(*view);
+            }
+            return 0;
+#else
+            std::fprintf(stderr, "memcoord status: this build has no gRPC\n");
+            return 1;
+#endif
+          }};
+}
+
+}  // namespace memcoord::cli
