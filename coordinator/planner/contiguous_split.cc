@@ -76,6 +76,7 @@ Result<ChainSplit> SplitChain(const std::vector<std::uint64_t>& items,
     lo = std::max(lo, base[j]);
     hi = std::max(hi, capacities[j]);
   }
+  hi = std::max(hi, lo);
   if (!FillGreedy(prefix, capacities, base, hi, nullptr)) {
     std::uint64_t room = 0;
     for (std::size_t j = 0; j < capacities.size(); ++j)

@@ -24,8 +24,8 @@ struct ChainSplit {
 };
 
 // RESOURCE_EXHAUSTED when no contiguous split fits (the message gives the bytes needed and available).
-// REQUIRES: capacities non-empty; base_loads empty or of capacities' size with base_loads[j] <=
-// capacities[j].
+// REQUIRES: capacities non-empty; base_loads empty or of capacities' size. A device whose base load already
+// exceeds its capacity takes no items (its base load still counts in the bottleneck).
 Result<ChainSplit> SplitChain(const std::vector<std::uint64_t>& items,
                               const std::vector<std::uint64_t>& capacities,
                               const std::vector<std::uint64_t>& base_loads = {});

@@ -125,9 +125,7 @@ Result<Plan> Place(const PlanRequest& request) {
     const std::uint64_t overhead = e.per_device_overhead_bytes;
     std::vector<std::uint64_t> caps(n_devices);
     for (std::size_t j = 0; j < n_devices; ++j) caps[j] = usable[j] > overhead ? usable[j] - overhead : 0;
-    std::vector<std::uint64_t> base = loads;
-    for (std::size_t j = 0; j < n_devices; ++j) base[j] = std::min(base[j], caps[j]);
-    Result<ChainSplit> split = SplitChain(chain.items, caps, base);
+    Result<ChainSplit> split = SplitChain(chain.items, caps, loads);
     if (!split.ok()) {
       plan.reason = "models[" + std::to_string(i) + "] (" + Describe(request.models[i]) +
                     "): " + split.status().message() +

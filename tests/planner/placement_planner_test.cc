@@ -193,3 +193,49 @@ TEST(PlacementPlannerTest, OptionsThatDoNotFitAModelNameIt) {
 
 }  // namespace
 }  // namespace memcoord::planner
+
+namespace memcoord::planner {
+namespace {
+
+TEST(PlacementPlannerTest, MixedWholeAndLayerModelsShareDevicesWithinCapacity) {
+  const Plan plan =
+      PlanOf(R"({"devices": [{"name": "a", "capacity": "80GB"}, {"name": "b", "capacity": "80GB"},
+                                           {"name": "c", "capacity": "40GB", "reserve": "2GB"}],
+      "models": [{"preset": "llama2-70b", "precision": "bf16", "mode": "inference", "split": "layers"},
+                 {"preset": "gpt2-xl", "precision": "bf16", "mode": "inference", "split": "whole"},
+                 {"preset": "resnet50", "precision": "bf16", "batch": 256, "split": "whole"}]})");
+  ASSERT_TRUE(plan.feasible) << plan.reason;
+  EXPECT_FALSE(plan.exact);  // mixtures are a heuristic
+  ASSERT_EQ(plan.device_loads_bytes.size(), 3u);
+  EXPECT_LE(plan.device_loads_bytes[0], 80'000'000'000u);
+  EXPECT_LE(plan.device_loads_bytes[2], 38'000'000'000u);
+  std::uint64_t placed = 0;
+  for (const ModelPlacement& m : plan.models) {
+    ASSERT_FALSE(m.ranges.empty()) << m.name;
+    for (const UnitRange& r : m.ranges) placed += r.bytes;
+  }
+  std::uint64_t loads = 0;
+  for (std::uint64_t l : plan.device_loads_bytes) loads += l;
+  EXPECT_EQ(placed, loads);
+  EXPECT_EQ(plan.models[1].ranges.size(), 1u);  // whole models stay whole
+  EXPECT_GE(plan.max_over_lb, 1.0);
+  EXPECT_LT(plan.max_over_lb, 1.05);
+}
+
+TEST(PlacementPlannerTest, UnequalDevicesStayWithinTheirCapacitiesAndMatchTheLowerBoundClosely) {
+  const Plan plan =
+      PlanOf(R"({"devices": [{"name": "big", "capacity": "80GB"}, {"name": "small", "capacity": "24GB"},
+                                           {"name": "mid", "capacity": "40GB"}],
+      "models": [{"preset": "llama2-70b", "precision": "bf16", "mode": "inference", "split": "layers"}]})");
+  ASSERT_TRUE(plan.feasible) << plan.reason;
+  EXPECT_TRUE(plan.exact);
+  EXPECT_LE(plan.device_loads_bytes[1], 24'000'000'000u);
+  EXPECT_LE(plan.device_loads_bytes[2], 40'000'000'000u);
+  // The small devices are full-ish and the big one takes the rest: 138 GB of weights, 64 GB on the small
+  // ones.
+  EXPECT_GT(plan.device_loads_bytes[0], 70'000'000'000u);
+  EXPECT_GE(plan.max_load_bytes, plan.lower_bound_bytes);
+}
+
+}  // namespace
+}  // namespace memcoord::planner

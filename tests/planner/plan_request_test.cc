@@ -92,3 +92,49 @@ TEST(PlanRequestTest, MissingFileIsNamed) {
 
 }  // namespace
 }  // namespace memcoord::planner
+
+namespace memcoord::planner {
+namespace {
+
+// Random byte edits of a valid plan file: every result is a plan or an error, never a crash, and errors
+// always carry a message.
+TEST(PlanRequestTest, MutatedFilesNeverCrash) {
+  const std::string valid =
+      R"({"devices": [{"name": "g0", "capacity": "80GB", "reserve": "1GiB"}, {"capacity": 24000000000}],
+          "models": [{"preset": "llama2-7b", "precision": "bf16", "mode": "training", "batch": 2, "seq": 512,
+                      "checkpointing": "full", "split": "layers"},
+                     {"spec": {"family": "gpt2", "hidden": 64, "layers": 2, "heads": 4, "vocab": 100}}]})";
+  const std::string alphabet = "{}[]\":,-0123456789.eE abcdefghijklmnopqrstuvwxyzGB";
+  std::uint64_t state = 12345;
+  const auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull; };
+  int ok = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::string text = valid;
+    const int edits = 1 + static_cast<int>(next() >> 60);
+    for (int e = 0; e < edits; ++e) {
+      const std::size_t pos = (next() >> 20) % text.size();
+      switch ((next() >> 40) % 3) {
+        case 0:
+          text[pos] = alphabet[(next() >> 33) % alphabet.size()];
+          break;
+        case 1:
+          text.erase(pos, 1 + (next() >> 58));
+          break;
+        default:
+          text.insert(pos, 1, alphabet[(next() >> 33) % alphabet.size()]);
+          break;
+      }
+      if (text.empty()) text = "{";
+    }
+    Result<PlanRequest> r = ParsePlanRequest(text);
+    if (r.ok()) {
+      ++ok;
+    } else {
+      EXPECT_FALSE(r.status().message().empty());
+    }
+  }
+  EXPECT_LT(ok, 3000);
+}
+
+}  // namespace
+}  // namespace memcoord::planner
