@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "coordinator/planner/placement_planner.h"
+
 namespace memcoord::planner {
 namespace {
 
@@ -129,6 +131,10 @@ TEST(PlanRequestTest, MutatedFilesNeverCrash) {
     Result<PlanRequest> r = ParsePlanRequest(text);
     if (r.ok()) {
       ++ok;
+      Result<Plan> plan = MakePlan(*r);  // valid requests plan or fail cleanly too
+      if (!plan.ok()) {
+        EXPECT_FALSE(plan.status().message().empty());
+      }
     } else {
       EXPECT_FALSE(r.status().message().empty());
     }
