@@ -64,15 +64,22 @@ class MpiPendingCollective final : public PendingCollective {
 
   Result<bool> TestOnce() {
     int flag = 0;
-    const int rc = requests_.empty() ? MPI_SUCCESS
-                                     : MPI_Testall(static_cast<int>(requests_.size()), requests_.data(),
-                                                   &flag, MPI_STATUSES_IGNORE);
+    statuses_.resize(requests_.size());
+    int rc = requests_.empty()
+                 ? MPI_SUCCESS
+                 : MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &flag, statuses_.data());
     if (requests_.empty()) flag = 1;
+    if (rc == MPI_ERR_IN_STATUS) {  // the real error sits in one request's status
+      for (const MPI_Status& status : statuses_) {
+        if (status.MPI_ERROR != MPI_SUCCESS && status.MPI_ERROR != MPI_ERR_PENDING) rc = status.MPI_ERROR;
+      }
+    }
     if (rc != MPI_SUCCESS) {
       owner_.abort(description_ + " failed in MPI");
-      return Unavailable(
-          fmt::format("{} on a {}-rank MPI communicator failed: {}; the communicator is now aborted",
-                      description_, owner_.size(), MpiErrorString(rc)));
+      return Unavailable(fmt::format(
+          "{} on a {}-rank MPI communicator failed: {}; the communicator is now aborted (a count or type "
+          "that differs across ranks shows this way; verify_arguments names it)",
+          description_, owner_.size(), MpiErrorString(rc)));
     }
     if (!flag) return false;
     if (finish_) finish_();
@@ -84,6 +91,7 @@ class MpiPendingCollective final : public PendingCollective {
   std::string description_;
   Clock::time_point deadline_;
   std::vector<MPI_Request> requests_;
+  std::vector<MPI_Status> statuses_;
   std::function<void()> finish_;
 };
 

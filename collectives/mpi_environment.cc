@@ -23,6 +23,10 @@ Result<std::unique_ptr<MpiEnvironment>> MpiEnvironment::Init(int* argc, char*** 
                          ", below MPI_THREAD_SERIALIZED which communicators need");
     }
   }
+  // Open MPI reports errors found while completing nonblocking collectives (MPI_Test*) through
+  // MPI_COMM_WORLD's handler, not the request's communicator; the default handler aborts the whole job.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
   int rank = 0;
   int size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -8,6 +8,10 @@
 // without MPI_Finalize; survivors only get to see the error under `mpirun --enable-recovery` or a launcher
 // that does not kill the job (and then mpirun's own exit status is always 0: read the ranks' output).
 //
+// Init also sets MPI_ERRORS_RETURN on MPI_COMM_WORLD and MPI_COMM_SELF: Open MPI reports an error found while
+// completing a nonblocking collective (MPI_Testall) through MPI_COMM_WORLD's handler, whose default
+// (MPI_ERRORS_ARE_FATAL) would kill the job instead of letting the communicator return a Status.
+//
 // Thread safety: create one per process, on the main thread, before any communicator; destroy it after them.
 // If MPI was already initialized by someone else, Init adopts it and never finalizes.
 #pragma once

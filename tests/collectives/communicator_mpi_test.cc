@@ -251,6 +251,24 @@ TEST(MpiCommunicator, MismatchedCountsAndTypesAcrossRanksAreNamed) {
   EXPECT_TRUE(comm->barrier().ok());
 }
 
+TEST(MpiCommunicator, UnverifiedMismatchIsAnErrorNotAJobAbort) {
+  auto world = World();
+  ASSERT_NE(world, nullptr);
+  auto comm = MpiCommunicator::Create(MPI_COMM_WORLD, {std::chrono::seconds(10), false});
+  ASSERT_TRUE(comm.ok());
+  std::vector<float> buffer(5000, 1.0f);
+  const std::size_t count = (*comm)->rank() == 0 ? 5000 : 4000;
+  Status s = (*comm)->allreduce(buffer.data(), buffer.data(), count, DataType::kFloat32, ReduceOp::kSum);
+  // The ranks with the shorter count see the truncation; rank 0 may not notice anything (hence
+  // verify_arguments, on by default).
+  if ((*comm)->rank() != 0) {
+    EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+    EXPECT_NE(s.message().find("MPI_ERR_TRUNCATE"), std::string::npos) << s.message();
+    EXPECT_TRUE((*comm)->aborted());
+  }
+  EXPECT_TRUE(world->barrier().ok());  // the process and its other communicators carry on
+}
+
 TEST(MpiCommunicator, AbortedCommunicatorRefusesEveryCall) {
   auto comm = World();
   ASSERT_NE(comm, nullptr);
