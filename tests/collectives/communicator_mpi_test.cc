@@ -254,16 +254,20 @@ TEST(MpiCommunicator, MismatchedCountsAndTypesAcrossRanksAreNamed) {
 TEST(MpiCommunicator, UnverifiedMismatchIsAnErrorNotAJobAbort) {
   auto world = World();
   ASSERT_NE(world, nullptr);
-  auto comm = MpiCommunicator::Create(MPI_COMM_WORLD, {std::chrono::seconds(10), false});
+  auto comm = MpiCommunicator::Create(MPI_COMM_WORLD, {std::chrono::milliseconds(1000), false});
   ASSERT_TRUE(comm.ok());
   std::vector<float> buffer(5000, 1.0f);
   const std::size_t count = (*comm)->rank() == 0 ? 5000 : 4000;
   Status s = (*comm)->allreduce(buffer.data(), buffer.data(), count, DataType::kFloat32, ReduceOp::kSum);
-  // The ranks with the shorter count see the truncation; rank 0 may not notice anything (hence
-  // verify_arguments, on by default).
+  // Ranks that receive the longer message see MPI_ERR_TRUNCATE; ranks whose partners gave up wait out the
+  // timeout; rank 0 may notice nothing at all (hence verify_arguments, on by default). Nobody hangs or
+  // takes the job down.
   if ((*comm)->rank() != 0) {
-    EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
-    EXPECT_NE(s.message().find("MPI_ERR_TRUNCATE"), std::string::npos) << s.message();
+    EXPECT_TRUE(s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded)
+        << s.ToString();
+    if (s.code() == StatusCode::kUnavailable) {
+      EXPECT_NE(s.message().find("MPI_ERR_TRUNCATE"), std::string::npos) << s.message();
+    }
     EXPECT_TRUE((*comm)->aborted());
   }
   EXPECT_TRUE(world->barrier().ok());  // the process and its other communicators carry on
