@@ -1,7 +1,7 @@
 // planner_bench: how fast the planner is and how balanced its plans are.
 //   - SplitChain on random layer chains: 100 layers × 8 devices (target ≤ 1 ms) and 10,000 layers ×
 //     1,024 devices (target ≤ 100 ms), equal and unequal capacities; median of repeated runs;
-//   - PackWhole: 12 models × 8 devices (exact search) and 200 models × 16 devices (heuristic);
+//   - PackWhole: 12 models × 3 devices (exact search) and 200 models × 16 devices (heuristic);
 //   - MakePlan on the weights-only cases Accelerate's balanced map was measured on: busiest ÷ even split.
 // Prints one JSON object. Usage: planner_bench [--quick]
 #include <algorithm>
@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
       ChainCase(10'000, 1'024, true, quick ? 5 : 51),
   });
   out["pack_whole"] =
-      nlohmann::json::array({PackCase(12, 8, quick ? 3 : 21), PackCase(200, 16, quick ? 3 : 21)});
+      nlohmann::json::array({PackCase(12, 3, quick ? 3 : 21), PackCase(200, 16, quick ? 3 : 21)});
 
   const AccelerateCase cases[] = {
       {"gpt2", "fp32", 3, "24GB", 1.196},       {"gpt2-xl", "fp32", 3, "24GB", 1.066},
@@ -140,6 +140,33 @@ int main(int argc, char** argv) {
                           {"make_plan_median_ms", ms}});
   }
   out["weights_only_vs_accelerate"] = accelerate;
+
+  // Whole MakePlan calls (parse result to plan: estimator, units, split, lower bound) on spec models.
+  nlohmann::json whole_plans = nlohmann::json::array();
+  for (const auto& [layers, devices] : {std::pair<int, int>{100, 8}, std::pair<int, int>{10'000, 1'024}}) {
+    const std::string json =
+        std::string(R"({"devices": {"count": )") + std::to_string(devices) +
+        R"(, "capacity": "80GB"}, "models": [{"spec": {"family": "llama", "hidden": 8192, "layers": )" +
+        std::to_string(layers) +
+        R"(, "heads": 64, "kv_heads": 8, "ffn": 28672, "vocab": 32000}, "precision": "bf16",
+                             "mode": "inference", "split": "layers"}]})";
+    auto request = ParsePlanRequest(json);
+    if (!request.ok()) {
+      std::fprintf(stderr, "planner_bench: %s\n", request.status().ToString().c_str());
+      return 1;
+    }
+    memcoord::planner::Plan plan;
+    const double ms = MedianMs(quick ? 3 : (layers > 1000 ? 21 : 201), [&] {
+      auto p = MakePlan(*request);
+      if (p.ok()) plan = *p;
+    });
+    whole_plans.push_back({{"layers", layers},
+                           {"devices", devices},
+                           {"median_ms", ms},
+                           {"feasible", plan.feasible},
+                           {"max_over_lb", plan.max_over_lb}});
+  }
+  out["make_plan"] = whole_plans;
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }
