@@ -83,3 +83,24 @@ TEST(ModelPackingTest, HonoursBaseLoads) {
 
 }  // namespace
 }  // namespace memcoord::planner
+
+namespace memcoord::planner {
+namespace {
+
+TEST(ModelPackingTest, ExactAtTheLargestExactSizeToo) {
+  std::mt19937_64 rng(3);
+  for (int trial = 0; trial < 12; ++trial) {
+    std::vector<std::uint64_t> items(kExactPackingItems - 1);
+    for (auto& w : items) w = 1'000 + rng() % 9'000;
+    const std::vector<std::uint64_t> caps = {60'000, 50'000, 45'000};
+    std::vector<std::uint64_t> loads(caps.size(), 0);
+    const std::uint64_t expected = BruteForce(items, caps, loads);
+    Result<Packing> packing = PackWhole(items, caps);
+    ASSERT_TRUE(packing.ok());
+    EXPECT_TRUE(packing->exact);
+    EXPECT_EQ(packing->bottleneck_bytes, expected) << "trial " << trial;
+  }
+}
+
+}  // namespace
+}  // namespace memcoord::planner
