@@ -22,6 +22,7 @@ constexpr std::size_t kAlignment = 512;
 constexpr std::size_t kMaxStreams = 64;
 // No device has a petabyte; larger requests are bugs (negative sizes cast to size_t land here).
 constexpr std::uint64_t kAbsurdBytes = 1ULL << 50;
+constexpr std::uint64_t kAdaptiveDivisor = 64;
 
 // A counter written only under the pool's mutex and read by anyone without it.
 struct Counter {
@@ -331,13 +332,16 @@ class CachingPool::Impl {
     MEMCOORD_ASSIGN_OR_RETURN(detail::Placement placement, arena.plan(size, stream));
     const std::uint64_t reserved = reserved_.current.load();
     const std::uint64_t need = placement.map_bytes;
-    std::uint64_t ceiling = std::min(limit, high_water_);
+    std::uint64_t ceiling = std::min(limit, high_water_ + headroom_);
     if (last_resort) ceiling = 0;
     if (reserved + need > ceiling) {
       const std::uint64_t want = last_resort ? std::numeric_limits<std::uint64_t>::max() : reserved + need - ceiling;
       // The hole's neighbours stay untouched: unmapping them would merge holes under the placement.
       std::uint64_t got = release_cached(arena, want, last_resort, placement.hole->prev, placement.hole->next);
-      if (got < want) release_cached(other, want - got, last_resort, nullptr, nullptr);
+      if (got < want) got += release_cached(other, want - got, last_resort, nullptr, nullptr);
+      if (!last_resort && options_.remap == RemapPolicy::kAdaptive) {
+        headroom_ = std::min(high_water_ / kAdaptiveDivisor, headroom_ + got / kAdaptiveDivisor);
+      }
     }
     if (reserved_.current.load() + need > limit) return ResourceExhausted("the pool's limit");
     const std::uint64_t before = arena.reserved_bytes();
@@ -419,6 +423,9 @@ class CachingPool::Impl {
   detail::Arena small_;
   detail::Arena large_;
   std::uint64_t high_water_ = 0;  // most reserved bytes ever (mapping arenas grow freely below it)
+  // RemapPolicy::kAdaptive: a miss may grow the pool by this much beyond the high-water mark without
+  // remapping idle cache; it accrues 1/64 of the bytes remapped so far, up to 1/64 of the high-water mark.
+  std::uint64_t headroom_ = 0;
   OomHook oom_hook_;
   TraceRecorder* recorder_ = nullptr;
   std::array<std::string, kMaxTags> tag_names_;

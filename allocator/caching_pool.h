@@ -48,9 +48,21 @@ enum class PoolGrowth {
   kSegments,
 };
 
+// What a mapping arena does on a miss once reserved memory is at its high-water mark.
+enum class RemapPolicy {
+  // Unmap idle free chunks elsewhere and map them where the request goes: reserved memory stays at what the
+  // live blocks need plus partly used chunks (best fragmentation; pays driver calls on such misses).
+  kPacked,
+  // As kPacked, but a pool that keeps remapping earns headroom (1/64 of the bytes remapped, at most 1/64
+  // of its high-water mark) to grow into instead: random-size churn converges to no driver calls at a few
+  // percent more memory.
+  kAdaptive,
+};
+
 struct PoolOptions {
   std::string name = "default";
   PoolGrowth growth = PoolGrowth::kAuto;
+  RemapPolicy remap = RemapPolicy::kPacked;
   std::size_t small_block_limit = 1 << 20;  // requests up to this go to the small arena
   std::uint64_t limit_bytes = 0;            // quota on reserved bytes; 0: no limit but the device's
   // Address space reserved per arena range on mapping backends; 0: twice the device's total memory.

@@ -44,7 +44,9 @@ class PoolContender final : public Contender {
   PoolContender(std::string kind, std::unique_ptr<DeviceBackend> backend, cudaStream_t stream)
       : kind_(std::move(kind)),
         backend_(std::move(backend)),
-        pool_(std::make_unique<CachingPool>(*backend_, PoolOptions{.name = "bench-" + kind_})),
+        pool_(std::make_unique<CachingPool>(
+            *backend_, PoolOptions{.name = "bench-" + kind_,
+                                   .remap = kind_.ends_with("+adaptive") ? RemapPolicy::kAdaptive : RemapPolicy::kPacked})),
         stream_(reinterpret_cast<StreamId>(stream)) {}
   std::string name() const override { return "pool/" + kind_; }
 
@@ -170,7 +172,8 @@ int Main(int argc, char** argv) {
 
   const bool gpu = CudaGpuAvailable();
   if (kinds.empty())
-    kinds = gpu ? std::vector<std::string>{"cuda", "cuda-vmm"} : std::vector<std::string>{"host"};
+    kinds = gpu ? std::vector<std::string>{"cuda", "cuda-vmm", "cuda-vmm+adaptive"}
+                : std::vector<std::string>{"host", "host+adaptive"};
   const std::vector<MixedOp> ops = MakeMixedPattern(operations, seed);
   cudaStream_t stream = nullptr;
   if (gpu) {
@@ -183,12 +186,14 @@ int Main(int argc, char** argv) {
 
   std::string device = "host";
   std::vector<std::unique_ptr<Contender>> contenders;
-  for (const std::string& kind : kinds) {
+  // "KIND+adaptive" runs the pool with RemapPolicy::kAdaptive on backend KIND.
+  for (const std::string& name : kinds) {
+    const std::string kind = name.substr(0, name.find('+'));
     Result<std::unique_ptr<DeviceBackend>> backend =
         IsCudaBackendKind(kind) ? MakeCudaBackend(kind, 0) : MakeBackend(kind);
     if (!backend.ok()) return Fail(backend.status());
     if (IsCudaBackendKind(kind)) device = (*backend)->device_info().name;
-    contenders.push_back(std::make_unique<PoolContender>(kind, std::move(backend).value(), stream));
+    contenders.push_back(std::make_unique<PoolContender>(name, std::move(backend).value(), stream));
   }
   const bool with_async = gpu && !no_async;
   if (with_async) {

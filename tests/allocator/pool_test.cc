@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "allocator/caching_pool.h"
@@ -235,6 +236,51 @@ TEST(PoolDestruction, ReleasesEverythingEvenWithLiveBlocks) {
     (void)*pool.allocate(512);
   }
   EXPECT_EQ(backend.used_bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace memcoord
+
+namespace memcoord {
+namespace {
+
+// Random sizes from 256 B to 64 MiB with random frees, repeated: the churn a packed pool pays for.
+std::pair<std::uint64_t, std::uint64_t> ChurnPasses(RemapPolicy policy, int passes) {
+  VirtualBackend backend(64 * kGiB);
+  CachingPool pool(backend, PoolOptions{.remap = policy});
+  std::uint64_t last_pass_backend_calls = 0;
+  for (int pass = 0; pass < passes; ++pass) {
+    std::mt19937_64 rng(42);
+    std::vector<void*> live;
+    const PoolStats before = pool.stats();
+    for (int op = 0; op < 20000; ++op) {
+      if (live.size() < 300 && (live.empty() || rng() % 2 == 0)) {
+        const int k = std::uniform_int_distribution<int>(8, 25)(rng);
+        const std::size_t bytes = (std::size_t{1} << k) + rng() % (std::size_t{1} << k);
+        live.push_back(*pool.allocate(bytes));
+      } else {
+        const std::size_t i = rng() % live.size();
+        EXPECT_TRUE(pool.deallocate(live[i]).ok());
+        live[i] = live.back();
+        live.pop_back();
+      }
+    }
+    for (void* p : live) EXPECT_TRUE(pool.deallocate(p).ok());
+    const PoolStats after = pool.stats();
+    last_pass_backend_calls = (after.backend_allocations - before.backend_allocations) +
+                              (after.backend_frees - before.backend_frees);
+  }
+  EXPECT_TRUE(pool.check_invariants().ok());
+  return {last_pass_backend_calls, pool.stats().peak_reserved_bytes};
+}
+
+TEST(PoolRemapPolicy, AdaptiveStopsCallingTheDriverUnderChurnPackedStaysSmaller) {
+  auto [packed_calls, packed_peak] = ChurnPasses(RemapPolicy::kPacked, 4);
+  auto [adaptive_calls, adaptive_peak] = ChurnPasses(RemapPolicy::kAdaptive, 4);
+  EXPECT_GT(packed_calls, 0u);
+  EXPECT_LT(adaptive_calls * 10, packed_calls + 1);  // at least 10x fewer driver calls once warm
+  EXPECT_LE(packed_peak, adaptive_peak);
+  EXPECT_LE(adaptive_peak, packed_peak + packed_peak / 4);  // for at most a quarter more memory
 }
 
 }  // namespace
