@@ -39,6 +39,11 @@ std::vector<FitSuggestion> SuggestFits(const PlanRequest& request, const FitsFun
       changed.options.precision = p;
       consider(i, "precision " + std::string(PrecisionName(p)), changed);
     }
+    if (m.split == SplitKind::kWhole) {  // spreading it over devices saves nothing but may fit
+      PlanRequest trial = request;
+      trial.models[i].split = SplitKind::kLayers;
+      if (fits(trial)) out.push_back({Label(request, i) + "split layers", 0, 0, true});
+    }
     if (training && !m.options.checkpointing && m.spec.family != ModelFamily::kResNet50) {
       ModelRequest changed = m;
       changed.options.checkpointing = true;

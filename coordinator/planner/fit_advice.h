@@ -1,7 +1,8 @@
 // FitAdvice: when a plan does not fit, what would — a lower precision, activation checkpointing, a smaller
-// batch, more devices — each with the bytes it saves (or the capacity it adds) and whether it alone makes
-// the plan feasible. `fits` decides feasibility (the planner passes its own placement routine), so the
-// advice is checked against the same algorithm that failed. Deterministic; thread-safe if `fits` is.
+// batch, splitting a whole model by layers, more devices — each with the bytes it saves (or the capacity it
+// adds) and whether it alone makes the plan feasible. `fits` decides feasibility (the planner passes its own
+// placement routine), so the advice is checked against the same algorithm that failed. Deterministic;
+// thread-safe if `fits` is.
 #pragma once
 
 #include <cstdint>

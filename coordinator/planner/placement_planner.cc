@@ -93,6 +93,16 @@ Result<Plan> Place(const PlanRequest& request) {
       whole_items.push_back(estimates[i].total_bytes);
     }
   }
+  const std::uint64_t largest_device = *std::max_element(usable.begin(), usable.end());
+  for (std::size_t k = 0; k < whole.size(); ++k) {
+    if (whole_items[k] > largest_device) {
+      plan.reason = "models[" + std::to_string(whole[k]) + "] (" + Describe(request.models[whole[k]]) +
+                    ") is placed whole and needs " + FormatBytes(whole_items[k]) +
+                    ", more than the largest device (" + FormatBytes(largest_device) +
+                    " usable); \"split\": \"layers\" spreads it over several";
+      return plan;
+    }
+  }
   bool exact = true;
   if (!whole.empty()) {
     Result<Packing> packing = PackWhole(whole_items, usable);

@@ -239,3 +239,25 @@ TEST(PlacementPlannerTest, UnequalDevicesStayWithinTheirCapacitiesAndMatchTheLow
 
 }  // namespace
 }  // namespace memcoord::planner
+
+namespace memcoord::planner {
+namespace {
+
+TEST(PlacementPlannerTest, WholeModelLargerThanAnyDeviceIsNamedAndSplittingIsSuggested) {
+  Result<PlanRequest> request = ParsePlanRequest(
+      R"({"devices": {"count": 4, "capacity": "24GB"}, "models": [
+          {"preset": "llama2-13b", "precision": "bf16", "mode": "inference"}, {"preset": "gpt2", "mode": "inference"}]})");
+  ASSERT_TRUE(request.ok());
+  Result<Plan> plan = MakePlan(*request);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_FALSE(plan->feasible);
+  EXPECT_NE(plan->reason.find("models[0] (llama2-13b"), std::string::npos) << plan->reason;
+  EXPECT_NE(plan->reason.find("largest device"), std::string::npos) << plan->reason;
+  bool split = false;
+  for (const FitSuggestion& s : plan->suggestions)
+    split |= s.change == "models[0] (llama2-13b): split layers" && s.fits;
+  EXPECT_TRUE(split);
+}
+
+}  // namespace
+}  // namespace memcoord::planner
