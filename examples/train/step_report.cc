@@ -11,9 +11,8 @@ namespace {
 
 constexpr std::size_t kStepFields = 10;
 
-std::string Mib(std::uint64_t bytes) {
-  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
-}
+// Decimal units, as `memcoord status` and `memcoord trim` print them.
+std::string Bytes(std::uint64_t bytes) { return FormatBytes(bytes); }
 
 std::string RankRange(const std::vector<int>& ranks) {
   if (ranks.empty()) return "-";
@@ -99,7 +98,7 @@ void StepReporter::Print(const std::vector<StepRecord>& all) {
     }
     line += " | reserved";
     for (std::size_t r = 0; r < all.size(); ++r)
-      line += fmt::format(" r{} {}", r, Mib(all[r].reserved_after));
+      line += fmt::format(" r{} {}", r, Bytes(all[r].reserved_after));
     line += fmt::format(" | {:.0f} ms/step", ms);
     std::printf("%s\n", line.c_str());
   }
@@ -112,7 +111,7 @@ void StepReporter::Print(const std::vector<StepRecord>& all) {
     }
     line += " | reserved after the evaluation's temporaries";
     for (std::size_t r = 0; r < all.size(); ++r)
-      line += fmt::format(" r{} {}", r, Mib(all[r].reserved_before));
+      line += fmt::format(" r{} {}", r, Bytes(all[r].reserved_before));
     std::printf("%s\n", line.c_str());
   }
   std::vector<std::size_t> trimmed;
@@ -127,7 +126,7 @@ void StepReporter::Print(const std::vector<StepRecord>& all) {
         "trim {:>5}       | coordinator trim applied at the end of step {} on {}/{} ranks{}:", step,
         all[trimmed[0]].trim_step, trimmed.size(), all.size(), same ? " (all at the same step)" : "");
     for (std::size_t r : trimmed) {
-      line += fmt::format(" r{} {} -> {}", r, Mib(all[r].reserved_before), Mib(all[r].reserved_after));
+      line += fmt::format(" r{} {} -> {}", r, Bytes(all[r].reserved_before), Bytes(all[r].reserved_after));
       trims_[all[r].trim_step].push_back(all[r]);
     }
     std::printf("%s\n", line.c_str());
@@ -185,15 +184,15 @@ Result<Verdict> StepReporter::finish(const RankSummary& mine) {
       const std::uint64_t* f = all.data() + 6 * static_cast<std::size_t>(r);
       const auto device = static_cast<std::int64_t>(f[5]);
       std::printf("%-5d %-8s %-8s %-22s %-14s %-16s\n", r, models_[f[0]].name.c_str(),
-                  device < 0 ? "host" : fmt::format("cuda:{}", device).c_str(), Mib(f[2]).c_str(),
-                  Mib(f[3]).c_str(), Mib(f[4]).c_str());
+                  device < 0 ? "host" : fmt::format("cuda:{}", device).c_str(), Bytes(f[2]).c_str(),
+                  Bytes(f[3]).c_str(), Bytes(f[4]).c_str());
     }
     std::printf("\n");
     for (const auto& [step, records] : trims_) {
       std::uint64_t released = 0;
       for (const StepRecord& r : records) released += r.released;
       std::printf("trim at the end of step %lld: %zu/%d ranks, released %s in total\n",
-                  static_cast<long long>(step), records.size(), world_.size(), Mib(released).c_str());
+                  static_cast<long long>(step), records.size(), world_.size(), Bytes(released).c_str());
     }
     v.trims = static_cast<int>(trims_.size());
     v.trims_aligned = !trims_.empty() && trims_aligned_;

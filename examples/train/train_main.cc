@@ -54,6 +54,7 @@ int Run(const TrainOptions& o, int rank) {
   Result<std::uint64_t> capacity = ParseBytes(o.capacity);
   if (!capacity.ok()) Fail(rank, "--capacity", capacity.status());
   wo.capacity_bytes = *capacity;
+  wo.report_interval = std::chrono::milliseconds(o.report_ms);
   Result<std::unique_ptr<Worker>> worker_or = Worker::init(wo);
   if (!worker_or.ok()) Fail(rank, "worker init", worker_or.status());
   Worker& worker = **worker_or;
@@ -169,6 +170,24 @@ int Run(const TrainOptions& o, int rank) {
       std::fflush(stdout);
     }
     if (Status s = comms->world->barrier(); !s.ok()) Fail(rank, "barrier", s);
+  }
+
+  // With a coordinator, start training only once every rank is attached, so commands reach all of them.
+  const char* coordinator_env = std::getenv("MEMCOORD_COORDINATOR");
+  if (coordinator_env != nullptr && *coordinator_env != '\0' && o.attach_timeout_s > 0) {
+    const auto deadline = Clock::now() + std::chrono::seconds(o.attach_timeout_s);
+    while (!worker.attached() && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::int64_t attached = worker.attached() ? 1 : 0;
+    if (Status s = comms->world->allreduce(&attached, &attached, 1, DataType::kInt64, ReduceOp::kSum);
+        !s.ok())
+      Fail(rank, "attach check", s);
+    if (rank == 0) {
+      std::printf("coordinator %s: %lld/%d ranks attached%s\n", coordinator_env,
+                  static_cast<long long>(attached), world,
+                  attached == world ? "" : " (the others keep trying in the background)");
+      std::fflush(stdout);
+    }
   }
 
   StepReporter reporter(*comms->world, o.models, *plan, o.steps, o.print_every);

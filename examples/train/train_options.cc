@@ -81,6 +81,11 @@ Result<TrainOptions> ParseTrainOptions(int argc, char** argv, int* exit_code) {
                "exit 1 unless a cluster trim ran on every rank at one step");
   app.add_option("--timeout-s", o.timeout_s, "collective timeout")->check(CLI::Range(1, 86400));
   app.add_option("--seed", o.seed, "data and initialisation seed");
+  app.add_option("--report-ms", o.report_ms, "worker report interval")->check(CLI::Range(10, 60000));
+  app.add_option(
+         "--attach-timeout-s", o.attach_timeout_s,
+         "with a coordinator, wait up to this long for every rank to attach before training (0: do not wait)")
+      ->check(CLI::Range(0, 3600));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -28,6 +28,8 @@ struct TrainOptions {
   bool require_trim = false;  // fail unless a cluster trim happened on every rank at one step
   int timeout_s = 120;        // collectives
   std::uint64_t seed = 1;
+  int report_ms = 200;        // worker reports to the coordinator
+  int attach_timeout_s = 30;  // with a coordinator: wait this long for every rank to attach before step 1
   bool help_printed = false;
 };
 
