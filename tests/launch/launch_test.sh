@@ -1,0 +1,263 @@
+#!/usr/bin/env bash
+# launch_test.sh CASE BIN_DIR: one integration case for launch/memcoord-launch, launch/demo and
+# memcoord-train (registered per case by tests/launch/CMakeLists.txt, label integration). Each case runs the
+# real programs and asserts on exit codes and output; a failed assertion prints the captured output.
+set -euo pipefail
+case_name=${1:?usage: launch_test.sh CASE BIN_DIR}
+bin="$(cd "${2:?usage: launch_test.sh CASE BIN_DIR}" && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+launcher="$root/launch/memcoord-launch"
+export MEMCOORD_BIN_DIR="$bin"
+# The launcher must add what root needs by itself: do not inherit the entry script's Open MPI settings.
+unset OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMPI_MCA_rmaps_base_oversubscribe
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/launch_test.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+out="$tmp/out"
+
+fail() {
+  echo "FAIL [$case_name]: $*" >&2
+  [ -f "$out" ] && { echo "---- captured output ----" >&2; cat "$out" >&2; }
+  exit 1
+}
+# run_capture CMD...: runs with stdout+stderr in $out; sets rc.
+run_capture() {
+  set +e
+  "$@" >"$out" 2>&1
+  rc=$?
+  set -e
+}
+expect_rc() { [ "$rc" -eq "$1" ] || fail "exit code $rc, expected $1"; }
+expect_line() { grep -qE -- "$1" "$out" || fail "no line matching /$1/"; }
+expect_no_line() { ! grep -qE -- "$1" "$out" || fail "unexpected line matching /$1/"; }
+# alive PID: the process exists and is not a zombie waiting to be reaped; waits up to 3 s for it to go.
+alive() {
+  for _ in $(seq 30); do
+    local state
+    state=$(ps -o stat= -p "$1" 2>/dev/null || true)
+    [ -z "$state" ] || [[ "$state" == Z* ]] && return 1
+    sleep 0.1
+  done
+  return 0
+}
+# bytes "14.68 MB" -> 14680000 (FormatBytes' decimal units).
+to_bytes() {
+  awk -v v="$1" -v u="$2" 'BEGIN { m = 1; if (u == "KB") m = 1e3; else if (u == "MB") m = 1e6;
+    else if (u == "GB") m = 1e9; else if (u == "TB") m = 1e12; printf "%.0f", v * m }'
+}
+
+# A rank program for the launcher cases: records its pid, then exits, crashes or sleeps as told.
+rank_program="$tmp/rank.sh"
+cat >"$rank_program" <<'EOF'
+#!/usr/bin/env bash
+rank=${OMPI_COMM_WORLD_RANK:-0}
+echo $$ > "$RANK_DIR/pid.$rank"
+echo "rank $rank coordinator=${MEMCOORD_COORDINATOR:-none} nvls=${NCCL_NVLS_ENABLE:-unset} extra=${MEMCOORD_TEST_EXTRA:-unset}"
+if [ -n "${QUERY_COORDINATOR:-}" ]; then "$MEMCOORD_BIN_DIR/memcoord" status --coordinator "$MEMCOORD_COORDINATOR" --json >/dev/null || exit 5; fi
+if [ "$rank" = "${CRASH_RANK:--1}" ]; then
+  sleep 0.3
+  case "${CRASH_HOW:-exit}" in
+    exit) exit 7 ;;
+    segv) kill -SEGV $$ ;;
+  esac
+fi
+sleep "${SLEEP_S:-0}"
+EOF
+chmod +x "$rank_program"
+export RANK_DIR="$tmp"
+
+case "$case_name" in
+  demo_short)
+    start=$(date +%s)
+    run_capture "$root/launch/demo" "$bin" --short
+    elapsed=$(($(date +%s) - start))
+    expect_rc 0
+    [ "$elapsed" -lt 45 ] || fail "the short demo took ${elapsed} s (budget 30 s, 45 s tolerated on a loaded machine)"
+    expect_line '^memcoord-launch: started a coordinator on 127\.0\.0\.1:[0-9]+'
+    expect_line '^coordinator 127\.0\.0\.1:[0-9]+: 4/4 ranks attached$'
+    expect_line '^placement: model a .* -> device group [01] = ranks 0-1'
+    expect_line '^placement: model b .* -> device group [01] = ranks 2-3'
+    # Losses fall: the last progress line's loss is well below the first one's, for both models.
+    for model in a b; do
+      first=$(sed -n "s/^step .* | $model loss \([0-9.]*\) .*/\1/p" "$out" | head -1)
+      last=$(sed -n "s/^step .* | $model loss \([0-9.]*\) .*/\1/p" "$out" | tail -1)
+      [ -n "$first" ] && [ -n "$last" ] || fail "no progress lines for model $model"
+      awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < 0.5 * f) }' || fail "model $model loss $first -> $last did not fall by half"
+    done
+    # The trim: one step on all 4 ranks, as the trainer saw it and as the coordinator reported it.
+    trim_line=$(grep -E '^trim +[0-9]+ +\| coordinator trim applied at the end of step [0-9]+ on 4/4 ranks \(all at the same step\):' "$out" | head -1)
+    [ -n "$trim_line" ] || fail "no trim line covering 4/4 ranks at one step"
+    step=$(echo "$trim_line" | sed 's/.*at the end of step \([0-9]*\) on.*/\1/')
+    for r in 0 1 2 3; do
+      pair=$(echo "$trim_line" | grep -oE " r$r [0-9.]+ [KMGT]?B -> [0-9.]+ [KMGT]?B") || fail "rank $r missing from the trim line"
+      read -r _ before_v before_u _ after_v after_u <<<"$pair"
+      before=$(to_bytes "$before_v" "$before_u")
+      after=$(to_bytes "$after_v" "$after_u")
+      [ "$after" -lt "$before" ] || fail "rank $r reserved did not drop at the trim ($pair)"
+    done
+    expect_line "^trimmed at the end of step $step: released [0-9.]+ [KMGT]?B on 4 ranks"
+    [ "$(grep -cE "^  rank +[0-3]: step +$step  released +[1-9][0-9.]* [KMGT]?B" "$out")" -eq 4 ] ||
+      fail "memcoord trim did not list 4 ranks releasing memory at step $step"
+    # The cluster table: every rank live, three pools each.
+    [ "$(grep -cE '^ +[0-3] .* (params|gradients|activations) .* live$' "$out")" -eq 12 ] ||
+      fail "the status table does not show 4 live ranks with 3 pools each"
+    expect_line '^== final report =='
+    expect_line "^trim at the end of step $step: 4/4 ranks, released "
+    expect_line '^losses fell: yes \| weights identical within each model: yes \| every trim on all ranks at one step: yes$'
+    expect_line '^demo: done in [0-9.]+ s$'
+    ;;
+
+  bad_rank_count)
+    for bad in 0 -3 x 1.5 ""; do
+      run_capture "$launcher" -n "$bad" "$rank_program"
+      expect_rc 2
+      expect_line "^memcoord-launch: (-n must be a whole number of ranks >= 1, got '$bad'|missing -n N)"
+    done
+    run_capture "$launcher" "$rank_program"
+    expect_rc 2
+    expect_line '^memcoord-launch: missing -n N'
+    run_capture "$launcher" -n 2 --bogus "$rank_program"
+    expect_rc 2
+    expect_line "^memcoord-launch: unknown option '--bogus'"
+    ;;
+
+  missing_program)
+    run_capture "$launcher" -n 2 no-such-program-here
+    expect_rc 127
+    expect_line "^memcoord-launch: program 'no-such-program-here' not found \(looked in $bin and PATH"
+    run_capture "$launcher" -n 2 "$tmp/nothing/here"
+    expect_rc 127
+    expect_line "not found"
+    run_capture "$launcher" -n 2
+    expect_rc 2
+    expect_line "missing PROGRAM"
+    ;;
+
+  unreachable_coordinator)
+    # A port nothing listens on: bind one, note it, close it.
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 1)
+    run_capture "$launcher" -n 2 --coordinator "127.0.0.1:$port" "$rank_program"
+    expect_rc 3
+    expect_line "^memcoord-launch: coordinator 127\.0\.0\.1:$port is unreachable"
+    [ ! -e "$tmp/pid.0" ] || fail "a rank started although the coordinator was unreachable"
+    run_capture "$launcher" -n 2 --coordinator nonsense "$rank_program"
+    expect_rc 2
+    run_capture "$launcher" -n 2 --coordinator 127.0.0.1:1 --start-coordinator "$rank_program"
+    expect_rc 2
+    ;;
+
+  crashing_rank)
+    CRASH_RANK=2 SLEEP_S=20 run_capture "$launcher" -n 4 "$rank_program"
+    expect_rc 7
+    expect_line '^memcoord-launch: rank 2 failed with exit code 7; the other ranks were stopped'
+    for r in 0 1 3; do
+      pid=$(cat "$tmp/pid.$r")
+      ! alive "$pid" || fail "rank $r (pid $pid) still runs after rank 2 failed"
+    done
+    ;;
+
+  signalled_rank)
+    CRASH_RANK=1 CRASH_HOW=segv SLEEP_S=20 run_capture "$launcher" -n 3 "$rank_program"
+    [ "$rc" -ne 0 ] || fail "exit code 0 although rank 1 crashed"
+    expect_line '^memcoord-launch: rank 1 failed: killed by signal 11 \(Segmentation fault\)'
+    ;;
+
+  sigterm_forwarded)
+    set -m  # background jobs keep SIGINT (a non-interactive shell would ignore it for them)
+    for sig in INT TERM; do
+      rm -f "$tmp"/pid.*
+      SLEEP_S=30 "$launcher" -n 3 --start-coordinator "$rank_program" >"$out" 2>&1 &
+      launcher_pid=$!
+      for _ in $(seq 100); do [ -e "$tmp/pid.2" ] && [ -e "$tmp/pid.0" ] && [ -e "$tmp/pid.1" ] && break; sleep 0.1; done
+      [ -e "$tmp/pid.2" ] || fail "ranks did not start"
+      coordinator_pid=$(sed -n 's/.*started a coordinator on .* (pid \([0-9]*\)).*/\1/p' "$out")
+      [ -n "$coordinator_pid" ] || fail "no coordinator pid in the launcher's output"
+      kill -"$sig" "$launcher_pid"
+      set +e
+      wait "$launcher_pid"
+      rc=$?
+      set -e
+      if [ "$sig" = INT ]; then expect_rc 130; else expect_rc 143; fi
+      expect_line "^memcoord-launch: SIG$sig: stopping the job"
+      sleep 0.5
+      for r in 0 1 2; do
+        ! alive "$(cat "$tmp/pid.$r")" || fail "rank $r still runs after SIG$sig"
+      done
+      ! alive "$coordinator_pid" || fail "the coordinator still runs after SIG$sig"
+    done
+    ;;
+
+  dry_run_flags)
+    MEMCOORD_TEST_EXTRA=1 NCCL_DEBUG=WARN run_capture "$launcher" --dry-run -n 2 "$rank_program" --flag
+    expect_rc 0
+    expect_line '^mpirun -np 2 '
+    expect_line ' -x MEMCOORD_TEST_EXTRA '
+    expect_line ' -x NCCL_DEBUG '
+    expect_line ' -x NCCL_NVLS_ENABLE '
+    expect_line "$rank_program --flag"
+    if [ "$(id -u)" -eq 0 ]; then expect_line ' --allow-run-as-root '; else expect_no_line 'allow-run-as-root'; fi
+    if [ "$(nproc)" -ge 2 ]; then expect_no_line 'oversubscribe'; fi
+    run_capture "$launcher" --dry-run -n "$(($(nproc) + 1))" "$rank_program"
+    expect_line ' --oversubscribe --bind-to none '
+    printf 'localhost slots=64\n' >"$tmp/hosts"
+    run_capture "$launcher" --dry-run -n "$(($(nproc) + 1))" --hostfile "$tmp/hosts" "$rank_program"
+    expect_line " --hostfile $tmp/hosts "
+    expect_no_line 'oversubscribe'
+    run_capture "$launcher" --dry-run -n 2 --hostfile "$tmp/missing-hosts" "$rank_program"
+    expect_rc 2
+    expect_line "hostfile '$tmp/missing-hosts' does not exist"
+    # NVLink multicast stays off even when the caller's environment turns it on.
+    NCCL_NVLS_ENABLE=1 run_capture "$launcher" -n 1 "$rank_program"
+    expect_rc 0
+    expect_line '^rank 0 .* nvls=0 '
+    ;;
+
+  started_coordinator)
+    QUERY_COORDINATOR=1 MEMCOORD_TEST_EXTRA=yes run_capture "$launcher" -n 2 --start-coordinator "$rank_program"
+    expect_rc 0
+    address=$(sed -n 's/^memcoord-launch: started a coordinator on \([^ ]*\).*/\1/p' "$out")
+    [ -n "$address" ] || fail "the launcher did not say where the coordinator listens"
+    [ "$(grep -c "^rank [01] coordinator=$address nvls=0 extra=yes$" "$out")" -eq 2 ] ||
+      fail "the ranks did not both see MEMCOORD_COORDINATOR=$address and the forwarded variables"
+    set +e
+    timeout 10 "$bin/memcoord" status --coordinator "$address" >/dev/null 2>&1
+    status_rc=$?
+    set -e
+    [ "$status_rc" -ne 0 ] || fail "the coordinator at $address still answers after the job ended"
+    ;;
+
+  train_standalone)
+    run_capture "$launcher" -n 2 memcoord-train --model m:48 --steps 40 --batch 64 --variable-batch \
+      --eval-every 20 --eval-batch 1024 --print-every 10
+    expect_rc 0
+    expect_line '^memcoord-train: 2 ranks \| backend host .* coordinator: none \(standalone\)'
+    expect_line '^model m: gradients over MPI \(the group computes on the host\), [0-9]+ gradient buckets'
+    expect_line '^eval +20 +\| m eval loss [0-9.]+'
+    expect_line '^m +0-1 .* identical \(checksum [0-9a-f]{16}\)$'
+    expect_line '^losses fell: yes \| weights identical within each model: yes \| every trim on all ranks at one step: no trims$'
+    # --require-trim without a coordinator cannot be satisfied: exit 1, said on stderr.
+    run_capture "$launcher" -n 2 memcoord-train --model m:16 --steps 10 --eval-batch 64 --require-trim
+    [ "$rc" -ne 0 ] || fail "--require-trim passed without any trim"
+    expect_line 'memcoord-train: FAILED \(no cluster trim on every rank at one step\)'
+    ;;
+
+  train_bad_options)
+    run_capture "$bin/memcoord-train" --model "oops"
+    expect_rc 2
+    expect_line "^memcoord-train: --model 'oops': expected NAME:HIDDEN\[:DEPTH\]"
+    run_capture "$bin/memcoord-train" --model a:8,a:9
+    expect_rc 2
+    expect_line "used twice"
+    run_capture "$bin/memcoord-train" --steps 0
+    expect_rc 2
+    run_capture "$launcher" -n 1 memcoord-train --model a:8,b:8 --steps 2
+    expect_rc 1
+    expect_line '2 models need at least as many ranks; got 1'
+    expect_line '^memcoord-launch: rank 0 failed with exit code 1'
+    ;;
+
+  *)
+    echo "launch_test.sh: unknown case '$case_name'" >&2
+    exit 2
+    ;;
+esac
+echo "PASS [$case_name]"
