@@ -21,7 +21,9 @@ int main(int argc, char** argv) {
   try {
     root.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return root.exit(e);
+    // Help and version exit 0; every usage error exits 2, as the command-line contract says.
+    const int code = root.exit(e);
+    return code == 0 ? 0 : 2;
   }
   for (auto& sub : subcommands) {
     if (sub.app->parsed()) return sub.run();
