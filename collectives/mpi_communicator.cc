@@ -65,9 +65,14 @@ class MpiPendingCollective final : public PendingCollective {
   Result<bool> TestOnce() {
     int flag = 0;
     statuses_.resize(requests_.size());
-    int rc = requests_.empty()
-                 ? MPI_SUCCESS
-                 : MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &flag, statuses_.data());
+    int rc = MPI_SUCCESS;
+    if (requests_.size() ==
+        1) {  // the common case; MPI_Test re-checks after progressing, MPI_Testall may not
+      rc = MPI_Test(requests_.data(), &flag, statuses_.data());
+      if (rc != MPI_SUCCESS && statuses_[0].MPI_ERROR == MPI_SUCCESS) statuses_[0].MPI_ERROR = rc;
+    } else if (!requests_.empty()) {
+      rc = MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &flag, statuses_.data());
+    }
     if (requests_.empty()) flag = 1;
     if (rc == MPI_ERR_IN_STATUS) {  // the real error sits in one request's status
       for (const MPI_Status& status : statuses_) {

@@ -18,9 +18,9 @@ if "allreduce" not in data:
 rows = data["allreduce"]
 print(f"ranks={data['ranks']} {data.get('device', '')}")
 if "raw_mpi_us" in rows[0]:
-    print(f"{'size':>9} {'raw MPI us':>11} {'ours us':>9} {'ours+verify us':>14} {'raw busbw':>10} {'ours busbw':>10}")
+    print(f"{'size':>9} {'raw MPI us':>11} {'raw Iallr us':>12} {'ours us':>9} {'ours+verify us':>14} {'raw busbw':>10} {'ours busbw':>10}")
     for r in rows:
-        print(f"{size(r['bytes']):>9} {r['raw_mpi_us']:11.1f} {r['ours_us']:9.1f} {r['ours_verified_us']:14.1f} "
+        print(f"{size(r['bytes']):>9} {r['raw_mpi_us']:11.1f} {r.get('raw_mpi_iallreduce_us', float('nan')):12.1f} {r['ours_us']:9.1f} {r['ours_verified_us']:14.1f} "
               f"{r['raw_mpi_busbw_gbps']:10.3f} {r['ours_busbw_gbps']:10.3f}")
 else:
     print(f"{'size':>9} {'raw us':>9} {'ours pipe us':>12} {'ours block us':>13} {'raw algbw':>10} {'ours algbw':>10}")
