@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -145,31 +146,43 @@ int Run(const TrainOptions& o, int rank) {
   if (rank == 0) {
     const char* coordinator = std::getenv("MEMCOORD_COORDINATOR");
     std::printf("memcoord-train: %d ranks | backend %s (%s, %s per rank) | math: %s | coordinator: %s\n",
-                world, info.kind.c_str(), info.name.c_str(), FormatBytesBinary(share).c_str(), math->name(),
+                world, info.kind.c_str(), info.name.c_str(), FormatBytes(share).c_str(), math->name(),
                 coordinator && *coordinator ? coordinator : "none (standalone)");
     for (std::size_t m = 0; m < o.models.size(); ++m) {
       const std::size_t g = static_cast<std::size_t>(plan->group_of_model[m]);
       const std::vector<int>& ranks = plan->ranks_of_group[g];
-      std::printf(
-          "placement: model %s (%d x %d hidden, %zu params, %s per replica) -> device group %zu = ranks "
-          "%d-%d "
-          "(%s each)\n",
-          o.models[m].name.c_str(), o.models[m].shape.depth, o.models[m].shape.hidden,
-          o.models[m].shape.parameter_count(), FormatBytesBinary(plan->model_bytes[m]).c_str(), g,
-          ranks.front(), ranks.back(), FormatBytesBinary(plan->group_capacity_bytes[g]).c_str());
+      const std::string where = ranks.size() == 1 ? fmt::format("rank {}", ranks.front())
+                                                  : fmt::format("ranks {}-{}", ranks.front(), ranks.back());
+      std::printf("%s\n",
+                  fmt::format("placement: model {} ({} x {} hidden, {} params, {} per replica) -> device "
+                              "group {} = {} ({} each)",
+                              o.models[m].name, o.models[m].shape.depth, o.models[m].shape.hidden,
+                              o.models[m].shape.parameter_count(), FormatBytes(plan->model_bytes[m]), g,
+                              where, FormatBytes(plan->group_capacity_bytes[g]))
+                      .c_str());
     }
     std::printf("placement planned in %.2f ms by the planner's whole-model packer\n", plan->planning_ms);
     std::fflush(stdout);
   }
-  // Each group's first rank says how its gradients travel (the groups may differ).
+  // How each group's gradients travel (the groups may differ): gathered so rank 0 prints them in order.
   {
-    const int group_rank = comms->group->rank();
-    if (group_rank == 0) {
-      std::printf("model %s: %s, %zu gradient buckets%s\n", config.name.c_str(), comms->why.c_str(),
-                  path.buckets(), path.staged() ? ", device gradients staged through host memory" : "");
+    constexpr std::size_t kLine = 256;
+    std::string line;
+    if (comms->group->rank() == 0) {
+      line = fmt::format("model {}: {}, {} gradient buckets{}", config.name, comms->why, path.buckets(),
+                         path.staged() ? ", device gradients staged through host memory" : "");
+    }
+    line.resize(kLine, '\0');
+    std::vector<char> lines(kLine * static_cast<std::size_t>(world));
+    if (Status s = comms->world->allgather(line.data(), lines.data(), kLine / 4, DataType::kInt32); !s.ok())
+      Fail(rank, "setup gather", s);
+    if (rank == 0) {
+      for (int r = 0; r < world; ++r) {
+        const char* text = lines.data() + kLine * static_cast<std::size_t>(r);
+        if (*text != '\0') std::printf("%.*s\n", static_cast<int>(strnlen(text, kLine)), text);
+      }
       std::fflush(stdout);
     }
-    if (Status s = comms->world->barrier(); !s.ok()) Fail(rank, "barrier", s);
   }
 
   // With a coordinator, start training only once every rank is attached, so commands reach all of them.
