@@ -189,6 +189,27 @@ nlohmann::json Ingest(CoordinatorProcess& coordinator, int sessions, int hz, dou
   };
   std::vector<std::unique_ptr<Coordinator::Stub>> stubs;
   std::vector<Session> all(static_cast<std::size_t>(sessions));
+  // Writers report from the start (a session silent for 3 intervals is declared dead); the measured
+  // window opens once every session is attached.
+  const int writers = 4;
+  std::atomic<int> created{0};  // sessions [0, created) are registered and may be written
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> sent{0}, late{0};
+  const auto period = std::chrono::microseconds(1000000 / hz);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < writers; ++t) {
+    threads.emplace_back([&, t] {
+      std::int64_t step = 0;
+      for (auto tick = SteadyClock::now(); !stop; tick += period) {
+        std::this_thread::sleep_until(tick);
+        const auto message = MakeReport(++step);
+        for (int i = t; i < created.load(std::memory_order_acquire); i += writers) {
+          if (all[static_cast<std::size_t>(i)].stream->Write(message)) ++sent;
+        }
+        if (SteadyClock::now() > tick + period) ++late;
+      }
+    });
+  }
   for (int i = 0; i < sessions; ++i) {
     if (i % kStreamsPerChannel == 0) {
       grpc::ChannelArguments args;
@@ -207,26 +228,7 @@ nlohmann::json Ingest(CoordinatorProcess& coordinator, int sessions, int hz, dou
     reg.mutable_register_()->set_group("job" + std::to_string(i));
     reg.mutable_register_()->set_report_interval_ms(static_cast<std::uint32_t>(1000 / hz));
     s.stream->Write(reg);
-  }
-  // Writers report from the start (a session silent for 3 intervals is declared dead); the measured
-  // window opens once every session is attached.
-  const int writers = 4;
-  std::atomic<bool> stop{false};
-  std::atomic<std::uint64_t> sent{0}, late{0};
-  const auto period = std::chrono::microseconds(1000000 / hz);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < writers; ++t) {
-    threads.emplace_back([&, t] {
-      std::int64_t step = 0;
-      for (auto tick = SteadyClock::now(); !stop; tick += period) {
-        std::this_thread::sleep_until(tick);
-        const auto message = MakeReport(++step);
-        for (int i = t; i < sessions; i += writers) {
-          if (all[static_cast<std::size_t>(i)].stream->Write(message)) ++sent;
-        }
-        if (SteadyClock::now() > tick + period) ++late;
-      }
-    });
+    created.store(i + 1, std::memory_order_release);
   }
   ClientOptions co;
   co.address = coordinator.address;
@@ -244,7 +246,13 @@ nlohmann::json Ingest(CoordinatorProcess& coordinator, int sessions, int hz, dou
   const std::uint64_t sent_window = sent.load() - sent_before, late_window = late.load() - late_before;
   stop = true;
   for (auto& th : threads) th.join();
-  if (!attached) return {{"error", "sessions did not attach within 30 s"}};
+  if (!attached) {
+    return {{"error", "sessions did not all attach within 30 s"},
+            {"live_sessions", after.ok() ? after->stats.live_sessions : 0},
+            {"reports_sent", sent.load()},
+            {"late_ticks", late.load()},
+            {"report_handling_p99_us", after.ok() ? after->stats.report_handling_p99_us : 0}};
+  }
   nlohmann::json out = {{"sessions", sessions},      {"hz", hz},
                         {"duration_s", wall},        {"reports_sent", sent_window},
                         {"late_ticks", late_window}, {"coordinator_cpu_cores", cpu / wall},
@@ -277,6 +285,8 @@ int main(int argc, char** argv) {
   app.add_option("--hz", hz, "reports per second per session");
   app.add_option("--seconds", seconds, "ingest duration");
   CLI11_PARSE(app, argc, argv);
+  // Logs go to stdout with spdlog's default sink; keep stdout pure JSON unless asked otherwise.
+  setenv("MEMCOORD_LOG_LEVEL", "error", /*overwrite=*/0);
   memcoord::SetUpLogging("coordinator_bench");
 
   // Both coordinators are forked before this process touches gRPC.

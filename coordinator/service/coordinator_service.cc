@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <deque>
 
 #include "common/bytes.h"
 #include "coordinator/service/proto_convert.h"
@@ -26,24 +27,140 @@ std::string MakeCoordinatorId() {
 
 }  // namespace
 
-// One worker's Attach stream. Commands may be written from any thread; `write_mu` serializes them and
-// `closed` (set when the handler returns) stops writes to a stream that no longer exists.
-struct CoordinatorService::Session {
-  std::uint64_t id = 0;
-  int rank = -1;
-  grpc::ServerContext* context = nullptr;
-  grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::WorkerMessage>* stream = nullptr;
-  std::mutex write_mu;
-  bool closed = false;  // guarded by write_mu
+// One worker's Attach stream, as a callback reactor. Reads are processed as they complete (one read in
+// flight at a time); writes go through `outbox_`, one StartWrite in flight, so send() never blocks. The
+// reactor deletes itself in OnDone, after it left the service's session map (session_ended / OnDone).
+class CoordinatorService::Session final
+    : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage> {
+ public:
+  Session(CoordinatorService* service, grpc::CallbackServerContext* context)
+      : service_(service), context_(context) {
+    Status auth = service_->authenticate(*context_);
+    if (!auth.ok()) {
+      finish(auth);
+      return;
+    }
+    StartRead(&in_);
+  }
 
+  std::uint64_t id = 0;  // 0 until registered; then fixed
+  int rank = -1;
+
+  grpc::CallbackServerContext* context() { return context_; }
+
+  // Queues a message; false when the stream is finishing or the worker has stopped reading.
   bool send(const v1::CoordinatorMessage& message) {
-    std::lock_guard lock(write_mu);
-    return !closed && stream->Write(message);
+    const v1::CoordinatorMessage* next = nullptr;
+    {
+      std::lock_guard lock(mu_);
+      if (finishing_ || outbox_.size() >= kMaxOutbox) return false;
+      outbox_.push_back(message);
+      if (writing_) return true;
+      writing_ = true;
+      next = &outbox_.front();  // deque elements stay put while others are appended
+    }
+    StartWrite(next);
+    return true;
   }
-  void close() {
-    std::lock_guard lock(write_mu);
-    closed = true;
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      end(context_->IsCancelled(), Status::Ok());
+      return;
+    }
+    Status result;
+    if (id == 0) {
+      if (in_.kind_case() != v1::WorkerMessage::kRegister) {
+        result = InvalidArgument(
+            fmt::format("the first message of an Attach session must be Register (field 1), got field {}",
+                        static_cast<int>(in_.kind_case())));
+      } else {
+        result = service_->register_session(this, in_.register_());
+      }
+    } else {
+      switch (in_.kind_case()) {
+        case v1::WorkerMessage::kReport:
+          service_->handle_report(*this, in_.report(), &result);
+          break;
+        case v1::WorkerMessage::kAck:
+          service_->acks_.deliver(in_.ack().command_id(), FromProto(in_.ack(), rank));
+          break;
+        case v1::WorkerMessage::kOom:
+          service_->handle_oom(*this, in_.oom());
+          break;
+        case v1::WorkerMessage::kRegister:
+          result = InvalidArgument("Register may be sent only once per session");
+          break;
+        case v1::WorkerMessage::KIND_NOT_SET:
+          break;  // an empty or newer message kind: ignored, the session goes on
+      }
+    }
+    if (!result.ok()) {
+      end(false, result);
+      return;
+    }
+    StartRead(&in_);
   }
+
+  void OnWriteDone(bool ok) override {
+    const v1::CoordinatorMessage* next = nullptr;
+    bool finish_now = false;
+    {
+      std::lock_guard lock(mu_);
+      outbox_.pop_front();
+      if (!ok) outbox_.clear();  // the stream is broken; the pending read ends the session
+      if (!outbox_.empty()) {
+        next = &outbox_.front();
+      } else {
+        writing_ = false;
+        finish_now = finishing_ && !finished_;
+        if (finish_now) finished_ = true;
+      }
+    }
+    if (next != nullptr) StartWrite(next);
+    if (finish_now) Finish(ToGrpcStatus(finish_status_));
+  }
+
+  void OnDone() override {
+    service_->session_ended(this, /*broken=*/true, Status::Ok());  // no-op when already ended
+    delete this;
+  }
+
+ private:
+  static constexpr std::size_t kMaxOutbox = 4096;
+
+  // The session is over (reads ended or a protocol error): leave the service, then finish the call.
+  void end(bool broken, const Status& result) {
+    service_->session_ended(this, broken, result);
+    Status status = result;
+    if (status.ok() && service_->shutting_down_) status = Unavailable("coordinator shutting down");
+    finish(status);
+  }
+
+  // Finishes once, after queued writes drained (a write in flight completes first).
+  void finish(const Status& status) {
+    {
+      std::lock_guard lock(mu_);
+      if (finishing_) return;
+      finishing_ = true;
+      finish_status_ = status;
+      if (writing_) return;  // OnWriteDone finishes
+      finished_ = true;
+    }
+    Finish(ToGrpcStatus(status));
+  }
+
+  CoordinatorService* const service_;
+  grpc::CallbackServerContext* const context_;
+  v1::WorkerMessage in_;
+
+  std::mutex mu_;
+  // mu_ guards the following.
+  std::deque<v1::CoordinatorMessage> outbox_;
+  bool writing_ = false;
+  bool finishing_ = false;
+  bool finished_ = false;
+  Status finish_status_;
 };
 
 CoordinatorService::CoordinatorService(const CoordinatorOptions& options)
@@ -67,12 +184,12 @@ void CoordinatorService::shutdown() {
   kv_cv_.notify_all();
   {
     std::lock_guard lock(sessions_mu_);
-    for (auto& [id, session] : sessions_) session->context->TryCancel();
+    for (auto& [id, session] : sessions_) session->context()->TryCancel();
   }
   if (liveness_.joinable()) liveness_.join();
 }
 
-Status CoordinatorService::authenticate(const grpc::ServerContext& context) const {
+Status CoordinatorService::authenticate(const grpc::ServerContextBase& context) const {
   if (options_.token.empty()) return Status::Ok();
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
@@ -86,14 +203,9 @@ Status CoordinatorService::authenticate(const grpc::ServerContext& context) cons
 
 bool CoordinatorService::send_to_rank(int rank, const v1::CoordinatorMessage& message) {
   const std::uint64_t id = state_.session_of(rank);
-  std::shared_ptr<Session> session;
-  {
-    std::lock_guard lock(sessions_mu_);
-    auto it = sessions_.find(id);
-    if (it == sessions_.end()) return false;
-    session = it->second;
-  }
-  return session->send(message);
+  std::lock_guard lock(sessions_mu_);  // keeps the session alive; send() only queues
+  auto it = sessions_.find(id);
+  return it != sessions_.end() && it->second->send(message);
 }
 
 void CoordinatorService::on_dead(const DeadWorker& dead) {
@@ -121,7 +233,7 @@ void CoordinatorService::liveness_loop() {
       {
         std::lock_guard sessions_lock(sessions_mu_);
         auto it = sessions_.find(dead.session_id);
-        if (it != sessions_.end()) it->second->context->TryCancel();
+        if (it != sessions_.end()) it->second->context()->TryCancel();
       }
       on_dead(dead);
     }
@@ -129,37 +241,19 @@ void CoordinatorService::liveness_loop() {
   }
 }
 
-grpc::Status CoordinatorService::Attach(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::WorkerMessage>* stream) {
-  Status auth = authenticate(*context);
-  if (!auth.ok()) return ToGrpcStatus(auth);
-  std::uint64_t session_id = 0;
-  return ToGrpcStatus(run_session(context, stream, &session_id));
+grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* CoordinatorService::Attach(
+    grpc::CallbackServerContext* context) {
+  return new Session(this, context);
 }
 
-Status CoordinatorService::run_session(
-    grpc::ServerContext* context, grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::WorkerMessage>* stream,
-    std::uint64_t* session_id) {
-  v1::WorkerMessage message;
-  if (!stream->Read(&message)) return Status(StatusCode::kCancelled, "stream closed before Register");
-  if (message.kind_case() != v1::WorkerMessage::kRegister) {
-    return InvalidArgument(
-        fmt::format("the first message of an Attach session must be Register (field 1), got field {}",
-                    static_cast<int>(message.kind_case())));
-  }
-  const WorkerIdentity identity = FromProto(message.register_());
+Status CoordinatorService::register_session(Session* session, const v1::Register& request) {
+  const WorkerIdentity identity = FromProto(request);
   Result<std::uint64_t> registered =
-      state_.register_worker(identity, FromProto(message.register_().pools()), Clock::now());
+      state_.register_worker(identity, FromProto(request.pools()), Clock::now());
   if (!registered.ok()) return registered.status();
-  *session_id = *registered;
   leaks_.forget(identity.rank);
-
-  auto session = std::make_shared<Session>();
   session->id = *registered;
   session->rank = identity.rank;
-  session->context = context;
-  session->stream = stream;
   {
     std::lock_guard lock(sessions_mu_);
     sessions_[session->id] = session;
@@ -169,47 +263,27 @@ Status CoordinatorService::run_session(
   v1::CoordinatorMessage hello;
   hello.mutable_registered()->set_coordinator_id(coordinator_id_);
   session->send(hello);
+  return Status::Ok();
+}
 
-  Status result;
-  bool broken = false;
-  while (result.ok()) {
-    if (!stream->Read(&message)) {
-      broken = context->IsCancelled();
-      break;
-    }
-    switch (message.kind_case()) {
-      case v1::WorkerMessage::kReport: {
-        const Clock::time_point start = Clock::now();
-        const v1::Report& report = message.report();
-        std::vector<PoolUsage> pools = FromProto(report.pools());
-        if (report.at_step_end()) leaks_.observe(identity.rank, report.step(), pools);
-        result =
-            state_.report(session->id, report.step(), report.device_free_bytes(), std::move(pools), start);
-        report_latency_.record(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
-        break;
-      }
-      case v1::WorkerMessage::kAck:
-        acks_.deliver(message.ack().command_id(), FromProto(message.ack(), identity.rank));
-        break;
-      case v1::WorkerMessage::kOom:
-        handle_oom(*session, message.oom());
-        break;
-      case v1::WorkerMessage::kRegister:
-        result = InvalidArgument("Register may be sent only once per session");
-        break;
-      case v1::WorkerMessage::KIND_NOT_SET:
-        break;  // an empty or newer message kind: ignored, the session goes on
-    }
-  }
+void CoordinatorService::handle_report(Session& session, const v1::Report& report, Status* result) {
+  const Clock::time_point start = Clock::now();
+  std::vector<PoolUsage> pools = FromProto(report.pools());
+  if (report.at_step_end()) leaks_.observe(session.rank, report.step(), pools);
+  *result = state_.report(session.id, report.step(), report.device_free_bytes(), std::move(pools), start);
+  report_latency_.record(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+}
 
+void CoordinatorService::session_ended(Session* session, bool broken, const Status& result) {
   {
     std::lock_guard lock(sessions_mu_);
-    sessions_.erase(session->id);
+    auto it = sessions_.find(session->id);
+    if (it == sessions_.end() || it->second != session) return;  // never registered, or already ended
+    sessions_.erase(it);
   }
-  session->close();
   if (shutting_down_) {
     state_.mark_dead(session->id, "coordinator shut down");
-    return Unavailable("coordinator shutting down");
+    return;
   }
   const std::string reason = !result.ok() ? result.message()
                              : broken     ? "session stream broke (process died or connection lost)"
@@ -221,7 +295,6 @@ Status CoordinatorService::run_session(
       acks_.rank_gone(dead->rank);
     }
   }
-  return result;
 }
 
 Status CoordinatorService::apply_limits(const std::vector<QuotaChange>& changes, bool wait_for_acks) {

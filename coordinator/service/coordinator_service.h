@@ -1,7 +1,8 @@
 // CoordinatorService: the memcoord.v1.Coordinator gRPC service, a thin layer over the core (ClusterState,
 // TrimOrchestrator, QuotaPolicy, LeakWatch). Handlers translate messages, call the core and map its Status
-// through ToGrpcStatus, the one mapping point. Sessions (Attach) run one handler thread each; commands are
-// written to a session's stream under that session's write lock, from any thread.
+// through ToGrpcStatus, the one mapping point. Attach sessions are callback reactors (no thread per
+// session; a reaction never blocks): commands to a session are queued and written one at a time, so
+// sending to a slow or stopped worker never blocks the sender. Admin calls are synchronous handlers.
 //
 // Liveness: a broken Attach stream marks its worker dead at once; the liveness thread marks silent workers
 // dead (3 x their report interval) and cancels their stream. Either way every live worker of the dead
@@ -31,13 +32,13 @@
 
 namespace memcoord::coordinator {
 
-class CoordinatorService final : public v1::Coordinator::Service {
+class CoordinatorService final : public v1::Coordinator::WithCallbackMethod_Attach<v1::Coordinator::Service> {
  public:
   explicit CoordinatorService(const CoordinatorOptions& options);
   ~CoordinatorService() override;
 
-  grpc::Status Attach(grpc::ServerContext* context,
-                      grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::WorkerMessage>* stream) override;
+  grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Attach(
+      grpc::CallbackServerContext* context) override;
   grpc::Status GetCluster(grpc::ServerContext* context, const v1::GetClusterRequest* request,
                           v1::ClusterSnapshot* reply) override;
   grpc::Status Trim(grpc::ServerContext* context, const v1::TrimRequest* request,
@@ -56,12 +57,13 @@ class CoordinatorService final : public v1::Coordinator::Service {
   void shutdown();
 
  private:
-  struct Session;
+  class Session;
 
-  Status authenticate(const grpc::ServerContext& context) const;
-  Status run_session(grpc::ServerContext* context,
-                     grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::WorkerMessage>* stream,
-                     std::uint64_t* session_id);
+  Status authenticate(const grpc::ServerContextBase& context) const;
+  // Session events (on gRPC's callback threads).
+  Status register_session(Session* session, const v1::Register& request);
+  void handle_report(Session& session, const v1::Report& report, Status* result);
+  void session_ended(Session* session, bool broken, const Status& result);
   void handle_oom(Session& session, const v1::OomRequest& request);
   Status apply_limits(const std::vector<QuotaChange>& changes, bool wait_for_acks);
   // Sends to the live session holding `rank`; false when there is none or the write failed.
@@ -82,7 +84,9 @@ class CoordinatorService final : public v1::Coordinator::Service {
 
   mutable std::mutex sessions_mu_;
   // sessions_mu_ guards the following.
-  std::map<std::uint64_t, std::shared_ptr<Session>> sessions_;
+  // Registered sessions by session id. A Session is deleted by gRPC (OnDone) only after it left this map,
+  // so a pointer taken under sessions_mu_ is valid while the lock is held.
+  std::map<std::uint64_t, Session*> sessions_;
 
   std::mutex kv_mu_;
   std::condition_variable kv_cv_;
