@@ -13,17 +13,12 @@
 #endif
 
 namespace memcoord::train {
-namespace {
-
-// A number naming (host, GPU) so ranks can tell whether two of them share a GPU.
 std::int64_t DeviceKey(int device) {
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
   const std::size_t h = std::hash<std::string>{}(host);
   return static_cast<std::int64_t>((h & 0xFFFFFFFFFFull) << 8) + device + 1;
 }
-
-}  // namespace
 
 Result<RankComms> SetUpComms(int color, int device, const std::string& want,
                              std::chrono::milliseconds timeout) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -25,6 +26,9 @@ struct RankComms {
   Communicator* gradients = nullptr;
   std::string why;
 };
+
+// A number naming (this host, CUDA ordinal `device`): equal on two ranks exactly when they share a GPU.
+std::int64_t DeviceKey(int device);
 
 // `device` is this rank's CUDA ordinal (-1 on the host path); `want` is "auto", "mpi" or "nccl".
 Result<RankComms> SetUpComms(int color, int device, const std::string& want,

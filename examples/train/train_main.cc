@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -36,7 +37,8 @@ std::uint64_t Reserved(const std::vector<CachingPool*>& pools, std::uint64_t Poo
   return s;
 }
 
-// Every rank calls this with its local error (OK or not): all leave together with a message naming the rank.
+// Leaves at once with a message naming the rank and what failed; mpirun (memcoord-launch) then stops the
+// other ranks and reports this one.
 [[noreturn]] void Fail(int rank, const std::string& what, const Status& status) {
   std::fprintf(stderr, "memcoord-train rank %d: %s: %s\n", rank, what.c_str(), status.ToString().c_str());
   MpiEnvironment::ExitWithoutFinalize(1);
@@ -84,19 +86,18 @@ int Run(const TrainOptions& o, int rank) {
   CachingPool& grad_pool = *pools[1];
   CachingPool& act_pool = *pools[2];
 
-  // Each rank's share of its device: ranks on one GPU split it; the planner sees every rank's share.
+  // Each rank's share of its device: ranks on one GPU (same host, same ordinal) split it; the planner sees
+  // every rank's share. Raw MPI here: the communicators are split by the plan this feeds.
   const DeviceInfo info = worker.backend().device_info();
-  int ranks_here = 0;
-  {
-    std::vector<int> devices(static_cast<std::size_t>(world));
-    MPI_Allgather(&device, 1, MPI_INT, devices.data(), 1, MPI_INT, MPI_COMM_WORLD);
-    // Local ranks first (same host): Open MPI numbers local ranks contiguously by default.
-    for (int d : devices) ranks_here += d == device ? 1 : 0;
-  }
-  std::uint64_t share = info.total_bytes / static_cast<std::uint64_t>(std::max(1, ranks_here));
-  if (device < 0) share = info.total_bytes;
+  const std::int64_t key = device < 0 ? -1 - rank : DeviceKey(device);  // host ranks never share
+  std::vector<std::int64_t> keys(static_cast<std::size_t>(world));
+  if (MPI_Allgather(&key, 1, MPI_INT64_T, keys.data(), 1, MPI_INT64_T, MPI_COMM_WORLD) != MPI_SUCCESS)
+    Fail(rank, "placement", Unavailable("MPI_Allgather of device keys failed"));
+  const auto sharing = static_cast<std::uint64_t>(std::count(keys.begin(), keys.end(), key));
+  std::uint64_t share = info.total_bytes / std::max<std::uint64_t>(1, sharing);
   std::vector<std::uint64_t> shares(static_cast<std::size_t>(world));
-  MPI_Allgather(&share, 1, MPI_UINT64_T, shares.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  if (MPI_Allgather(&share, 1, MPI_UINT64_T, shares.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD) != MPI_SUCCESS)
+    Fail(rank, "placement", Unavailable("MPI_Allgather of device shares failed"));
   Result<GroupPlan> plan = PlanGroups(o.models, shares, o.batch, o.eval_batch);
   if (!plan.ok()) Fail(rank, "placement", plan.status());
   const int model = plan->model_of_rank(rank);
@@ -114,7 +115,8 @@ int Run(const TrainOptions& o, int rank) {
   CachingPool* bucket_pool = &grad_pool;
   if (math->on_device() && !gradients_comm->device_buffers()) {
     BackendOptions bo;
-    bo.capacity_bytes = std::uint64_t{1} << 30;
+    bo.capacity_bytes =
+        std::max<std::uint64_t>(std::uint64_t{1} << 30, 4 * config.shape.parameter_count() * sizeof(float));
     Result<std::unique_ptr<DeviceBackend>> host = MakeBackend("host", bo);
     if (!host.ok()) Fail(rank, "staging backend", host.status());
     staging_backend = std::move(*host);
