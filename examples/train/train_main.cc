@@ -22,6 +22,7 @@
 #include "examples/train/comm_setup.h"
 #include "examples/train/gradient_path.h"
 #include "examples/train/random.h"
+#include "examples/train/replica.h"
 #include "examples/train/step_report.h"
 #include "examples/train/train_options.h"
 #include "worker/worker.h"
@@ -205,9 +206,10 @@ int Run(const TrainOptions& o, int rank) {
     }
   }
 
+  Replica replica(ReplicaParts{*math, **teacher, **student, path, *comms->group, act_pool, *act_tag,
+                               *eval_tag, o.seed, model_id, o.lr, o.momentum});
   StepReporter reporter(*comms->world, o.models, *plan, o.steps, o.print_every);
   std::vector<std::uint64_t> seen_trims;
-  const int group_rank = comms->group->rank();
   for (std::int64_t step = 1; step <= o.steps; ++step) {
     const auto start = Clock::now();
     worker.step_begin();
@@ -215,40 +217,13 @@ int Run(const TrainOptions& o, int rank) {
     rec.model = model;
     rec.step = step;
     rec.batch = BatchFor(o, step);
-    {
-      PoolBuffer x, target;
-      const std::uint64_t seed = StreamSeed(o.seed, model_id, 3 + static_cast<std::uint64_t>(group_rank),
-                                            static_cast<std::uint64_t>(step));
-      if (Status s = MakeBatch(*math, **teacher, seed, rec.batch, act_pool, *act_tag, &x, &target); !s.ok())
-        Fail(rank, "batch", s);
-      Result<double> loss =
-          TrainBatch(*math, **student, x.f(), target.f(), rec.batch, act_pool, *act_tag, path.target());
-      if (!loss.ok()) Fail(rank, fmt::format("step {}", step), loss.status());
-      rec.loss = *loss;
-    }
-    if (Status s = path.finish(); !s.ok()) Fail(rank, fmt::format("step {} gradients", step), s);
-    for (std::size_t p = 0; p < (*student)->parameter_count(); ++p) {
-      Status s = math->sgd_momentum((*student)->parameter(p), path.gradient(p), (*student)->momentum(p),
-                                    (*student)->elements(p), o.lr, o.momentum);
-      if (!s.ok()) Fail(rank, "update", s);
-    }
+    Result<double> loss = replica.TrainStep(step, rec.batch);
+    if (!loss.ok()) Fail(rank, "training", loss.status());
+    rec.loss = *loss;
     if ((o.eval_every > 0 && step % o.eval_every == 0) || step == o.steps) {
-      // Evaluation: one large held-out batch at once, the temporaries freed into the pool's cache after.
-      PoolBuffer x, target;
-      const std::uint64_t seed = StreamSeed(o.seed, model_id, 1000 + static_cast<std::uint64_t>(group_rank),
-                                            static_cast<std::uint64_t>(step));
-      if (Status s = MakeBatch(*math, **teacher, seed, o.eval_batch, act_pool, *eval_tag, &x, &target);
-          !s.ok())
-        Fail(rank, "evaluation batch", s);
-      Result<PoolBuffer> pred = Forward(*math, **student, x.f(), o.eval_batch, act_pool, *eval_tag);
-      if (!pred.ok()) Fail(rank, "evaluation", pred.status());
-      Result<double> loss = math->mse_loss(pred->f(), target.f(), nullptr,
-                                           static_cast<std::size_t>(o.eval_batch) * config.shape.out);
-      if (!loss.ok()) Fail(rank, "evaluation loss", loss.status());
-      double mean = *loss;
-      if (Status s = comms->group->allreduce(&mean, &mean, 1, DataType::kFloat64, ReduceOp::kAvg); !s.ok())
-        Fail(rank, "evaluation allreduce", s);
-      rec.eval_loss = mean;
+      Result<double> eval = replica.Evaluate(step, o.eval_batch);
+      if (!eval.ok()) Fail(rank, "evaluation", eval.status());
+      rec.eval_loss = *eval;
     }
     if (Status s = math->sync(); !s.ok()) Fail(rank, "sync", s);
     const auto pace = start + std::chrono::milliseconds(o.min_step_ms);
