@@ -270,8 +270,48 @@ void CoordinatorService::handle_report(Session& session, const v1::Report& repor
   const Clock::time_point start = Clock::now();
   std::vector<PoolUsage> pools = FromProto(report.pools());
   if (report.at_step_end()) leaks_.observe(session.rank, report.step(), pools);
+  const bool near_limit = std::any_of(pools.begin(), pools.end(), [](const PoolUsage& p) {
+    return p.limit_bytes > 0 && p.allocated_bytes * 10 >= p.limit_bytes * 9;
+  });
+  std::vector<PoolUsage> hot;
+  if (near_limit) hot = pools;
   *result = state_.report(session.id, report.step(), report.device_free_bytes(), std::move(pools), start);
   report_latency_.record(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+  if (near_limit && result->ok()) rebalance(session.rank, hot);
+}
+
+std::vector<PoolQuotaView> CoordinatorService::device_pools(int rank) const {
+  std::vector<PoolQuotaView> views;
+  for (int peer : state_.device_peers(rank)) {
+    Result<WorkerRecord> w = state_.worker(peer);
+    if (!w.ok()) continue;
+    for (const PoolUsage& p : w->pools) {
+      views.push_back(PoolQuotaView{peer, p.name, p.allocated_bytes, p.reserved_bytes, p.limit_bytes});
+    }
+  }
+  return views;
+}
+
+void CoordinatorService::rebalance(int rank, const std::vector<PoolUsage>& pools) {
+  constexpr auto kMinInterval = std::chrono::milliseconds(500);
+  const std::uint64_t budget = state_.device_budget(rank);
+  if (budget == 0) return;
+  for (const PoolUsage& p : pools) {
+    if (p.limit_bytes == 0 || p.allocated_bytes * 10 < p.limit_bytes * 9) continue;
+    {
+      std::lock_guard lock(rebalance_mu_);
+      Clock::time_point& last = last_rebalance_[{rank, p.name}];
+      if (Clock::now() - last < kMinInterval) continue;
+      last = Clock::now();
+    }
+    // Ask for an eighth of the current limit: enough headroom for a few steps, small enough to share.
+    Result<std::vector<QuotaChange>> changes =
+        RelievePressure(budget, device_pools(rank), rank, p.name, p.limit_bytes / 8);
+    if (!changes.ok() || changes->empty()) continue;
+    spdlog::info("coordinator: rank {} pool '{}' at {}% of its quota: moving quota to it", rank, p.name,
+                 p.allocated_bytes * 100 / p.limit_bytes);
+    (void)apply_limits(*changes, /*wait_for_acks=*/false);  // donors first: they come first in the list
+  }
 }
 
 void CoordinatorService::session_ended(Session* session, bool broken, const Status& result) {

@@ -65,6 +65,10 @@ class CoordinatorService final : public v1::Coordinator::WithCallbackMethod_Atta
   void handle_report(Session& session, const v1::Report& report, Status* result);
   void session_ended(Session* session, bool broken, const Status& result);
   void handle_oom(Session& session, const v1::OomRequest& request);
+  // Quota views of every pool on `rank`'s device, from the latest reports.
+  std::vector<PoolQuotaView> device_pools(int rank) const;
+  // Moves quota toward a pool of `rank` that is near its limit (>= 90%), before it runs out.
+  void rebalance(int rank, const std::vector<PoolUsage>& pools);
   Status apply_limits(const std::vector<QuotaChange>& changes, bool wait_for_acks);
   // Sends to the live session holding `rank`; false when there is none or the write failed.
   bool send_to_rank(int rank, const v1::CoordinatorMessage& message);
@@ -87,6 +91,10 @@ class CoordinatorService final : public v1::Coordinator::WithCallbackMethod_Atta
   // Registered sessions by session id. A Session is deleted by gRPC (OnDone) only after it left this map,
   // so a pointer taken under sessions_mu_ is valid while the lock is held.
   std::map<std::uint64_t, Session*> sessions_;
+
+  std::mutex rebalance_mu_;
+  // rebalance_mu_ guards the following: when each (rank, pool) was last given quota (rate limit).
+  std::map<std::pair<int, std::string>, Clock::time_point> last_rebalance_;
 
   std::mutex kv_mu_;
   std::condition_variable kv_cv_;

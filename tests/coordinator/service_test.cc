@@ -413,6 +413,29 @@ TEST(CoordinatorService, QuotaMovesTowardThePoolUnderPressure) {
   (void)b->deallocate(*second);
 }
 
+TEST(CoordinatorService, QuotaMovesToAPoolNearItsLimitBeforeItRunsOut) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  auto worker = StartWorker(server->address(), 0, 1, {"a", "b"});
+  auto client = Client(*server);
+  ASSERT_TRUE(WaitFor([&] { return worker->attached(); }, milliseconds(3000)));
+  ASSERT_TRUE(client.SetQuota(0, "", 64 * kMiB).ok());
+  CachingPool* a = worker->pool("a");
+  CachingPool* b = worker->pool("b");
+  ASSERT_EQ(b->stats().limit_bytes, 32 * kMiB);
+  auto idle = a->allocate(16 * kMiB);  // a: 16 MiB of idle cache
+  ASSERT_TRUE(idle.ok());
+  ASSERT_TRUE(a->deallocate(*idle).ok());
+  auto hot = b->allocate(30 * kMiB);  // b: 94% of its quota, still within it
+  ASSERT_TRUE(hot.ok());
+  ASSERT_TRUE(WaitFor([&] { return b->stats().limit_bytes > 32 * kMiB; }, milliseconds(3000)));
+  EXPECT_LT(a->stats().limit_bytes, 32 * kMiB);
+  EXPECT_LE(a->stats().reserved_bytes, a->stats().limit_bytes);
+  EXPECT_LE(a->stats().limit_bytes + b->stats().limit_bytes, 64 * kMiB);
+  EXPECT_EQ(b->stats().ooms, 0u);  // moved ahead of need, not after a failure
+  (void)b->deallocate(*hot);
+}
+
 TEST(CoordinatorService, LeakWatchFlagsALeakingRankOnly) {
   CoordinatorOptions options;
   options.leak.window = 6;

@@ -1,0 +1,96 @@
+// The `memcoord` command-line contracts for the coordinator: `memcoord coordinator` serves until SIGTERM,
+// `status --json`, `trim --now --json` and `quota set` talk to it, bad input exits 2 and unknown ranks 1
+// with the coordinator's message. Real processes throughout (the binary, the test worker).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "test_support.h"
+
+namespace memcoord {
+namespace {
+
+using memcoord::testing::Child;
+using memcoord::testing::WaitFor;
+using std::chrono::milliseconds;
+
+// Runs the memcoord binary to completion; returns its exit code and fills `output` (stdout and stderr).
+int Memcoord(const std::vector<std::string>& args, std::string* output) {
+  std::vector<std::string> argv = {MEMCOORD_CLI};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Child child(argv, {});
+  const int code = child.wait(milliseconds(20000));
+  *output = child.output();
+  return code;
+}
+
+TEST(MemcoordCli, CoordinatorStatusTrimAndQuota) {
+  Child coordinator({MEMCOORD_CLI, "coordinator", "--listen", "127.0.0.1:0"}, {});
+  std::string address;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::smatch m;
+        const std::string out = coordinator.output();
+        if (!std::regex_search(out, m, std::regex(R"(listening on (127\.0\.0\.1:\d+))"))) return false;
+        address = m[1];
+        return true;
+      },
+      milliseconds(10000)))
+      << coordinator.output();
+  Child worker({MEMCOORD_TEST_WORKER, "--until-abort", "--steps", "0", "--step-ms", "10", "--alloc", "4MiB"},
+               {"MEMCOORD_COORDINATOR=" + address, "MEMCOORD_RANK=0", "MEMCOORD_WORLD_SIZE=1"});
+
+  std::string out;
+  nlohmann::json status;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        if (Memcoord({"status", "--coordinator", address, "--json"}, &out) != 0) return false;
+        status = nlohmann::json::parse(out, nullptr, false);
+        return !status.is_discarded() && status["workers"].size() == 1 &&
+               status["workers"][0]["pools"].size() == 1 &&
+               status["workers"][0]["pools"][0]["reserved_bytes"].get<std::uint64_t>() > 0;
+      },
+      milliseconds(10000)))
+      << out;
+  EXPECT_EQ(status["workers"][0]["state"], "live");
+  EXPECT_EQ(status["workers"][0]["backend"], "host");
+
+  ASSERT_EQ(Memcoord({"status", "--coordinator", address}, &out), 0);
+  EXPECT_NE(out.find("RANK"), std::string::npos);
+  EXPECT_NE(out.find("default"), std::string::npos);
+
+  ASSERT_EQ(Memcoord({"trim", "--coordinator", address, "--now", "--json"}, &out), 0) << out;
+  auto trim = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(trim.is_discarded()) << out;
+  EXPECT_TRUE(trim["complete"].get<bool>());
+  EXPECT_GT(trim["released_bytes"].get<std::uint64_t>(), 0u);
+
+  ASSERT_EQ(Memcoord({"trim", "--coordinator", address, "--json"}, &out), 0) << out;
+  trim = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(trim.is_discarded()) << out;
+  EXPECT_EQ(trim["acks"][0]["step"], trim["step"]);
+
+  ASSERT_EQ(
+      Memcoord({"quota", "set", "--coordinator", address, "--rank", "0", "--pool", "default", "64MiB"}, &out),
+      0)
+      << out;
+  EXPECT_EQ(
+      Memcoord({"quota", "set", "--coordinator", address, "--rank", "0", "--pool", "default", "-5"}, &out),
+      2);
+  EXPECT_NE(out.find("INVALID_ARGUMENT"), std::string::npos) << out;
+  EXPECT_EQ(
+      Memcoord({"quota", "set", "--coordinator", address, "--rank", "9", "--pool", "default", "1MiB"}, &out),
+      1);
+  EXPECT_NE(out.find("NOT_FOUND"), std::string::npos) << out;
+  EXPECT_EQ(Memcoord({"status", "--coordinator", "127.0.0.1:1"}, &out), 1);
+  EXPECT_NE(out.find("UNAVAILABLE"), std::string::npos) << out;
+
+  coordinator.signal(SIGTERM);
+  EXPECT_EQ(coordinator.wait(milliseconds(5000)), 0) << coordinator.output();
+  worker.signal(SIGKILL);
+}
+
+}  // namespace
+}  // namespace memcoord
