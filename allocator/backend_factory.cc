@@ -25,7 +25,8 @@ Result<std::unique_ptr<DeviceBackend>> MakeBackend(std::string_view kind, const 
     return std::unique_ptr<DeviceBackend>(std::make_unique<VirtualBackend>(
         options.capacity_bytes != 0 ? options.capacity_bytes : VirtualBackend::kDefaultCapacityBytes));
   }
-  if (kind == "host") return std::unique_ptr<DeviceBackend>(std::make_unique<HostBackend>(options.capacity_bytes));
+  if (kind == "host")
+    return std::unique_ptr<DeviceBackend>(std::make_unique<HostBackend>(options.capacity_bytes));
   if (kind == "auto") {
     if (GpuAvailable()) return MakeCudaKind("cuda-vmm", options);
     return std::unique_ptr<DeviceBackend>(std::make_unique<HostBackend>(options.capacity_bytes));

@@ -12,7 +12,7 @@
 namespace memcoord {
 
 struct BackendOptions {
-  int device = 0;                  // CUDA ordinal for cuda kinds
+  int device = 0;                    // CUDA ordinal for cuda kinds
   std::uint64_t capacity_bytes = 0;  // host/virtual: the simulated device's size; 0: the default (H200-like)
 };
 

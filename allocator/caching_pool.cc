@@ -1,13 +1,13 @@
 #include "allocator/caching_pool.h"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <mutex>
-
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "allocator/detail/arena.h"
 #include "allocator/detail/block.h"
@@ -63,8 +63,8 @@ class CachingPool::Impl {
   ~Impl() {
     std::lock_guard<std::mutex> lock(mu_);
     if (live_.size() > 0) {
-      spdlog::warn("pool '{}' destroyed with {} live blocks ({} bytes): released with the pool", options_.name,
-                   live_.size(), allocated_.current.load());
+      spdlog::warn("pool '{}' destroyed with {} live blocks ({} bytes): released with the pool",
+                   options_.name, live_.size(), allocated_.current.load());
     }
     for (StreamId s : stream_ids_) (void)backend_.synchronize(s);
   }
@@ -72,25 +72,28 @@ class CachingPool::Impl {
   detail::ArenaConfig arena_config(bool small) const {
     detail::ArenaConfig c;
     const bool can_map = backend_.chunk_bytes() > 0;
-    c.mapping = options_.growth == PoolGrowth::kMapping ||
-                (options_.growth == PoolGrowth::kAuto && can_map);
+    c.mapping = options_.growth == PoolGrowth::kMapping || (options_.growth == PoolGrowth::kAuto && can_map);
     c.chunk_bytes = can_map ? backend_.chunk_bytes() : (2 << 20);
     std::uint64_t range = options_.address_range_bytes;
     if (range == 0) range = 2 * backend_.device_info().total_bytes;
-    c.range_bytes = std::max<std::uint64_t>((range + c.chunk_bytes - 1) / c.chunk_bytes * c.chunk_bytes,
-                                            c.chunk_bytes);
+    c.range_bytes =
+        std::max<std::uint64_t>((range + c.chunk_bytes - 1) / c.chunk_bytes * c.chunk_bytes, c.chunk_bytes);
     c.small = small;
     return c;
   }
 
   Result<void*> allocate(std::size_t bytes, StreamId stream, TagId tag) {
-    if (bytes == 0) return InvalidArgument(fmt::format("pool '{}': allocation of 0 bytes; sizes must be positive", options_.name));
+    if (bytes == 0)
+      return InvalidArgument(
+          fmt::format("pool '{}': allocation of 0 bytes; sizes must be positive", options_.name));
     if (bytes > kAbsurdBytes) {
-      return InvalidArgument(fmt::format("pool '{}': allocation of {} bytes is absurd (over 1 PiB; a negative size?)",
-                                         options_.name, bytes));
+      return InvalidArgument(
+          fmt::format("pool '{}': allocation of {} bytes is absurd (over 1 PiB; a negative size?)",
+                      options_.name, bytes));
     }
     if (tag >= kMaxTags || (tag != kUntagged && tag >= tag_count_.load())) {
-      return InvalidArgument(fmt::format("pool '{}': unknown tag id {}; register tags with tag(name)", options_.name, tag));
+      return InvalidArgument(
+          fmt::format("pool '{}': unknown tag id {}; register tags with tag(name)", options_.name, tag));
     }
     const std::size_t size = (bytes + kAlignment - 1) & ~(kAlignment - 1);
     std::unique_lock<std::mutex> lock(mu_);
@@ -103,7 +106,8 @@ class CachingPool::Impl {
       Result<detail::Block*> grown = grow(arena, size, stream_index, /*last_resort=*/false);
       if (!grown.ok()) grown = grow(arena, size, stream_index, /*last_resort=*/true);
       if (!grown.ok() && oom_hook_) {
-        OomEvent event{options_.name, bytes, limit_.load(), reserved_.current.load(), allocated_.current.load()};
+        OomEvent event{options_.name, bytes, limit_.load(), reserved_.current.load(),
+                       allocated_.current.load()};
         OomHook hook = oom_hook_;
         lock.unlock();  // the hook may call back into this pool (trim, stats) or wait on the coordinator
         const bool retry = hook(event);
@@ -137,13 +141,15 @@ class CachingPool::Impl {
   }
 
   Status deallocate(void* ptr) {
-    if (ptr == nullptr) return InvalidArgument(fmt::format("pool '{}': free of a null pointer", options_.name));
+    if (ptr == nullptr)
+      return InvalidArgument(fmt::format("pool '{}': free of a null pointer", options_.name));
     std::lock_guard<std::mutex> lock(mu_);
     detail::Block* b = live_.erase(reinterpret_cast<std::uintptr_t>(ptr));
     if (b == nullptr) {
-      return NotFound(fmt::format("pool '{}': free of {} which is not a live block of this pool (never allocated "
-                                  "here, or already freed)",
-                                  options_.name, ptr));
+      return NotFound(
+          fmt::format("pool '{}': free of {} which is not a live block of this pool (never allocated "
+                      "here, or already freed)",
+                      options_.name, ptr));
     }
     allocated_.sub(b->size);
     active_.sub(b->size);
@@ -160,7 +166,8 @@ class CachingPool::Impl {
     std::lock_guard<std::mutex> lock(mu_);
     detail::Block* b = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
     if (b == nullptr) {
-      return NotFound(fmt::format("pool '{}': record_stream on {} which is not a live block", options_.name, ptr));
+      return NotFound(
+          fmt::format("pool '{}': record_stream on {} which is not a live block", options_.name, ptr));
     }
     MEMCOORD_ASSIGN_OR_RETURN(std::uint8_t index, stream_index_of(stream));
     if (index != b->stream) b->wait_mask |= 1ULL << index;
@@ -171,17 +178,20 @@ class CachingPool::Impl {
     const auto start = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(mu_);
     TrimResult result = trim_locked(target);
-    result.duration_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    result.duration_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     return result;
   }
 
   Status set_limit(std::uint64_t limit) {
     std::lock_guard<std::mutex> lock(mu_);
     if (limit != 0 && limit < allocated_.current.load()) {
-      return FailedPrecondition(fmt::format(
-          "pool '{}': limit {} ({} bytes) is below the {} bytes live in the pool; free memory first or choose a "
-          "limit of at least {}",
-          options_.name, FormatBytes(limit), limit, allocated_.current.load(), FormatBytes(allocated_.current.load())));
+      return FailedPrecondition(
+          fmt::format("pool '{}': limit {} ({} bytes) is below the {} bytes live in the pool; free memory "
+                      "first or choose a "
+                      "limit of at least {}",
+                      options_.name, FormatBytes(limit), limit, allocated_.current.load(),
+                      FormatBytes(allocated_.current.load())));
     }
     if (limit != 0 && reserved_.current.load() > limit) (void)trim_locked(limit);
     limit_.store(limit);
@@ -207,7 +217,8 @@ class CachingPool::Impl {
       if (tag_names_[i] == name) return static_cast<TagId>(i);
     }
     if (count >= kMaxTags) {
-      return InvalidArgument(fmt::format("pool '{}': more than {} tags; reuse tag names", options_.name, kMaxTags));
+      return InvalidArgument(
+          fmt::format("pool '{}': more than {} tags; reuse tag names", options_.name, kMaxTags));
     }
     tag_names_[count] = std::string(name);
     tag_count_.store(count + 1);
@@ -235,8 +246,9 @@ class CachingPool::Impl {
     s.largest_free_bytes = largest_free_.load();
     s.limit_bytes = limit_.load();
     const std::uint64_t free_total = free_bytes_.load();
-    s.fragmentation = free_total == 0 ? 0.0
-                                      : 1.0 - static_cast<double>(s.largest_free_bytes) / static_cast<double>(free_total);
+    s.fragmentation = free_total == 0
+                          ? 0.0
+                          : 1.0 - static_cast<double>(s.largest_free_bytes) / static_cast<double>(free_total);
     return s;
   }
 
@@ -288,9 +300,10 @@ class CachingPool::Impl {
       if (stream_ids_[i] == stream) return static_cast<std::uint8_t>(i);
     }
     if (stream_ids_.size() >= kMaxStreams) {
-      return InvalidArgument(fmt::format("pool '{}': more than {} distinct streams; reuse streams or use one pool "
-                                         "per group of streams",
-                                         options_.name, kMaxStreams));
+      return InvalidArgument(
+          fmt::format("pool '{}': more than {} distinct streams; reuse streams or use one pool "
+                      "per group of streams",
+                      options_.name, kMaxStreams));
     }
     stream_ids_.push_back(stream);
     return static_cast<std::uint8_t>(stream_ids_.size() - 1);
@@ -335,9 +348,11 @@ class CachingPool::Impl {
     std::uint64_t ceiling = std::min(limit, high_water_ + headroom_);
     if (last_resort) ceiling = 0;
     if (reserved + need > ceiling) {
-      const std::uint64_t want = last_resort ? std::numeric_limits<std::uint64_t>::max() : reserved + need - ceiling;
+      const std::uint64_t want =
+          last_resort ? std::numeric_limits<std::uint64_t>::max() : reserved + need - ceiling;
       // The hole's neighbours stay untouched: unmapping them would merge holes under the placement.
-      std::uint64_t got = release_cached(arena, want, last_resort, placement.hole->prev, placement.hole->next);
+      std::uint64_t got =
+          release_cached(arena, want, last_resort, placement.hole->prev, placement.hole->next);
       if (got < want) got += release_cached(other, want - got, last_resort, nullptr, nullptr);
       if (!last_resort && options_.remap == RemapPolicy::kAdaptive) {
         headroom_ = std::min(high_water_ / kAdaptiveDivisor, headroom_ + got / kAdaptiveDivisor);
@@ -352,8 +367,8 @@ class CachingPool::Impl {
     return b;
   }
 
-  std::uint64_t release_cached(detail::Arena& arena, std::uint64_t want, bool synchronize, const detail::Block* keep_a,
-                               const detail::Block* keep_b) {
+  std::uint64_t release_cached(detail::Arena& arena, std::uint64_t want, bool synchronize,
+                               const detail::Block* keep_a, const detail::Block* keep_b) {
     const std::uint64_t before = arena.reserved_bytes();
     const std::uint64_t released = arena.release_free_memory(want, synchronize, keep_a, keep_b);
     reserved_.sub(before - arena.reserved_bytes());
@@ -404,13 +419,15 @@ class CachingPool::Impl {
       tags += fmt::format("{}{} {}", i == 0 ? "" : ", ", usage[i].tag, FormatBytes(usage[i].live_bytes));
     }
     const std::uint64_t limit = limit_.load();
-    return ResourceExhausted(fmt::format(
-        "pool '{}' on {}: out of memory allocating {} ({} bytes) on stream {:#x}: limit {}, allocated {}, reserved {}, "
-        "largest free block {}, device free {}; top tags: {}; cause: {}",
-        options_.name, backend_.kind(), FormatBytes(bytes), bytes, stream,
-        limit == 0 ? std::string("none") : FormatBytes(limit), FormatBytes(allocated_.current.load()),
-        FormatBytes(reserved_.current.load()), FormatBytes(largest_free_.load()),
-        FormatBytes(backend_.device_info().free_bytes), tags.empty() ? std::string("none") : tags, cause.message()));
+    return ResourceExhausted(
+        fmt::format("pool '{}' on {}: out of memory allocating {} ({} bytes) on stream {:#x}: limit {}, "
+                    "allocated {}, reserved {}, "
+                    "largest free block {}, device free {}; top tags: {}; cause: {}",
+                    options_.name, backend_.kind(), FormatBytes(bytes), bytes, stream,
+                    limit == 0 ? std::string("none") : FormatBytes(limit),
+                    FormatBytes(allocated_.current.load()), FormatBytes(reserved_.current.load()),
+                    FormatBytes(largest_free_.load()), FormatBytes(backend_.device_info().free_bytes),
+                    tags.empty() ? std::string("none") : tags, cause.message()));
   }
 
   DeviceBackend& backend_;
@@ -431,8 +448,8 @@ class CachingPool::Impl {
   std::array<std::string, kMaxTags> tag_names_;
 
   Gauge allocated_, requested_, reserved_, active_;
-  Counter live_blocks_, allocations_, cache_hits_, backend_allocations_, backend_frees_, trims_, trimmed_bytes_,
-      ooms_, largest_free_, free_bytes_, limit_;
+  Counter live_blocks_, allocations_, cache_hits_, backend_allocations_, backend_frees_, trims_,
+      trimmed_bytes_, ooms_, largest_free_, free_bytes_, limit_;
   std::atomic<std::size_t> tag_count_{0};
   std::array<Counter, kMaxTags> tag_bytes_;
   std::array<Counter, kMaxTags> tag_blocks_;

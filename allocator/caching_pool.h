@@ -43,7 +43,7 @@ constexpr TagId kUntagged = 0;
 constexpr std::size_t kMaxTags = 64;
 
 enum class PoolGrowth {
-  kAuto,      // mapping when the backend supports it, else segments
+  kAuto,  // mapping when the backend supports it, else segments
   kMapping,
   kSegments,
 };

@@ -26,9 +26,9 @@ using StreamId = std::uintptr_t;
 constexpr StreamId kDefaultStream = 0;
 
 struct DeviceInfo {
-  std::string kind;         // "virtual", "host", "cuda", "cuda-vmm", "pinned-host"
-  std::string name;         // "NVIDIA H200", "host (simulated GPU)"
-  int device = -1;          // CUDA ordinal, -1 for host-side backends
+  std::string kind;  // "virtual", "host", "cuda", "cuda-vmm", "pinned-host"
+  std::string name;  // "NVIDIA H200", "host (simulated GPU)"
+  int device = -1;   // CUDA ordinal, -1 for host-side backends
   std::uint64_t total_bytes = 0;
   std::uint64_t free_bytes = 0;  // as the driver (or the capacity cap) sees it now
   bool device_memory = false;    // false: host-addressable memory a CPU may touch directly

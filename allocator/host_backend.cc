@@ -1,13 +1,12 @@
 #include "allocator/host_backend.h"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "common/bytes.h"
 
@@ -32,8 +31,8 @@ Status HostBackend::take(std::uint64_t bytes) {
   std::uint64_t used = used_.load(std::memory_order_relaxed);
   do {
     if (used + bytes > capacity_) {
-      return ResourceExhausted(fmt::format("host device: {} requested with {} of {} in use", FormatBytes(bytes),
-                                           FormatBytes(used), FormatBytes(capacity_)));
+      return ResourceExhausted(fmt::format("host device: {} requested with {} of {} in use",
+                                           FormatBytes(bytes), FormatBytes(used), FormatBytes(capacity_)));
     }
   } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
   return Status::Ok();
@@ -45,7 +44,8 @@ Result<void*> HostBackend::do_allocate(std::size_t bytes) {
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     used_.fetch_sub(size);
-    return ResourceExhausted(fmt::format("host device: mmap of {} failed: {}", FormatBytes(size), std::strerror(errno)));
+    return ResourceExhausted(
+        fmt::format("host device: mmap of {} failed: {}", FormatBytes(size), std::strerror(errno)));
   }
   return p;
 }
@@ -64,8 +64,8 @@ Result<std::uintptr_t> HostBackend::reserve_address(std::size_t bytes) {
   const std::size_t span = bytes + kChunkBytes;
   void* p = mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
-    return ResourceExhausted(
-        fmt::format("host device: reserving {} of address space failed: {}", FormatBytes(bytes), std::strerror(errno)));
+    return ResourceExhausted(fmt::format("host device: reserving {} of address space failed: {}",
+                                         FormatBytes(bytes), std::strerror(errno)));
   }
   const auto raw = reinterpret_cast<std::uintptr_t>(p);
   const std::uintptr_t base = RoundUp(raw, kChunkBytes);
@@ -90,13 +90,15 @@ Status HostBackend::map(std::uintptr_t address, std::size_t bytes) {
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
   if (p == MAP_FAILED) {
     used_.fetch_sub(bytes);
-    return ResourceExhausted(fmt::format("host device: mapping {} failed: {}", FormatBytes(bytes), std::strerror(errno)));
+    return ResourceExhausted(
+        fmt::format("host device: mapping {} failed: {}", FormatBytes(bytes), std::strerror(errno)));
   }
   return Status::Ok();
 }
 
 void HostBackend::unmap(std::uintptr_t address, std::size_t bytes) noexcept {
-  // Replacing the pages with a fresh PROT_NONE reservation returns them to the OS and keeps the range reserved.
+  // Replacing the pages with a fresh PROT_NONE reservation returns them to the OS and keeps the range
+  // reserved.
   void* p = mmap(reinterpret_cast<void*>(address), bytes, PROT_NONE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) spdlog::error("host device: unmapping failed: {}", std::strerror(errno));

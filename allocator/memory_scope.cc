@@ -1,20 +1,22 @@
 #include "allocator/memory_scope.h"
 
-#include <chrono>
-
 #include <spdlog/spdlog.h>
+
+#include <chrono>
 
 #include "common/bytes.h"
 
 namespace memcoord {
 namespace {
 std::int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 }  // namespace
 
-MemoryScope::MemoryScope(CachingPool& pool, ScopeOptions options) : pool_(pool), options_(std::move(options)) {
+MemoryScope::MemoryScope(CachingPool& pool, ScopeOptions options)
+    : pool_(pool), options_(std::move(options)) {
   report_.name = options_.name;
   report_.allocated_on_entry_bytes = pool_.stats().allocated_bytes;
   start_ns_ = NowNs();
@@ -35,11 +37,12 @@ const ScopeReport& MemoryScope::close() {
   if (options_.on_exit) {
     options_.on_exit(report_);
   } else {
-    spdlog::info("scope '{}' on pool '{}' left {}{} allocated; trimmed {}", report_.name, pool_.name(),
-                 report_.left_allocated_bytes < 0 ? "-" : "",
-                 FormatBytes(static_cast<std::uint64_t>(report_.left_allocated_bytes < 0 ? -report_.left_allocated_bytes
-                                                                                         : report_.left_allocated_bytes)),
-                 FormatBytes(report_.trimmed_bytes));
+    spdlog::info(
+        "scope '{}' on pool '{}' left {}{} allocated; trimmed {}", report_.name, pool_.name(),
+        report_.left_allocated_bytes < 0 ? "-" : "",
+        FormatBytes(static_cast<std::uint64_t>(
+            report_.left_allocated_bytes < 0 ? -report_.left_allocated_bytes : report_.left_allocated_bytes)),
+        FormatBytes(report_.trimmed_bytes));
   }
   return report_;
 }

@@ -9,24 +9,24 @@
 namespace memcoord {
 
 struct PoolStats {
-  std::uint64_t allocated_bytes = 0;       // live blocks, rounded sizes
+  std::uint64_t allocated_bytes = 0;  // live blocks, rounded sizes
   std::uint64_t peak_allocated_bytes = 0;
-  std::uint64_t requested_bytes = 0;       // live blocks, sizes as asked
+  std::uint64_t requested_bytes = 0;  // live blocks, sizes as asked
   std::uint64_t peak_requested_bytes = 0;
-  std::uint64_t reserved_bytes = 0;        // memory taken from the backend (mapped chunks or segments)
+  std::uint64_t reserved_bytes = 0;  // memory taken from the backend (mapped chunks or segments)
   std::uint64_t peak_reserved_bytes = 0;
-  std::uint64_t active_bytes = 0;          // allocated plus freed blocks still awaiting other streams
+  std::uint64_t active_bytes = 0;  // allocated plus freed blocks still awaiting other streams
   std::uint64_t peak_active_bytes = 0;
   std::uint64_t live_blocks = 0;
-  std::uint64_t allocations = 0;           // successful allocate() calls
-  std::uint64_t cache_hits = 0;            // allocations served without the backend
-  std::uint64_t backend_allocations = 0;   // segment allocations or map calls
-  std::uint64_t backend_frees = 0;         // segment releases or unmap calls
+  std::uint64_t allocations = 0;          // successful allocate() calls
+  std::uint64_t cache_hits = 0;           // allocations served without the backend
+  std::uint64_t backend_allocations = 0;  // segment allocations or map calls
+  std::uint64_t backend_frees = 0;        // segment releases or unmap calls
   std::uint64_t trims = 0;
   std::uint64_t trimmed_bytes = 0;
   std::uint64_t ooms = 0;
-  std::uint64_t largest_free_bytes = 0;    // largest block allocatable without the backend
-  std::uint64_t limit_bytes = 0;           // 0: no limit
+  std::uint64_t largest_free_bytes = 0;  // largest block allocatable without the backend
+  std::uint64_t limit_bytes = 0;         // 0: no limit
   // 1 - largest free / total free (0 when nothing is free): how scattered the cache is.
   double fragmentation = 0.0;
 };

@@ -1,18 +1,19 @@
 #include "allocator/trace.h"
 
+#include <fmt/format.h>
+#include <zlib.h>
+
 #include <algorithm>
 #include <charconv>
 #include <string_view>
 #include <unordered_map>
 
-#include <fmt/format.h>
-#include <zlib.h>
-
 namespace memcoord {
 namespace {
 
 constexpr std::string_view kAccepted =
-    "accepted: memcoord/PyTorch trace lines 'a|f|r|S HEXADDR SIZE STREAM' (plain or .gz) or an RMM CSV log with "
+    "accepted: memcoord/PyTorch trace lines 'a|f|r|S HEXADDR SIZE STREAM' (plain or .gz) or an RMM CSV log "
+    "with "
     "header 'Thread,Time,Action,Pointer,Size,Stream'";
 
 Result<std::string> ReadAll(const std::string& path) {
@@ -153,19 +154,27 @@ Result<Trace> ParseMemcoord(const std::string& text, const std::string& name) {
     }
     std::uint64_t address = 0, bytes = 0, stream = 0;
     if (!ParseHex(f[1], &address) || !ParseDec(f[2], &bytes) || !ParseDec(f[3], &stream)) {
-      return LineError(name, line_number, fmt::format("bad address, size or stream in '{}'", line.substr(0, 80)));
+      return LineError(name, line_number,
+                       fmt::format("bad address, size or stream in '{}'", line.substr(0, 80)));
     }
     Status s;
     switch (f[0][0]) {
-      case 'a': s = slots.alloc(address, bytes, stream); break;
-      case 'f': s = slots.free(address, stream); break;
+      case 'a':
+        s = slots.alloc(address, bytes, stream);
+        break;
+      case 'f':
+        s = slots.free(address, stream);
+        break;
       case 'r':
-      case 'S': break;
-      default: return LineError(name, line_number, fmt::format("unknown event code '{}'", f[0]));
+      case 'S':
+        break;
+      default:
+        return LineError(name, line_number, fmt::format("unknown event code '{}'", f[0]));
     }
     if (!s.ok()) return LineError(name, line_number, s.message());
   }
-  if (trace.events.empty()) return InvalidArgument(fmt::format("trace '{}' has no allocation events; {}", name, kAccepted));
+  if (trace.events.empty())
+    return InvalidArgument(fmt::format("trace '{}' has no allocation events; {}", name, kAccepted));
   return trace;
 }
 
@@ -224,7 +233,8 @@ Result<Trace> ParseRmmCsv(const std::string& text, const std::string& name) {
     }
     if (!s.ok()) return LineError(name, line_number, s.message());
   }
-  if (trace.events.empty()) return InvalidArgument(fmt::format("trace '{}' has no allocation events; {}", name, kAccepted));
+  if (trace.events.empty())
+    return InvalidArgument(fmt::format("trace '{}' has no allocation events; {}", name, kAccepted));
   return trace;
 }
 
@@ -237,8 +247,9 @@ Result<Trace> ParseTrace(const std::string& text, const std::string& name) {
   if (head.starts_with("Thread,") || head.find("Action") != std::string_view::npos) {
     return ParseRmmCsv(text, name);
   }
-  if (!head.empty() && (head[0] == '#' || ((head[0] == 'a' || head[0] == 'f' || head[0] == 'r' || head[0] == 'S') &&
-                                          head.size() > 1 && head[1] == ' '))) {
+  if (!head.empty() &&
+      (head[0] == '#' || ((head[0] == 'a' || head[0] == 'f' || head[0] == 'r' || head[0] == 'S') &&
+                          head.size() > 1 && head[1] == ' '))) {
     return ParseMemcoord(text, name);
   }
   return InvalidArgument(fmt::format("trace '{}' is in an unknown format (starts with '{}'); {}", name,

@@ -21,8 +21,8 @@ namespace memcoord {
 struct TraceEvent {
   enum class Kind : std::uint8_t { kAlloc, kFree };
   Kind kind = Kind::kAlloc;
-  std::uint32_t slot = 0;      // live-block slot; a free names the slot of its allocation
-  std::uint64_t bytes = 0;     // requested bytes (allocations)
+  std::uint32_t slot = 0;   // live-block slot; a free names the slot of its allocation
+  std::uint64_t bytes = 0;  // requested bytes (allocations)
   StreamId stream = kDefaultStream;
 };
 

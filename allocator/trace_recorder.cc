@@ -1,9 +1,9 @@
 #include "allocator/trace_recorder.h"
 
-#include <cstdio>
-
 #include <fmt/format.h>
 #include <zlib.h>
+
+#include <cstdio>
 
 namespace memcoord {
 
@@ -45,8 +45,8 @@ void TraceRecorder::write_line(char code, std::uintptr_t address, std::size_t by
   std::lock_guard<std::mutex> lock(mu_);
   if (!file_) return;
   char line[96];
-  const int n = std::snprintf(line, sizeof line, "%c %lx %zu %lu\n", code, static_cast<unsigned long>(address),
-                              bytes, static_cast<unsigned long>(stream));
+  const int n = std::snprintf(line, sizeof line, "%c %lx %zu %lu\n", code,
+                              static_cast<unsigned long>(address), bytes, static_cast<unsigned long>(stream));
   const bool ok = file_->gzip ? gzwrite(file_->gz, line, static_cast<unsigned>(n)) == n
                               : std::fwrite(line, 1, static_cast<std::size_t>(n), file_->plain) ==
                                     static_cast<std::size_t>(n);

@@ -1,11 +1,10 @@
 #include "allocator/trace_replay.h"
 
+#include <fmt/format.h>
 #include <time.h>
 
 #include <chrono>
 #include <vector>
-
-#include <fmt/format.h>
 
 namespace memcoord {
 namespace {
@@ -55,11 +54,12 @@ Result<ReplayResult> Replay(const Trace& trace, CachingPool& pool) {
   r.frees = trace.frees;
   r.peak_requested_bytes = trace.peak_live_bytes;
   r.peak_reserved_bytes = after.peak_reserved_bytes;
-  r.ratio = trace.peak_live_bytes == 0 ? 0.0
-                                       : static_cast<double>(r.peak_reserved_bytes) /
-                                             static_cast<double>(trace.peak_live_bytes);
+  r.ratio = trace.peak_live_bytes == 0
+                ? 0.0
+                : static_cast<double>(r.peak_reserved_bytes) / static_cast<double>(trace.peak_live_bytes);
   if (done > 0) {
-    r.wall_ns_per_event = std::chrono::duration<double, std::nano>(stop - start).count() / static_cast<double>(done);
+    r.wall_ns_per_event =
+        std::chrono::duration<double, std::nano>(stop - start).count() / static_cast<double>(done);
     r.ns_per_event = static_cast<double>(cpu_stop - cpu_start) / static_cast<double>(done);
   }
   r.cache_hits = after.cache_hits - before.cache_hits;

@@ -1,6 +1,7 @@
 // Replays a parsed Trace through a CachingPool and measures what the pool did: peak reserved against the
 // trace's peak requested bytes (the fragmentation ratio) and the cost of pool operations alone (parsing
-// excluded), as thread CPU time and as wall-clock time. Every block is freed again at the end, so the pool is reusable.
+// excluded), as thread CPU time and as wall-clock time. Every block is freed again at the end, so the pool is
+// reusable.
 #pragma once
 
 #include <cstdint>
@@ -11,12 +12,12 @@
 namespace memcoord {
 
 struct ReplayResult {
-  std::uint64_t events = 0;       // pool operations: allocations + frees
+  std::uint64_t events = 0;  // pool operations: allocations + frees
   std::uint64_t allocations = 0;
   std::uint64_t frees = 0;
   std::uint64_t peak_requested_bytes = 0;
   std::uint64_t peak_reserved_bytes = 0;
-  double ratio = 0.0;             // peak reserved / peak requested
+  double ratio = 0.0;              // peak reserved / peak requested
   double ns_per_event = 0.0;       // thread CPU time per operation (immune to other processes' load)
   double wall_ns_per_event = 0.0;  // wall-clock time per operation
   std::uint64_t cache_hits = 0;

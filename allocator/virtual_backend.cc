@@ -17,8 +17,8 @@ Status VirtualBackend::take(std::uint64_t bytes) {
   std::uint64_t used = used_.load(std::memory_order_relaxed);
   do {
     if (used + bytes > capacity_) {
-      return ResourceExhausted(fmt::format("virtual device: {} requested with {} of {} in use", FormatBytes(bytes),
-                                           FormatBytes(used), FormatBytes(capacity_)));
+      return ResourceExhausted(fmt::format("virtual device: {} requested with {} of {} in use",
+                                           FormatBytes(bytes), FormatBytes(used), FormatBytes(capacity_)));
     }
   } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
   return Status::Ok();
@@ -34,7 +34,8 @@ void VirtualBackend::do_release(void* /*ptr*/, std::size_t bytes) noexcept { use
 
 Result<std::uintptr_t> VirtualBackend::reserve_address(std::size_t bytes) {
   if (bytes == 0 || bytes % kChunkBytes != 0) {
-    return InvalidArgument(fmt::format("virtual device: reserve of {} bytes is not a multiple of 2 MiB", bytes));
+    return InvalidArgument(
+        fmt::format("virtual device: reserve of {} bytes is not a multiple of 2 MiB", bytes));
   }
   return next_address_.fetch_add(bytes);
 }
@@ -43,7 +44,8 @@ void VirtualBackend::free_address(std::uintptr_t /*base*/, std::size_t /*bytes*/
 
 Status VirtualBackend::map(std::uintptr_t address, std::size_t bytes) {
   if (address % kChunkBytes != 0 || bytes % kChunkBytes != 0 || bytes == 0) {
-    return InvalidArgument(fmt::format("virtual device: map({:#x}, {}) is not chunk-aligned", address, bytes));
+    return InvalidArgument(
+        fmt::format("virtual device: map({:#x}, {}) is not chunk-aligned", address, bytes));
   }
   return take(bytes);
 }

@@ -37,7 +37,7 @@ class VirtualBackend final : public DeviceBackend {
   Status take(std::uint64_t bytes);
 
   const std::uint64_t capacity_;
-  std::atomic<std::uint64_t> used_{0};       // mapped + segment bytes
+  std::atomic<std::uint64_t> used_{0};        // mapped + segment bytes
   std::atomic<std::uintptr_t> next_address_;  // addresses are never reused
 };
 

@@ -3,10 +3,9 @@
 // the operation, 2 bad usage). Subcommands print machine-first JSON with --json, human tables otherwise.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 namespace memcoord::cli {
 

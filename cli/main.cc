@@ -10,12 +10,9 @@ int main(int argc, char** argv) {
   CLI::App root{"memcoord: GPU memory coordination for multi-GPU training"};
   root.require_subcommand(1);
   std::vector<memcoord::cli::Subcommand> subcommands = {
-      memcoord::cli::AddReplayCommand(root),
-      memcoord::cli::AddCoordinatorCommand(root),
-      memcoord::cli::AddStatusCommand(root),
-      memcoord::cli::AddTrimCommand(root),
-      memcoord::cli::AddQuotaCommand(root),
-      memcoord::cli::AddEstimateCommand(root),
+      memcoord::cli::AddReplayCommand(root), memcoord::cli::AddCoordinatorCommand(root),
+      memcoord::cli::AddStatusCommand(root), memcoord::cli::AddTrimCommand(root),
+      memcoord::cli::AddQuotaCommand(root),  memcoord::cli::AddEstimateCommand(root),
       memcoord::cli::AddPlanCommand(root),
   };
   try {

@@ -1,13 +1,13 @@
 // memcoord replay TRACE... [--backend virtual|host|cuda|cuda-vmm] [--json]
 // Replays allocation traces, each through a fresh pool, and reports fragmentation and speed.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
-#include <string>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "allocator/backend_factory.h"
 #include "allocator/caching_pool.h"
@@ -58,7 +58,7 @@ int ReplayOne(const ReplayArgs& args, const std::string& path, const BackendOpti
   }
   PoolOptions options;
   options.name = "replay";
-  options.growth = args.growth == "segments" ? PoolGrowth::kSegments
+  options.growth = args.growth == "segments"  ? PoolGrowth::kSegments
                    : args.growth == "mapping" ? PoolGrowth::kMapping
                                               : PoolGrowth::kAuto;
   // Each repetition replays through a fresh pool; the figures are deterministic except the timings, whose
@@ -114,10 +114,10 @@ nlohmann::json ToJson(const ReplayArgs& args, const TraceOutcome& o) {
 }
 
 void PrintTable(const ReplayArgs& args, const std::vector<TraceOutcome>& outcomes) {
-  std::cout << fmt::format("memcoord pool on the {} backend: peak reserved / peak requested (lower is better)\n\n",
-                           args.backend);
-  std::cout << fmt::format("{:<20} {:>9} {:>15} {:>15} {:>9} {:>13} {:>10}\n", "trace", "events", "peak requested",
-                           "peak reserved", "ratio", "PyTorch best", "ns/event");
+  std::cout << fmt::format(
+      "memcoord pool on the {} backend: peak reserved / peak requested (lower is better)\n\n", args.backend);
+  std::cout << fmt::format("{:<20} {:>9} {:>15} {:>15} {:>9} {:>13} {:>10}\n", "trace", "events",
+                           "peak requested", "peak reserved", "ratio", "PyTorch best", "ns/event");
   std::cout << "(ns/event: pool operations only, thread CPU time, median of the repetitions)\n";
   double log_sum = 0;
   for (const TraceOutcome& o : outcomes) {
@@ -169,9 +169,10 @@ int RunReplay(const ReplayArgs& args) {
 Subcommand AddReplayCommand(CLI::App& root) {
   auto args = std::make_shared<ReplayArgs>();
   CLI::App* app = root.add_subcommand("replay", "Replay an allocation trace through a memcoord pool");
-  app->add_option("trace", args->traces,
-                  "trace files (memcoord/PyTorch format, .gz or plain, or an RMM CSV log); one JSON object for one "
-                  "trace, an array for several")
+  app->add_option(
+         "trace", args->traces,
+         "trace files (memcoord/PyTorch format, .gz or plain, or an RMM CSV log); one JSON object for one "
+         "trace, an array for several")
       ->required();
   app->add_option("--backend", args->backend, "virtual | host | cuda | cuda-vmm | pinned-host | auto")
       ->capture_default_str();

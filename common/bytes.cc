@@ -1,12 +1,12 @@
 #include "common/bytes.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <cctype>
 #include <charconv>
 #include <cmath>
 #include <limits>
-
-#include <fmt/format.h>
 
 namespace memcoord {
 namespace {
@@ -36,9 +36,10 @@ std::string Lower(std::string_view s) {
 }
 
 Status Bad(std::string_view text, std::string_view why) {
-  return InvalidArgument(fmt::format("invalid size '{}': {}; accepted: a non-negative number with an optional "
-                                     "unit B, KB, MB, GB, TB, KiB, MiB, GiB, TiB (e.g. 123, 4KiB, 80GB)",
-                                     text, why));
+  return InvalidArgument(
+      fmt::format("invalid size '{}': {}; accepted: a non-negative number with an optional "
+                  "unit B, KB, MB, GB, TB, KiB, MiB, GiB, TiB (e.g. 123, 4KiB, 80GB)",
+                  text, why));
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 #include "common/logging.h"
 
-#include <cstdlib>
-
 #include <spdlog/spdlog.h>
+
+#include <cstdlib>
 
 namespace memcoord {
 

@@ -13,7 +13,7 @@ namespace memcoord {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design, like absl::StatusOr
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design, like absl::StatusOr
   Result(Status status) : status_(std::move(status)) {  // NOLINT
     assert(!status_.ok() && "Result built from an OK status without a value");
     if (status_.ok()) status_ = Status(StatusCode::kInternal, "Result built from an OK status");
@@ -42,8 +42,8 @@ class [[nodiscard]] Result {
 #define MEMCOORD_CONCAT_INNER(a, b) a##b
 #define MEMCOORD_CONCAT(a, b) MEMCOORD_CONCAT_INNER(a, b)
 // MEMCOORD_ASSIGN_OR_RETURN(auto x, MakeX()); returns the error status when MakeX() fails.
-#define MEMCOORD_ASSIGN_OR_RETURN(lhs, expr)                                 \
-  auto MEMCOORD_CONCAT(memcoord_result_, __LINE__) = (expr);                 \
-  if (!MEMCOORD_CONCAT(memcoord_result_, __LINE__).ok())                     \
-    return MEMCOORD_CONCAT(memcoord_result_, __LINE__).status();            \
+#define MEMCOORD_ASSIGN_OR_RETURN(lhs, expr)                     \
+  auto MEMCOORD_CONCAT(memcoord_result_, __LINE__) = (expr);     \
+  if (!MEMCOORD_CONCAT(memcoord_result_, __LINE__).ok())         \
+    return MEMCOORD_CONCAT(memcoord_result_, __LINE__).status(); \
   lhs = std::move(MEMCOORD_CONCAT(memcoord_result_, __LINE__)).value()

@@ -14,10 +14,10 @@ enum class StatusCode : int {
   kOk = 0,
   kCancelled = 1,
   kUnknown = 2,
-  kInvalidArgument = 3,     // the request is malformed; retrying the same request fails again
-  kDeadlineExceeded = 4,    // a timeout expired (a dead peer in a collective, a trim deadline)
-  kNotFound = 5,            // an unknown rank, pool, pointer or preset
-  kAlreadyExists = 6,       // a second worker claiming a live rank
+  kInvalidArgument = 3,   // the request is malformed; retrying the same request fails again
+  kDeadlineExceeded = 4,  // a timeout expired (a dead peer in a collective, a trim deadline)
+  kNotFound = 5,          // an unknown rank, pool, pointer or preset
+  kAlreadyExists = 6,     // a second worker claiming a live rank
   kPermissionDenied = 7,
   kResourceExhausted = 8,   // out of memory, over a quota
   kFailedPrecondition = 9,  // the state does not allow it (a limit below current use); fix state first
@@ -25,7 +25,7 @@ enum class StatusCode : int {
   kOutOfRange = 11,
   kUnimplemented = 12,
   kInternal = 13,
-  kUnavailable = 14,        // retry later (coordinator unreachable, no GPU)
+  kUnavailable = 14,  // retry later (coordinator unreachable, no GPU)
   kDataLoss = 15,
   kUnauthenticated = 16,
 };
@@ -70,8 +70,8 @@ inline Status Unauthenticated(std::string m) { return {StatusCode::kUnauthentica
 }  // namespace memcoord
 
 // Returns early with the status of `expr` when it is not OK.
-#define MEMCOORD_RETURN_IF_ERROR(expr)            \
-  do {                                            \
-    ::memcoord::Status memcoord_status_ = (expr); \
+#define MEMCOORD_RETURN_IF_ERROR(expr)                   \
+  do {                                                   \
+    ::memcoord::Status memcoord_status_ = (expr);        \
     if (!memcoord_status_.ok()) return memcoord_status_; \
   } while (false)

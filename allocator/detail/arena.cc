@@ -1,17 +1,17 @@
 #include "allocator/detail/arena.h"
 
-#include <algorithm>
-#include <limits>
-
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <limits>
 
 namespace memcoord::detail {
 namespace {
 
 constexpr std::size_t kMinSplitBytes = 512;
 constexpr std::size_t kSmallSegmentBytes = 2 << 20;
-constexpr std::size_t kLargeSegmentBytes = 20 << 20;   // segment for requests below kLargeRoundThreshold
+constexpr std::size_t kLargeSegmentBytes = 20 << 20;  // segment for requests below kLargeRoundThreshold
 constexpr std::size_t kLargeRoundThreshold = 10 << 20;
 constexpr std::size_t kSegmentRound = 2 << 20;
 
@@ -19,7 +19,8 @@ std::size_t RoundUp(std::size_t n, std::size_t to) { return (n + to - 1) / to * 
 
 }  // namespace
 
-Arena::Arena(DeviceBackend& backend, ArenaConfig config, BlockSlab& slab, const std::vector<StreamId>& stream_ids)
+Arena::Arena(DeviceBackend& backend, ArenaConfig config, BlockSlab& slab,
+             const std::vector<StreamId>& stream_ids)
     : backend_(backend), config_(config), slab_(slab), stream_ids_(stream_ids) {}
 
 Arena::~Arena() {
@@ -158,7 +159,8 @@ bool Arena::streams_idle(const Block* b) const {
 Status Arena::synchronize_streams(const Block* b) const {
   MEMCOORD_RETURN_IF_ERROR(backend_.synchronize(stream_ids_[b->stream]));
   for (std::uint64_t mask = b->wait_mask; mask != 0; mask &= mask - 1) {
-    MEMCOORD_RETURN_IF_ERROR(backend_.synchronize(stream_ids_[static_cast<std::size_t>(std::countr_zero(mask))]));
+    MEMCOORD_RETURN_IF_ERROR(
+        backend_.synchronize(stream_ids_[static_cast<std::size_t>(std::countr_zero(mask))]));
   }
   return Status::Ok();
 }

@@ -22,9 +22,9 @@ namespace memcoord::detail {
 
 struct ArenaConfig {
   bool mapping = true;
-  std::size_t chunk_bytes = 2 << 20;      // mapping: the backend's chunk
-  std::uint64_t range_bytes = 0;          // mapping: address space reserved per segment
-  bool small = false;                     // segment sizing: small arenas grow by 2 MiB segments
+  std::size_t chunk_bytes = 2 << 20;  // mapping: the backend's chunk
+  std::uint64_t range_bytes = 0;      // mapping: address space reserved per segment
+  bool small = false;                 // segment sizing: small arenas grow by 2 MiB segments
 };
 
 // Where a mapping miss will go: `map_bytes` of new chunks at `map_address` inside `hole` (or a new
@@ -96,8 +96,8 @@ class Arena {
   void add_hole(Block* b);
   void remove_hole(Block* b);
   Block* split_front(Block* b, std::size_t size);  // b keeps the front `size`; returns the remainder
-  Block* merge_free_neighbours(Block* b);         // b is kFree, not indexed; returns the merged block
-  Block* merge_hole_neighbours(Block* hole);      // hole is kHole, in the list; returns the merged hole
+  Block* merge_free_neighbours(Block* b);          // b is kFree, not indexed; returns the merged block
+  Block* merge_hole_neighbours(Block* hole);       // hole is kHole, in the list; returns the merged hole
   Block* take(Block* free_block, std::size_t size, std::uint8_t stream);
   bool streams_idle(const Block* b) const;
   Status synchronize_streams(const Block* b) const;

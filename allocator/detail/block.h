@@ -22,11 +22,11 @@ struct Block {
   Block* next = nullptr;
   Block* bin_prev = nullptr;  // free-index bin list or hole list links
   Block* bin_next = nullptr;
-  std::size_t requested = 0;   // allocated blocks: bytes the caller asked for
+  std::size_t requested = 0;    // allocated blocks: bytes the caller asked for
   std::uint64_t wait_mask = 0;  // streams (by pool index) whose queued work must precede any reuse
-  std::uint32_t segment = 0;   // index of the segment holding the block
-  std::uint16_t bin = 0;       // free-index bin while kFree
-  std::uint8_t stream = 0;     // owner stream's pool index
+  std::uint32_t segment = 0;    // index of the segment holding the block
+  std::uint16_t bin = 0;        // free-index bin while kFree
+  std::uint8_t stream = 0;      // owner stream's pool index
   std::uint8_t tag = 0;
   BlockState state = BlockState::kFree;
 

@@ -83,7 +83,8 @@ class FreeIndex {
     const int bit = 63 - std::countl_zero(bitmap_[word]);
     std::size_t largest = 0;
     std::size_t scanned = 0;
-    for (Block* b = heads_[word * 64 + bit]; b != nullptr && scanned < kScanLimit; b = b->bin_next, ++scanned) {
+    for (Block* b = heads_[word * 64 + bit]; b != nullptr && scanned < kScanLimit;
+         b = b->bin_next, ++scanned) {
       if (b->size > largest) largest = b->size;
     }
     return largest;

@@ -85,8 +85,9 @@ void BM_MixedPattern(benchmark::State& state) {
   RunMixed(alloc, free);  // warm-up pass fills the cache
   for (auto _ : state) RunMixed(alloc, free);
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(MixedPattern().size() + 0));
-  state.counters["ns_per_op"] = benchmark::Counter(static_cast<double>(state.iterations() * MixedPattern().size()),
-                                                   benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_op"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * MixedPattern().size()),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   state.counters["peak_reserved_GB"] = static_cast<double>(pool.stats().peak_reserved_bytes) / 1e9;
   state.SetLabel(growth == PoolGrowth::kMapping ? "mapping (default)" : "segments (PyTorch-style)");
 }
@@ -96,8 +97,9 @@ void BM_MallocMixedPattern(benchmark::State& state) {
   auto alloc = [](std::size_t n) { return std::malloc(n); };
   auto free = [](void* p) { std::free(p); };
   for (auto _ : state) RunMixed(alloc, free);
-  state.counters["ns_per_op"] = benchmark::Counter(static_cast<double>(state.iterations() * MixedPattern().size()),
-                                                   benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_op"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * MixedPattern().size()),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   state.SetLabel("glibc malloc (reference)");
 }
 BENCHMARK(BM_MallocMixedPattern)->Unit(benchmark::kMillisecond);

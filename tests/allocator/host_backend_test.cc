@@ -1,3 +1,5 @@
+#include "allocator/host_backend.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -6,7 +8,6 @@
 
 #include "allocator/backend_factory.h"
 #include "allocator/caching_pool.h"
-#include "allocator/host_backend.h"
 #include "common/bytes.h"
 
 namespace memcoord {
@@ -27,8 +28,8 @@ TEST(HostBackend, EveryAllocatedByteIsWrittenAndReadBack) {
       const std::size_t i = rng() % live.size();
       auto [p, bytes] = live[i];
       const auto expect = static_cast<unsigned char>(reinterpret_cast<std::uintptr_t>(p) >> 9);
-      const std::size_t first_bad =
-          static_cast<std::size_t>(std::find_if(p, p + bytes, [&](unsigned char c) { return c != expect; }) - p);
+      const std::size_t first_bad = static_cast<std::size_t>(
+          std::find_if(p, p + bytes, [&](unsigned char c) { return c != expect; }) - p);
       ASSERT_EQ(first_bad, bytes) << "byte " << first_bad << " of " << bytes << " changed";
       ASSERT_TRUE(pool.deallocate(p).ok());
       live[i] = live.back();

@@ -80,8 +80,8 @@ void RunSingleThreaded(CachingPool& pool, std::uint64_t seed, int operations, bo
       model.add(reinterpret_cast<std::uintptr_t>(*p), size, bytes);
       if (touch_memory) {
         std::memset(*p, static_cast<int>(bytes & 0xff), std::min<std::size_t>(bytes, 256));
-        std::memset(static_cast<char*>(*p) + bytes - std::min<std::size_t>(bytes, 64), static_cast<int>(bytes & 0xff),
-                    std::min<std::size_t>(bytes, 64));
+        std::memset(static_cast<char*>(*p) + bytes - std::min<std::size_t>(bytes, 64),
+                    static_cast<int>(bytes & 0xff), std::min<std::size_t>(bytes, 64));
       }
       live.emplace_back(*p, bytes);
     } else {
@@ -113,7 +113,8 @@ void RunSingleThreaded(CachingPool& pool, std::uint64_t seed, int operations, bo
       ASSERT_TRUE(pool.check_invariants().ok());
       if (touch_memory) {
         for (auto [p, bytes] : live) {
-          ASSERT_EQ(static_cast<unsigned char*>(p)[0], static_cast<unsigned char>(bytes & 0xff)) << "trim freed a live block";
+          ASSERT_EQ(static_cast<unsigned char*>(p)[0], static_cast<unsigned char>(bytes & 0xff))
+              << "trim freed a live block";
           ASSERT_EQ(static_cast<unsigned char*>(p)[bytes - 1], static_cast<unsigned char>(bytes & 0xff));
         }
       }

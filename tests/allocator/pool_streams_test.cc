@@ -30,7 +30,7 @@ TEST(PoolStreams, CrossStreamReuseWaitsOnTheDeviceNeverTheHost) {
   ASSERT_TRUE(pool.deallocate(p).ok());
   backend.busy.insert(kStreamA);  // A still has work queued on the freed block
   void* q = *pool.allocate(4 * kMiB, kStreamB);
-  EXPECT_EQ(p, q);  // reused from A's cache ...
+  EXPECT_EQ(p, q);                      // reused from A's cache ...
   ASSERT_EQ(backend.waits.size(), 1u);  // ... after B waits on A's queued work
   EXPECT_EQ(backend.waits[0], std::make_pair(kStreamB, kStreamA));
   EXPECT_TRUE(backend.synchronized.empty());  // and the host never blocked

@@ -88,8 +88,8 @@ TEST_P(PoolTest, LimitIsEnforcedWithAClearError) {
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), StatusCode::kResourceExhausted);
   const std::string& m = b.status().message();
-  for (const char* word : {"41.94 MB", "limit 67.11 MB", "allocated 41.94 MB", "reserved", "largest free block",
-                           "top tags: untagged 41.94 MB"}) {
+  for (const char* word : {"41.94 MB", "limit 67.11 MB", "allocated 41.94 MB", "reserved",
+                           "largest free block", "top tags: untagged 41.94 MB"}) {
     EXPECT_NE(m.find(word), std::string::npos) << word << " missing from: " << m;
   }
   EXPECT_EQ(pool_.stats().ooms, 1u);
@@ -209,7 +209,9 @@ TEST_P(PoolTest, SmallAndLargeBlocksLiveApart) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Growth, PoolTest, ::testing::Values(PoolGrowth::kMapping, PoolGrowth::kSegments),
-                         [](const auto& param_info) { return param_info.param == PoolGrowth::kMapping ? "Mapping" : "Segments"; });
+                         [](const auto& param_info) {
+                           return param_info.param == PoolGrowth::kMapping ? "Mapping" : "Segments";
+                         });
 
 TEST(PoolMapping, FreeChunksMoveToWhereTheyAreNeededInsteadOfGrowing) {
   VirtualBackend backend(8 * kGiB);

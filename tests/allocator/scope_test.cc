@@ -15,7 +15,8 @@ TEST(MemoryScope, ReportsWhatTheScopeLeftAndTrims) {
   ScopeReport seen;
   void* leaked = nullptr;
   {
-    MemoryScope scope(pool, {.name = "eval", .trim_on_exit = true, .on_exit = [&](const ScopeReport& r) { seen = r; }});
+    MemoryScope scope(
+        pool, {.name = "eval", .trim_on_exit = true, .on_exit = [&](const ScopeReport& r) { seen = r; }});
     void* temp = *pool.allocate(256 * kMiB);
     leaked = *pool.allocate(3 * kMiB);
     ASSERT_TRUE(pool.deallocate(temp).ok());

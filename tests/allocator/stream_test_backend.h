@@ -17,7 +17,9 @@ class StreamTestBackend final : public DeviceBackend {
 
   std::size_t chunk_bytes() const override { return inner_.chunk_bytes(); }
   Result<std::uintptr_t> reserve_address(std::size_t bytes) override { return inner_.reserve_address(bytes); }
-  void free_address(std::uintptr_t base, std::size_t bytes) noexcept override { inner_.free_address(base, bytes); }
+  void free_address(std::uintptr_t base, std::size_t bytes) noexcept override {
+    inner_.free_address(base, bytes);
+  }
   Status map(std::uintptr_t a, std::size_t bytes) override { return inner_.map(a, bytes); }
   void unmap(std::uintptr_t a, std::size_t bytes) noexcept override { inner_.unmap(a, bytes); }
   DeviceInfo device_info() override { return inner_.device_info(); }

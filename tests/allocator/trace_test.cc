@@ -1,5 +1,6 @@
-#include <gtest/gtest.h>
+#include "allocator/trace.h"
 
+#include <gtest/gtest.h>
 #include <zlib.h>
 
 #include <cstdio>
@@ -7,7 +8,6 @@
 #include <fstream>
 
 #include "allocator/caching_pool.h"
-#include "allocator/trace.h"
 #include "allocator/trace_recorder.h"
 #include "allocator/trace_replay.h"
 #include "allocator/virtual_backend.h"
@@ -17,7 +17,8 @@ namespace memcoord {
 namespace {
 
 std::string TempPath(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("memcoord_trace_test_" + std::to_string(getpid()) + "_" + name))
+  return (std::filesystem::temp_directory_path() /
+          ("memcoord_trace_test_" + std::to_string(getpid()) + "_" + name))
       .string();
 }
 
@@ -102,7 +103,8 @@ TEST(Trace, GarbageTruncatedAndMissingFiles) {
   const std::string full = TempPath("full.gz");
   {
     gzFile f = gzopen(full.c_str(), "wb");
-    for (int i = 0; i < 20000; ++i) gzprintf(f, "a %x 4096 0\nf %x 4096 0\n", 0x1000 + i * 16, 0x1000 + i * 16);
+    for (int i = 0; i < 20000; ++i)
+      gzprintf(f, "a %x 4096 0\nf %x 4096 0\n", 0x1000 + i * 16, 0x1000 + i * 16);
     gzclose(f);
   }
   std::ifstream in(full, std::ios::binary);

@@ -17,7 +17,8 @@ TEST(ParseBytes, AcceptsPlainAndUnits) {
 }
 
 TEST(ParseBytes, RejectsGarbageWithANamedReason) {
-  for (const char* bad : {"", "-5", "-1GB", "GB", "12XB", "1..2GB", "99999999999999999999", "20000000TB", "abc"}) {
+  for (const char* bad :
+       {"", "-5", "-1GB", "GB", "12XB", "1..2GB", "99999999999999999999", "20000000TB", "abc"}) {
     Result<std::uint64_t> r = ParseBytes(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;

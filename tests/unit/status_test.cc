@@ -1,6 +1,6 @@
-#include "common/result.h"
-
 #include <gtest/gtest.h>
+
+#include "common/result.h"
 
 namespace memcoord {
 namespace {
