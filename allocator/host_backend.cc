@@ -27,23 +27,12 @@ std::size_t RoundUp(std::size_t n, std::size_t to) { return (n + to - 1) / to * 
 HostBackend::HostBackend(std::uint64_t capacity_bytes)
     : capacity_(capacity_bytes != 0 ? capacity_bytes : HalfOfPhysicalMemory()) {}
 
-Status HostBackend::take(std::uint64_t bytes) {
-  std::uint64_t used = used_.load(std::memory_order_relaxed);
-  do {
-    if (used + bytes > capacity_) {
-      return ResourceExhausted(fmt::format("host device: {} requested with {} of {} in use",
-                                           FormatBytes(bytes), FormatBytes(used), FormatBytes(capacity_)));
-    }
-  } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
-  return Status::Ok();
-}
-
 Result<void*> HostBackend::do_allocate(std::size_t bytes) {
   const std::size_t size = RoundUp(bytes, 4096);
-  MEMCOORD_RETURN_IF_ERROR(take(size));
+  MEMCOORD_RETURN_IF_ERROR(capacity_.take(size, "host device"));
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
-    used_.fetch_sub(size);
+    capacity_.give(size);
     return ResourceExhausted(
         fmt::format("host device: mmap of {} failed: {}", FormatBytes(size), std::strerror(errno)));
   }
@@ -53,7 +42,7 @@ Result<void*> HostBackend::do_allocate(std::size_t bytes) {
 void HostBackend::do_release(void* ptr, std::size_t bytes) noexcept {
   const std::size_t size = RoundUp(bytes, 4096);
   if (munmap(ptr, size) != 0) spdlog::error("host device: munmap failed: {}", std::strerror(errno));
-  used_.fetch_sub(size);
+  capacity_.give(size);
 }
 
 Result<std::uintptr_t> HostBackend::reserve_address(std::size_t bytes) {
@@ -85,11 +74,11 @@ Status HostBackend::map(std::uintptr_t address, std::size_t bytes) {
   if (address % kChunkBytes != 0 || bytes % kChunkBytes != 0 || bytes == 0) {
     return InvalidArgument(fmt::format("host device: map({:#x}, {}) is not chunk-aligned", address, bytes));
   }
-  MEMCOORD_RETURN_IF_ERROR(take(bytes));
+  MEMCOORD_RETURN_IF_ERROR(capacity_.take(bytes, "host device"));
   void* p = mmap(reinterpret_cast<void*>(address), bytes, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
   if (p == MAP_FAILED) {
-    used_.fetch_sub(bytes);
+    capacity_.give(bytes);
     return ResourceExhausted(
         fmt::format("host device: mapping {} failed: {}", FormatBytes(bytes), std::strerror(errno)));
   }
@@ -102,15 +91,15 @@ void HostBackend::unmap(std::uintptr_t address, std::size_t bytes) noexcept {
   void* p = mmap(reinterpret_cast<void*>(address), bytes, PROT_NONE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) spdlog::error("host device: unmapping failed: {}", std::strerror(errno));
-  used_.fetch_sub(bytes);
+  capacity_.give(bytes);
 }
 
 DeviceInfo HostBackend::device_info() {
   DeviceInfo info;
   info.kind = "host";
   info.name = "host (simulated GPU)";
-  info.total_bytes = capacity_;
-  info.free_bytes = capacity_ - used_.load(std::memory_order_relaxed);
+  info.total_bytes = capacity_.capacity();
+  info.free_bytes = capacity_.capacity() - capacity_.used();
   info.device_memory = false;
   return info;
 }

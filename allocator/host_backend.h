@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "allocator/detail/capacity_counter.h"
 #include "allocator/device_backend.h"
 
 namespace memcoord {
@@ -26,15 +27,13 @@ class HostBackend final : public DeviceBackend {
   DeviceInfo device_info() override;
   std::string_view kind() const override { return "host"; }
 
-  std::uint64_t used_bytes() const { return used_.load(std::memory_order_relaxed); }
+  std::uint64_t used_bytes() const { return capacity_.used(); }
 
  private:
   Result<void*> do_allocate(std::size_t bytes) override;
   void do_release(void* ptr, std::size_t bytes) noexcept override;
-  Status take(std::uint64_t bytes);
 
-  const std::uint64_t capacity_;
-  std::atomic<std::uint64_t> used_{0};
+  detail::CapacityCounter capacity_;
 };
 
 }  // namespace memcoord

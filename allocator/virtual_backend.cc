@@ -13,24 +13,13 @@ std::uintptr_t RoundUp(std::uintptr_t n, std::uintptr_t to) { return (n + to - 1
 VirtualBackend::VirtualBackend(std::uint64_t capacity_bytes)
     : capacity_(capacity_bytes), next_address_(kFirstAddress) {}
 
-Status VirtualBackend::take(std::uint64_t bytes) {
-  std::uint64_t used = used_.load(std::memory_order_relaxed);
-  do {
-    if (used + bytes > capacity_) {
-      return ResourceExhausted(fmt::format("virtual device: {} requested with {} of {} in use",
-                                           FormatBytes(bytes), FormatBytes(used), FormatBytes(capacity_)));
-    }
-  } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
-  return Status::Ok();
-}
-
 Result<void*> VirtualBackend::do_allocate(std::size_t bytes) {
-  MEMCOORD_RETURN_IF_ERROR(take(bytes));
+  MEMCOORD_RETURN_IF_ERROR(capacity_.take(bytes, "virtual device"));
   const std::uintptr_t address = next_address_.fetch_add(RoundUp(bytes, kChunkBytes));
   return reinterpret_cast<void*>(address);
 }
 
-void VirtualBackend::do_release(void* /*ptr*/, std::size_t bytes) noexcept { used_.fetch_sub(bytes); }
+void VirtualBackend::do_release(void* /*ptr*/, std::size_t bytes) noexcept { capacity_.give(bytes); }
 
 Result<std::uintptr_t> VirtualBackend::reserve_address(std::size_t bytes) {
   if (bytes == 0 || bytes % kChunkBytes != 0) {
@@ -47,17 +36,17 @@ Status VirtualBackend::map(std::uintptr_t address, std::size_t bytes) {
     return InvalidArgument(
         fmt::format("virtual device: map({:#x}, {}) is not chunk-aligned", address, bytes));
   }
-  return take(bytes);
+  return capacity_.take(bytes, "virtual device");
 }
 
-void VirtualBackend::unmap(std::uintptr_t /*address*/, std::size_t bytes) noexcept { used_.fetch_sub(bytes); }
+void VirtualBackend::unmap(std::uintptr_t /*address*/, std::size_t bytes) noexcept { capacity_.give(bytes); }
 
 DeviceInfo VirtualBackend::device_info() {
   DeviceInfo info;
   info.kind = "virtual";
   info.name = "virtual (addresses only)";
-  info.total_bytes = capacity_;
-  info.free_bytes = capacity_ - used_.load(std::memory_order_relaxed);
+  info.total_bytes = capacity_.capacity();
+  info.free_bytes = capacity_.capacity() - capacity_.used();
   info.device_memory = true;
   return info;
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "allocator/detail/capacity_counter.h"
 #include "allocator/device_backend.h"
 
 namespace memcoord {
@@ -29,15 +30,13 @@ class VirtualBackend final : public DeviceBackend {
   DeviceInfo device_info() override;
   std::string_view kind() const override { return "virtual"; }
 
-  std::uint64_t used_bytes() const { return used_.load(std::memory_order_relaxed); }
+  std::uint64_t used_bytes() const { return capacity_.used(); }
 
  private:
   Result<void*> do_allocate(std::size_t bytes) override;
   void do_release(void* ptr, std::size_t bytes) noexcept override;
-  Status take(std::uint64_t bytes);
 
-  const std::uint64_t capacity_;
-  std::atomic<std::uint64_t> used_{0};        // mapped + segment bytes
+  detail::CapacityCounter capacity_;
   std::atomic<std::uintptr_t> next_address_;  // addresses are never reused
 };
 

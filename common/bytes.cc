@@ -84,28 +84,28 @@ Result<std::uint64_t> ParseBytes(std::string_view text) {
   return static_cast<std::uint64_t>(bytes);
 }
 
-std::string FormatBytes(std::uint64_t bytes) {
-  constexpr std::array<std::string_view, 5> kNames = {"B", "KB", "MB", "GB", "TB"};
+namespace {
+
+// "512 B", "15.78 GB": two decimals in the largest unit that keeps the value at or above 1.
+std::string FormatInUnits(std::uint64_t bytes, double base, const std::array<std::string_view, 5>& names) {
   double value = static_cast<double>(bytes);
   std::size_t unit = 0;
-  while (value >= 1000.0 && unit + 1 < kNames.size()) {
-    value /= 1000.0;
+  while (value >= base && unit + 1 < names.size()) {
+    value /= base;
     ++unit;
   }
   if (unit == 0) return fmt::format("{} B", bytes);
-  return fmt::format("{:.2f} {}", value, kNames[unit]);
+  return fmt::format("{:.2f} {}", value, names[unit]);
+}
+
+}  // namespace
+
+std::string FormatBytes(std::uint64_t bytes) {
+  return FormatInUnits(bytes, 1000.0, {"B", "KB", "MB", "GB", "TB"});
 }
 
 std::string FormatBytesBinary(std::uint64_t bytes) {
-  constexpr std::array<std::string_view, 5> kNames = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  std::size_t unit = 0;
-  while (value >= 1024.0 && unit + 1 < kNames.size()) {
-    value /= 1024.0;
-    ++unit;
-  }
-  if (unit == 0) return fmt::format("{} B", bytes);
-  return fmt::format("{:.2f} {}", value, kNames[unit]);
+  return FormatInUnits(bytes, 1024.0, {"B", "KiB", "MiB", "GiB", "TiB"});
 }
 
 }  // namespace memcoord
