@@ -61,7 +61,12 @@ int VisibleDevices() {
 
 class Worker::Impl final : public detail::SessionHost {
  public:
-  detail::ReportSample sample() override { return take_sample(false, backend->device_info().free_bytes); }
+  // The session thread measures free memory; step_end() reports the last measurement (never the driver).
+  detail::ReportSample sample() override {
+    const std::uint64_t free_bytes = backend->device_info().free_bytes;
+    device_free_bytes.store(free_bytes);
+    return take_sample(false, free_bytes);
+  }
   void deliver(const WorkerCommand& command) override;
 
   detail::ReportSample take_sample(bool at_step_end, std::uint64_t device_free_bytes) const;
@@ -249,6 +254,7 @@ Result<std::unique_ptr<Worker>> Worker::init(WorkerOptions options) {
   impl->options = options;
   if (!options.coordinator.empty()) {
     const DeviceInfo info = impl->backend->device_info();
+    impl->device_free_bytes.store(info.free_bytes);  // until the session thread measures again
     detail::SessionConfig config;
     config.address = options.coordinator;
     config.token = options.token;

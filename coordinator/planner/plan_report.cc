@@ -1,5 +1,6 @@
 #include "coordinator/planner/plan_report.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "common/bytes.h"
@@ -91,7 +92,9 @@ std::string PlanToTable(const PlanRequest& request, const Plan& plan) {
     }
     return out;
   }
-  out += Pad("device", 12) + Pad("capacity", 14) + Pad("load", 14) + "units\n";
+  std::size_t name_width = 12;  // live devices have long names ("host:gpu0 (ranks 0,1)")
+  for (const DeviceSpec& d : request.devices) name_width = std::max(name_width, d.name.size() + 2);
+  out += Pad("device", name_width) + Pad("capacity", 14) + Pad("load", 14) + "units\n";
   for (std::size_t d = 0; d < request.devices.size(); ++d) {
     std::string units;
     for (std::size_t i = 0; i < plan.models.size(); ++i) {
@@ -103,7 +106,8 @@ std::string PlanToTable(const PlanRequest& request, const Plan& plan) {
                  " units)";
       }
     }
-    out += Pad(request.devices[d].name, 12) + Pad(FormatBytes(request.devices[d].capacity_bytes), 14) +
+    out += Pad(request.devices[d].name, name_width) +
+           Pad(FormatBytes(request.devices[d].capacity_bytes), 14) +
            Pad(FormatBytes(plan.device_loads_bytes[d]), 14) + (units.empty() ? "-" : units) + "\n";
   }
   out += "busiest " + FormatBytes(plan.max_load_bytes) + ", lower bound " +

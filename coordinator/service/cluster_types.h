@@ -99,6 +99,18 @@ struct ClusterView {
   CoordinatorStatsView stats;
 };
 
+// A device the Plan RPC places onto, built from live workers' reports (see live_plan.h).
+struct LiveDevice {
+  std::string name;  // "host:gpu0 (ranks 0,1)"; host backend: "host:sim<local rank> (rank r)"
+  std::string host;
+  int device = -1;                   // CUDA ordinal; -1 for the host backend
+  std::vector<int> ranks;            // live ranks on it, ascending
+  std::uint64_t free_bytes = 0;      // measured free memory, latest report of its ranks
+  std::uint64_t cached_bytes = 0;    // reserved but unallocated in its pools (a trim could free it)
+  std::uint64_t capacity_bytes = 0;  // what the planner was given (= free_bytes)
+  std::uint64_t total_bytes = 0;     // the device's total memory
+};
+
 // A worker that just died and the reason; the group is aborted.
 struct DeadWorker {
   int rank = -1;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "coordinator/service/proto_convert.h"
@@ -143,6 +144,23 @@ Result<std::string> CoordinatorClient::Get(const std::string& key, std::uint32_t
   grpc::Status status = impl_->stub->Get(&context, request, &reply);
   if (!status.ok()) return FromGrpcStatus(status, impl_->what("Get"));
   return reply.value();
+}
+
+Result<RemotePlan> CoordinatorClient::Plan(const std::string& request_json) {
+  v1::PlanRequest request;
+  request.set_request_json(request_json);
+  grpc::ClientContext context;
+  impl_->prepare(&context, std::max(impl_->options.timeout, std::chrono::milliseconds(30000)));
+  v1::PlanReply reply;
+  grpc::Status status = impl_->stub->Plan(&context, request, &reply);
+  if (!status.ok()) return FromGrpcStatus(status, impl_->what("Plan"));
+  RemotePlan out;
+  out.feasible = reply.feasible();
+  out.reason = reply.reason();
+  out.plan_json = reply.plan_json();
+  out.plan_table = reply.plan_table();
+  for (const v1::LiveDevice& d : reply.devices()) out.devices.push_back(FromProto(d));
+  return out;
 }
 
 }  // namespace memcoord::coordinator

@@ -30,6 +30,15 @@ struct ClientOptions {
 // Reads a token file: its first line, surrounding whitespace removed. NOT_FOUND / INVALID_ARGUMENT (empty).
 Result<std::string> ReadTokenFile(const std::string& path);
 
+// What the Plan RPC answered: the plan as `memcoord plan` prints it (JSON and table) and the live devices.
+struct RemotePlan {
+  bool feasible = false;
+  std::string reason;               // why not, when infeasible
+  std::string plan_json;            // `memcoord plan --json`'s JSON
+  std::string plan_table;           // `memcoord plan`'s table
+  std::vector<LiveDevice> devices;  // empty when the request named its devices
+};
+
 class CoordinatorClient {
  public:
   explicit CoordinatorClient(const ClientOptions& options);
@@ -46,6 +55,9 @@ class CoordinatorClient {
   Status Watch(std::uint32_t interval_ms, const std::function<bool(const ClusterView&)>& on_snapshot);
   Status Put(const std::string& key, const std::string& value);
   Result<std::string> Get(const std::string& key, std::uint32_t wait_ms);
+  // Plans `request_json` (the plan file's text; "devices" optional) on the coordinator's live memory. An
+  // infeasible plan is a result (feasible false), not an error. Waits up to max(timeout, 30 s).
+  Result<RemotePlan> Plan(const std::string& request_json);
 
  private:
   class Impl;

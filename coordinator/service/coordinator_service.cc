@@ -7,6 +7,8 @@
 #include <deque>
 
 #include "common/bytes.h"
+#include "coordinator/planner/plan_report.h"
+#include "coordinator/service/live_plan.h"
 #include "coordinator/service/proto_convert.h"
 #include "coordinator/service/quota_policy.h"
 #include "coordinator/service/status_mapping.h"
@@ -623,6 +625,20 @@ grpc::Status CoordinatorService::Get(grpc::ServerContext* context, const v1::Get
   }
   return ToGrpcStatus(DeadlineExceeded(
       fmt::format("key '{}' did not appear within {} ms", request->key(), request->wait_ms())));
+}
+
+grpc::Status CoordinatorService::Plan(grpc::ServerContext* context, const v1::PlanRequest* request,
+                                      v1::PlanReply* reply) {
+  Status auth = authenticate(*context);
+  if (!auth.ok()) return ToGrpcStatus(auth);
+  Result<LivePlan> live = PlanOnCluster(request->request_json(), state_.snapshot(Clock::now()));
+  if (!live.ok()) return ToGrpcStatus(live.status());
+  reply->set_feasible(live->plan.feasible);
+  reply->set_reason(live->plan.reason);
+  reply->set_plan_json(planner::PlanToJson(live->request, live->plan).dump(2));
+  reply->set_plan_table(planner::PlanToTable(live->request, live->plan));
+  for (const LiveDevice& d : live->devices) ToProto(d, reply->add_devices());
+  return grpc::Status::OK;
 }
 
 }  // namespace memcoord::coordinator

@@ -1,8 +1,8 @@
 // CoordinatorService: the memcoord.v1.Coordinator gRPC service, a thin layer over the core (ClusterState,
-// TrimOrchestrator, QuotaPolicy, LeakWatch). Handlers translate messages, call the core and map its Status
-// through ToGrpcStatus, the one mapping point. Attach sessions are callback reactors (no thread per
-// session; a reaction never blocks): commands to a session are queued and written one at a time, so
-// sending to a slow or stopped worker never blocks the sender. Admin calls are synchronous handlers.
+// TrimOrchestrator, QuotaPolicy, LeakWatch, PlanOnCluster). Handlers translate messages, call the core and
+// map its Status through ToGrpcStatus, the one mapping point. Attach sessions are callback reactors (no
+// thread per session; a reaction never blocks): commands to a session are queued and written one at a time,
+// so sending to a slow or stopped worker never blocks the sender. Admin calls are synchronous handlers.
 //
 // Liveness: a broken Attach stream marks its worker dead at once; the liveness thread marks silent workers
 // dead (3 x their report interval) and cancels their stream. Either way every live worker of the dead
@@ -51,6 +51,8 @@ class CoordinatorService final : public v1::Coordinator::WithCallbackMethod_Atta
                    v1::PutResponse* reply) override;
   grpc::Status Get(grpc::ServerContext* context, const v1::GetRequest* request,
                    v1::GetResponse* reply) override;
+  grpc::Status Plan(grpc::ServerContext* context, const v1::PlanRequest* request,
+                    v1::PlanReply* reply) override;
 
   ClusterView snapshot() const;
   // Ends every wait, cancels every session and stops the liveness thread. Idempotent.

@@ -171,4 +171,28 @@ void ToProto(const ClusterView& in, v1::ClusterSnapshot* out) {
   s->set_live_sessions(in.stats.live_sessions);
 }
 
+LiveDevice FromProto(const v1::LiveDevice& in) {
+  LiveDevice out;
+  out.name = in.name();
+  out.host = in.host();
+  out.device = in.device();
+  out.ranks.assign(in.ranks().begin(), in.ranks().end());
+  out.free_bytes = in.free_bytes();
+  out.cached_bytes = in.cached_bytes();
+  out.capacity_bytes = in.capacity_bytes();
+  out.total_bytes = in.total_bytes();
+  return out;
+}
+
+void ToProto(const LiveDevice& in, v1::LiveDevice* out) {
+  out->set_name(in.name);
+  out->set_host(in.host);
+  out->set_device(in.device);
+  for (int r : in.ranks) out->add_ranks(r);
+  out->set_free_bytes(in.free_bytes);
+  out->set_cached_bytes(in.cached_bytes);
+  out->set_capacity_bytes(in.capacity_bytes);
+  out->set_total_bytes(in.total_bytes);
+}
+
 }  // namespace memcoord::coordinator

@@ -17,10 +17,12 @@ RankAck FromProto(const v1::Ack& in, int rank);
 WorkerRecord FromProto(const v1::WorkerInfo& in);
 LeakAlert FromProto(const v1::LeakAlert& in);
 ClusterView FromProto(const v1::ClusterSnapshot& in);
+LiveDevice FromProto(const v1::LiveDevice& in);
 
 void ToProto(const PoolUsage& in, v1::PoolStats* out);
 void ToProto(const WorkerRecord& in, v1::WorkerInfo* out);
 void ToProto(const LeakAlert& in, v1::LeakAlert* out);
 void ToProto(const ClusterView& in, v1::ClusterSnapshot* out);
+void ToProto(const LiveDevice& in, v1::LiveDevice* out);
 
 }  // namespace memcoord::coordinator

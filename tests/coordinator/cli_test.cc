@@ -1,9 +1,11 @@
 // The `memcoord` command-line contracts for the coordinator: `memcoord coordinator` serves until SIGTERM,
 // `status --json`, `trim --now --json` and `quota set` talk to it, bad input exits 2 and unknown ranks 1
-// with the coordinator's message. Real processes throughout (the binary, the test worker).
+// with the coordinator's message; `plan --coordinator` plans on live memory. Real processes throughout (the
+// binary, the test worker).
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -86,6 +88,58 @@ TEST(MemcoordCli, CoordinatorStatusTrimAndQuota) {
   EXPECT_NE(out.find("NOT_FOUND"), std::string::npos) << out;
   EXPECT_EQ(Memcoord({"status", "--coordinator", "127.0.0.1:1"}, &out), 1);
   EXPECT_NE(out.find("UNAVAILABLE"), std::string::npos) << out;
+
+  coordinator.signal(SIGTERM);
+  EXPECT_EQ(coordinator.wait(milliseconds(5000)), 0) << coordinator.output();
+  worker.signal(SIGKILL);
+}
+
+// `memcoord plan FILE --coordinator ADDR`: the plan lands on the live worker's measured free memory.
+TEST(MemcoordCli, PlanOnLiveMemory) {
+  Child coordinator({MEMCOORD_CLI, "coordinator", "--listen", "127.0.0.1:0"}, {});
+  std::string address;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::smatch m;
+        const std::string out = coordinator.output();
+        if (!std::regex_search(out, m, std::regex(R"(listening on (127\.0\.0\.1:\d+))"))) return false;
+        address = m[1];
+        return true;
+      },
+      milliseconds(10000)))
+      << coordinator.output();
+  const std::string fits = ::testing::TempDir() + "plan-fits.json";
+  const std::string too_big = ::testing::TempDir() + "plan-too-big.json";
+  std::ofstream(fits) << R"({"models": [{"preset": "gpt2", "mode": "inference"}]})";
+  std::ofstream(too_big) << R"({"models": [{"preset": "gpt2-xl", "mode": "training"}]})";
+
+  std::string out;
+  EXPECT_EQ(Memcoord({"plan", fits, "--coordinator", address}, &out), 1) << out;  // no live workers
+  EXPECT_NE(out.find("FAILED_PRECONDITION"), std::string::npos) << out;
+  EXPECT_EQ(Memcoord({"plan", fits, "--token-file", "/nonexistent"}, &out), 2) << out;
+
+  Child worker({MEMCOORD_TEST_WORKER, "--until-abort", "--steps", "0", "--step-ms", "10"},
+               {"MEMCOORD_COORDINATOR=" + address, "MEMCOORD_RANK=0", "MEMCOORD_WORLD_SIZE=1"});
+  nlohmann::json plan;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        if (Memcoord({"plan", fits, "--coordinator", address, "--json"}, &out) != 0) return false;
+        plan = nlohmann::json::parse(out, nullptr, false);
+        return !plan.is_discarded();
+      },
+      milliseconds(10000)))
+      << out;
+  EXPECT_TRUE(plan["feasible"].get<bool>());
+  ASSERT_EQ(plan["live_devices"].size(), 1u);
+  EXPECT_EQ(plan["live_devices"][0]["ranks"][0], 0);
+  EXPECT_LE(plan["device_loads_bytes"][0].get<std::uint64_t>(),
+            plan["live_devices"][0]["free_bytes"].get<std::uint64_t>());
+  EXPECT_EQ(Memcoord({"plan", fits, "--coordinator", address}, &out), 0) << out;
+  EXPECT_NE(out.find("busiest"), std::string::npos) << out;
+  EXPECT_EQ(Memcoord({"plan", too_big, "--coordinator", address}, &out), 1) << out;
+  EXPECT_NE(out.find("infeasible"), std::string::npos) << out;
+  EXPECT_EQ(Memcoord({"plan", "/nonexistent.json", "--coordinator", address}, &out), 2) << out;
+  EXPECT_EQ(Memcoord({"plan", fits, "--coordinator", "127.0.0.1:1"}, &out), 1) << out;
 
   coordinator.signal(SIGTERM);
   EXPECT_EQ(coordinator.wait(milliseconds(5000)), 0) << coordinator.output();
