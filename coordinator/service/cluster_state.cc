@@ -143,8 +143,15 @@ std::vector<RankProgress> ClusterState::progress(const std::vector<int>& ranks, 
   for (int rank : ranks) {
     auto it = workers_.find(rank);
     if (it == workers_.end()) continue;
-    out.push_back(RankProgress{rank, it->second.step, it->second.steps_per_second,
-                               MillisBetween(it->second.last_report_at, now)});
+    const WorkerRecord& w = it->second;
+    double rate = w.steps_per_second;
+    if (rate == 0.0 && w.step > w.rate_anchor_step && w.last_report_at > w.rate_anchor_at) {
+      // No full rate window yet (a trim soon after start): the partial window is a better guess than "not
+      // moving", which would put the trim step where a fast rank is already past it.
+      rate = static_cast<double>(w.step - w.rate_anchor_step) /
+             std::chrono::duration<double>(w.last_report_at - w.rate_anchor_at).count();
+    }
+    out.push_back(RankProgress{rank, w.step, rate, MillisBetween(w.last_report_at, now)});
   }
   return out;
 }
