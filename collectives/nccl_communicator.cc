@@ -53,6 +53,14 @@ ncclRedOp_t NcclOp(ReduceOp op) {
   return ncclSum;
 }
 
+// With one rank an average is the value itself: map it to a sum (a copy). NCCL 2.28.3's one-rank
+// pre-multiplied-sum path gave wrong fp64 averages for 65,537 elements on the H200 (every other type, op and
+// size was bit-exact), so the single-rank case never takes that path.
+ncclRedOp_t NcclOpFor(ReduceOp op, int ranks) {
+  if (op == ReduceOp::kAvg && ranks == 1) return ncclSum;
+  return NcclOp(op);
+}
+
 Status NcclError(ncclResult_t result, std::string_view what, ncclComm_t comm) {
   std::string detail = comm != nullptr ? ncclGetLastError(comm) : "";
   return Internal(fmt::format("{}: NCCL error {} ({}){}{}", what, static_cast<int>(result),
@@ -368,8 +376,9 @@ Result<std::unique_ptr<PendingCollective>> NcclCommunicator::do_start_allreduce(
   std::string what = Describe("allreduce", count, type, &op);
   MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(send, "send", what));
   MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(recv, "recv", what));
+  const int ranks = size();
   return Launch(std::move(what), [=](ncclComm_t comm, cudaStream_t stream) {
-    return ncclAllReduce(send, recv, count, NcclType(type), NcclOp(op), comm, stream);
+    return ncclAllReduce(send, recv, count, NcclType(type), NcclOpFor(op, ranks), comm, stream);
   });
 }
 
@@ -395,8 +404,9 @@ Status NcclCommunicator::do_reduce_scatter(const void* send, void* recv, std::si
   std::string what = Describe("reduce_scatter", count, type, &op);
   MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(send, "send", what));
   MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(recv, "recv", what));
+  const int ranks = size();
   return Run(std::move(what), [=](ncclComm_t comm, cudaStream_t stream) {
-    return ncclReduceScatter(send, recv, count, NcclType(type), NcclOp(op), comm, stream);
+    return ncclReduceScatter(send, recv, count, NcclType(type), NcclOpFor(op, ranks), comm, stream);
   });
 }
 
