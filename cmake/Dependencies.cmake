@@ -21,7 +21,13 @@ if(MEMCOORD_WITH_CUDA)
   endif()
   include(CheckLanguage)
   check_language(CUDA)
+  # Stock FindCUDAToolkit of CMake 3.25.x (Debian 12) marks CUDA::nvToolsExt deprecated without checking that
+  # the target exists; CUDA >= 12 ships no libnvToolsExt, so configure fails when the project requires >= 3.25.
+  # The module only does this for projects that require 3.25+, so it is asked as a 3.24 project would.
+  set(memcoord_saved_minimum_version ${CMAKE_MINIMUM_REQUIRED_VERSION})
+  set(CMAKE_MINIMUM_REQUIRED_VERSION 3.24)
   find_package(CUDAToolkit QUIET)
+  set(CMAKE_MINIMUM_REQUIRED_VERSION ${memcoord_saved_minimum_version})
   if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND)
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
       set(CMAKE_CUDA_ARCHITECTURES "90-real;90-virtual")
