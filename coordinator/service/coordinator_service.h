@@ -1,33 +1,23 @@
-// CoordinatorService: the memcoord.v1.Coordinator gRPC service, a thin layer over the core (ClusterState,
-// TrimOrchestrator, QuotaPolicy, LeakWatch, PlanOnCluster). Handlers translate messages, call the core and
-// map its Status through ToGrpcStatus, the one mapping point. Attach sessions are callback reactors (no
-// thread per session; a reaction never blocks): commands to a session are queued and written one at a time,
-// so sending to a slow or stopped worker never blocks the sender. Admin calls are synchronous handlers.
+// CoordinatorService: the memcoord.v1.Coordinator gRPC service. It only wires the parts, as gRPC's
+// route_guide does: each RPC authenticates the caller, then calls the part that owns the work and maps its
+// Status through ToGrpcStatus, the one mapping point.
 //
-// Liveness: a broken Attach stream marks its worker dead at once; the liveness thread marks silent workers
-// dead (3 x their report interval) and cancels their stream. Either way every live worker of the dead
-// worker's group gets an Abort naming it. A worker that closes its stream cleanly (WritesDone) is recorded
-// as detached without aborting anyone.
+//   service_state       what the parts share (core state, sessions, store, stop signal)
+//   attach_reactor      the Attach stream of one worker (callback reactor, non-blocking sends)
+//   worker_events       what a worker's messages do; a dead worker aborts its group
+//   liveness_sweeper    marks silent workers dead
+//   quota_broker        SetQuota, OOM requests and pressure rebalancing
+//   rpc_handlers        GetCluster, Watch, Plan, Trim, Put, Get
 //
 // Internal to the coordinator library (includes generated gRPC headers); the public face is
 // CoordinatorServer. Thread safety: all handlers and public methods are thread-safe.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
-#include <map>
-#include <memory>
-#include <mutex>
-#include <string>
-#include <thread>
-
-#include "coordinator/service/ack_board.h"
-#include "coordinator/service/cluster_state.h"
 #include "coordinator/service/coordinator_server.h"
-#include "coordinator/service/leak_watch.h"
-#include "coordinator/service/quota_policy.h"
-#include "coordinator/service/report_latency.h"
-#include "coordinator/service/trim_orchestrator.h"
+#include "coordinator/service/liveness_sweeper.h"
+#include "coordinator/service/quota_broker.h"
+#include "coordinator/service/service_state.h"
+#include "coordinator/service/worker_events.h"
 #include "memcoord/v1/coordinator.grpc.pb.h"
 
 namespace memcoord::coordinator {
@@ -54,58 +44,17 @@ class CoordinatorService final : public v1::Coordinator::WithCallbackMethod_Atta
   grpc::Status Plan(grpc::ServerContext* context, const v1::PlanRequest* request,
                     v1::PlanReply* reply) override;
 
-  ClusterView snapshot() const;
+  ClusterView snapshot() const { return state_.snapshot(); }
   // Ends every wait, cancels every session and stops the liveness thread. Idempotent.
   void shutdown();
 
  private:
-  class Session;
-
   Status authenticate(const grpc::ServerContextBase& context) const;
-  // Session events (on gRPC's callback threads).
-  Status register_session(Session* session, const v1::Register& request);
-  void handle_report(Session& session, const v1::Report& report, Status* result);
-  void session_ended(Session* session, bool broken, const Status& result);
-  void handle_oom(Session& session, const v1::OomRequest& request);
-  // Quota views of every pool on `rank`'s device, from the latest reports.
-  std::vector<PoolQuotaView> device_pools(int rank) const;
-  // Moves quota toward a pool of `rank` that is near its limit (>= 90%), before it runs out.
-  void rebalance(int rank, const std::vector<PoolUsage>& pools);
-  Status apply_limits(const std::vector<QuotaChange>& changes, bool wait_for_acks);
-  // Sends to the live session holding `rank`; false when there is none or the write failed.
-  bool send_to_rank(int rank, const v1::CoordinatorMessage& message);
-  void on_dead(const DeadWorker& dead);
-  void liveness_loop();
 
-  const CoordinatorOptions options_;
-  const std::string coordinator_id_;
-  const Clock::time_point started_at_;
-  ClusterState state_;
-  AckBoard acks_;
-  TrimOrchestrator trims_;
-  LeakWatch leaks_;
-  LatencyRecorder report_latency_;
-  std::atomic<std::uint64_t> next_command_id_{1};
-  std::atomic<bool> shutting_down_{false};
-
-  mutable std::mutex sessions_mu_;
-  // sessions_mu_ guards the following.
-  // Registered sessions by session id. A Session is deleted by gRPC (OnDone) only after it left this map,
-  // so a pointer taken under sessions_mu_ is valid while the lock is held.
-  std::map<std::uint64_t, Session*> sessions_;
-
-  std::mutex rebalance_mu_;
-  // rebalance_mu_ guards the following: when each (rank, pool) was last given quota (rate limit).
-  std::map<std::pair<int, std::string>, Clock::time_point> last_rebalance_;
-
-  std::mutex kv_mu_;
-  std::condition_variable kv_cv_;
-  // kv_mu_ guards the following.
-  std::map<std::string, std::string> kv_;
-
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;  // wakes the liveness thread and Watch streams on shutdown
-  std::thread liveness_;
+  ServiceState state_;
+  QuotaBroker quotas_;
+  WorkerEvents events_;
+  LivenessSweeper sweeper_;  // last: its thread starts once everything it uses exists
 };
 
 }  // namespace memcoord::coordinator

@@ -14,3 +14,11 @@ grpc::Status ToGrpcStatus(const Status& status);
 Status FromGrpcStatus(const grpc::Status& status, std::string_view what);
 
 }  // namespace memcoord::coordinator
+
+// In a gRPC handler: returns ToGrpcStatus(expr) when `expr` (a memcoord Status) is not OK.
+#define MEMCOORD_RETURN_GRPC_IF_ERROR(expr)                                               \
+  do {                                                                                    \
+    if (::memcoord::Status memcoord_grpc_status_ = (expr); !memcoord_grpc_status_.ok()) { \
+      return ::memcoord::coordinator::ToGrpcStatus(memcoord_grpc_status_);                \
+    }                                                                                     \
+  } while (0)

@@ -1,0 +1,19 @@
+// The Attach stream of one worker, as a gRPC callback reactor (no thread per session; a reaction never
+// blocks). Reads are processed as they complete (one read in flight at a time) by WorkerEvents; writes go
+// through an outbox with one StartWrite in flight, so send() never blocks the sender, even toward a slow or
+// stopped worker. The reactor deletes itself in OnDone, after it left the session registry.
+//
+// Internal to the coordinator library: included only by the service's .cc (it pulls in gRPC headers).
+#pragma once
+
+#include "coordinator/service/service_state.h"
+#include "coordinator/service/worker_events.h"
+#include "memcoord/v1/coordinator.grpc.pb.h"
+
+namespace memcoord::coordinator {
+
+// Starts a session on `context`. `admission` not OK (e.g. not authenticated): the call ends with it at once.
+grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* StartAttachSession(
+    grpc::CallbackServerContext* context, ServiceState& state, WorkerEvents& events, const Status& admission);
+
+}  // namespace memcoord::coordinator
