@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -245,7 +246,10 @@ Status MpiCommunicator::do_barrier() {
 }
 
 Status MpiCommunicator::do_verify(const Signature& signature) {
-  long long pack[2 * kSignatureFields];
+  // On the heap, and leaked when the check fails: an abandoned MPI request cannot be cancelled and may still
+  // write its 80 bytes when a late peer arrives, long after this frame is gone.
+  auto owned = std::make_unique<long long[]>(2 * kSignatureFields);
+  long long* pack = owned.get();
   PackForMax(signature, pack);
   const char* operations[] = {"none", "allreduce", "broadcast", "allgather", "reduce_scatter", "barrier"};
   const long long op_index = signature.fields[0];
@@ -257,7 +261,11 @@ Status MpiCommunicator::do_verify(const Signature& signature) {
       MPI_Iallreduce(MPI_IN_PLACE, pack, 2 * kSignatureFields, MPI_LONG_LONG, MPI_MAX, comm_, &request);
   if (rc != MPI_SUCCESS) return StartFailed(what, rc);
   pending.requests().push_back(request);
-  MEMCOORD_RETURN_IF_ERROR(pending.wait());
+  Status waited = pending.wait();
+  if (!waited.ok()) {
+    (void)owned.release();
+    return waited;
+  }
   return CheckAgreement(pack, op_index >= 0 && op_index <= 5 ? operations[op_index] : "?");
 }
 

@@ -67,19 +67,28 @@ Status NcclError(ncclResult_t result, std::string_view what, ncclComm_t comm) {
                               ncclGetErrorString(result), detail.empty() ? "" : ": ", detail));
 }
 
-// Polls ncclCommGetAsyncError on a nonblocking communicator until it leaves ncclInProgress.
-Status PollUntilReady(ncclComm_t comm, std::mutex* mu, std::string_view what, Clock::time_point deadline,
-                      std::chrono::milliseconds timeout) {
+// Polls the asynchronous state of the nonblocking communicator in `*comm` until it leaves ncclInProgress, the
+// deadline passes, or `abort` is set. `mu`, when given, guards `*comm` (abort() nulls it under `mu`) and is
+// held only around each ncclCommGetAsyncError, never across the wait: an abort from another thread takes it
+// within one NCCL call. The abort flag is checked before the lock is taken, so once it is set this loop never
+// competes with abort() for the lock.
+Status PollUntilReady(ncclComm_t* comm, std::mutex* mu, const AbortState* abort, std::string_view what,
+                      Clock::time_point deadline, std::chrono::milliseconds timeout) {
   for (;;) {
+    if (abort != nullptr && abort->aborted()) return abort->status().WithContext(std::string(what) + ": ");
     ncclResult_t state = ncclSuccess;
     {
       std::unique_lock<std::mutex> lock;
       if (mu != nullptr) lock = std::unique_lock<std::mutex>(*mu);
-      const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
-      if (r != ncclSuccess) return NcclError(r, what, comm);
+      if (*comm == nullptr) {  // aborted between the check above and the lock
+        return abort != nullptr ? abort->status().WithContext(std::string(what) + ": ")
+                                : Aborted(std::string(what) + ": the communicator is gone");
+      }
+      const ncclResult_t r = ncclCommGetAsyncError(*comm, &state);
+      if (r != ncclSuccess) return NcclError(r, what, *comm);
+      if (state != ncclSuccess && state != ncclInProgress) return NcclError(state, what, *comm);
     }
     if (state == ncclSuccess) return Status::Ok();
-    if (state != ncclInProgress) return NcclError(state, what, comm);
     if (Clock::now() >= deadline) {
       return DeadlineExceeded(fmt::format("{} did not complete within {} ms: a peer is dead or not joining",
                                           what, timeout.count()));
@@ -277,7 +286,8 @@ Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(NcclRendezvou
     if (comm != nullptr) ncclCommAbort(comm);
     return error;
   }
-  Status ready = PollUntilReady(comm, nullptr, what, deadline, timeout);
+  // Init runs in NCCL's own thread; it is polled (and abandoned on a deadline or on `cancel_creation`).
+  Status ready = PollUntilReady(&comm, nullptr, options.cancel_creation, what, deadline, timeout);
   if (!ready.ok()) {
     ncclCommAbort(comm);
     return ready;
@@ -292,15 +302,21 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl, int rank, int siz
     : Communicator(rank, size, options), impl_(std::move(impl)), device_(device) {}
 
 NcclCommunicator::~NcclCommunicator() {
-  std::lock_guard<std::mutex> lock(impl_->comm_mu);
-  if (impl_->comm == nullptr) return;
   cudaSetDevice(device_);
-  // Finalize flushes queued work; bounded by the timeout, then abort.
-  const ncclResult_t r = ncclCommFinalize(impl_->comm);
-  Status done = r == ncclSuccess || r == ncclInProgress
-                    ? PollUntilReady(impl_->comm, nullptr, "ncclCommFinalize",
-                                     Clock::now() + options().timeout, options().timeout)
-                    : NcclError(r, "ncclCommFinalize", impl_->comm);
+  // Finalize flushes queued work; bounded by the timeout (and by an abort), then abort.
+  Status done;
+  {
+    std::lock_guard<std::mutex> lock(impl_->comm_mu);
+    if (impl_->comm == nullptr) return;
+    const ncclResult_t r = ncclCommFinalize(impl_->comm);
+    if (r != ncclSuccess && r != ncclInProgress) done = NcclError(r, "ncclCommFinalize", impl_->comm);
+  }
+  if (done.ok()) {
+    done = PollUntilReady(&impl_->comm, &impl_->comm_mu, abort_state().get(), "ncclCommFinalize",
+                          Clock::now() + options().timeout, options().timeout);
+  }
+  std::lock_guard<std::mutex> lock(impl_->comm_mu);
+  if (impl_->comm == nullptr) return;  // aborted meanwhile
   if (done.ok()) {
     ncclCommDestroy(impl_->comm);
   } else {
@@ -338,18 +354,23 @@ Result<std::unique_ptr<PendingCollective>> NcclCommunicator::Launch(std::string 
                                                                     const Enqueue& enqueue) {
   MEMCOORD_RETURN_IF_ERROR(CudaRuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
   Status failed;
+  bool in_progress = false;
   {
     std::lock_guard<std::mutex> lock(impl_->comm_mu);
     if (impl_->comm == nullptr) return abort_status().WithContext(what + ": ");
     const auto r = static_cast<ncclResult_t>(enqueue(impl_->comm, impl_->stream));
-    if (r == ncclInProgress) {
-      failed =
-          PollUntilReady(impl_->comm, nullptr, what, Clock::now() + options().timeout, options().timeout);
-    } else if (r != ncclSuccess) {
-      failed = NcclError(r, what, impl_->comm);
-    }
+    in_progress = r == ncclInProgress;
+    if (r != ncclSuccess && !in_progress) failed = NcclError(r, what, impl_->comm);
+  }
+  // A nonblocking enqueue may still be connecting to its peers: poll it without holding the comm mutex, so an
+  // abort from another thread can run ncclCommAbort and end the wait.
+  if (in_progress) {
+    failed = PollUntilReady(&impl_->comm, &impl_->comm_mu, abort_state().get(), what,
+                            Clock::now() + options().timeout, options().timeout);
   }
   if (!failed.ok()) {
+    if (failed.code() == StatusCode::kAborted) return failed;
+    if (failed.code() == StatusCode::kDeadlineExceeded) return TimedOut(what);
     abort(what + " could not be enqueued");
     return failed;
   }
@@ -454,13 +475,19 @@ Result<std::unique_ptr<Communicator>> NcclCommunicator::do_split(int color, int 
     const ncclResult_t r =
         ncclCommSplit(impl_->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, &config);
     if (r != ncclSuccess && r != ncclInProgress) failed = NcclError(r, what, impl_->comm);
-    const auto deadline = Clock::now() + options().timeout;
-    if (failed.ok()) failed = PollUntilReady(impl_->comm, nullptr, what, deadline, options().timeout);
-    if (failed.ok() && child != nullptr)
-      failed = PollUntilReady(child, nullptr, what, deadline, options().timeout);
+  }
+  // Polled with the comm mutex released between polls (see Launch); the child is this thread's alone.
+  const auto deadline = Clock::now() + options().timeout;
+  if (failed.ok()) {
+    failed =
+        PollUntilReady(&impl_->comm, &impl_->comm_mu, abort_state().get(), what, deadline, options().timeout);
+  }
+  if (failed.ok() && child != nullptr) {
+    failed = PollUntilReady(&child, nullptr, abort_state().get(), what, deadline, options().timeout);
   }
   if (!failed.ok()) {
     if (child != nullptr) ncclCommAbort(child);
+    if (failed.code() == StatusCode::kAborted) return failed;
     if (failed.code() == StatusCode::kDeadlineExceeded) return TimedOut(what);
     abort(what + " failed");
     return failed;

@@ -13,7 +13,12 @@
 // ncclCommAbort, and the communicator is aborted. Buffers must be device (or managed) memory: host pointers
 // are INVALID_ARGUMENT, never handed to NCCL. verify_arguments runs one extra 10-word NCCL allreduce.
 //
-// Thread safety: as Communicator; abort() may race a polling thread (both hold comm_mu_ around NCCL calls).
+// Thread safety: as Communicator. Every NCCL call on the comm runs under the Impl's comm mutex (NCCL calls on
+// one comm must not overlap), but the mutex is held for one call only, never across a wait: every poll loop
+// (an enqueue still connecting, split, finalize, a collective's completion) checks the atomic abort flag
+// before taking it and releases it between polls. abort() sets the flag first, then takes the mutex and runs
+// ncclCommAbort, so a thread blocked on a missing peer returns ABORTED (with the abort's reason) within one
+// poll of the abort, whatever the timeout.
 // Ownership: owns its ncclComm_t, stream and a 128-byte scratch buffer (cudaMalloc, for barrier and checks).
 #pragma once
 
@@ -33,12 +38,16 @@ namespace memcoord {
 struct NcclCommunicatorOptions {
   int device = 0;  // CUDA ordinal this rank uses
   CommunicatorOptions communicator;
+  // Polled while Create waits in NCCL's nonblocking init: once aborted (from any thread), Create calls
+  // ncclCommAbort and returns ABORTED with its reason. Not owned; must outlive Create. Null: never cancelled.
+  const AbortState* cancel_creation = nullptr;
 };
 
 class NcclCommunicator final : public Communicator {
  public:
   // Collective over the rendezvous group. Errors: UNAVAILABLE (no GPU here or on a peer, named);
-  // FAILED_PRECONDITION (two ranks on one GPU, named); DEADLINE_EXCEEDED; INTERNAL for other NCCL errors.
+  // FAILED_PRECONDITION (two ranks on one GPU, named); DEADLINE_EXCEEDED; ABORTED (cancel_creation);
+  // INTERNAL for other NCCL errors.
   static Result<std::unique_ptr<NcclCommunicator>> Create(NcclRendezvous& rendezvous,
                                                           NcclCommunicatorOptions options = {});
   ~NcclCommunicator() override;

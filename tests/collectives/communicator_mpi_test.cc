@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <thread>
 #include <vector>
 
@@ -334,6 +336,55 @@ TEST(MpiCommunicator, AbortFromAnotherThreadWakesABlockedCall) {
   } else {
     ASSERT_TRUE(world->barrier().ok());
     EXPECT_TRUE((*comm)->barrier().ok());
+  }
+}
+
+// A call blocked on peers that never enter the collective ends within 1 s of abort() from another thread
+// (wall clock, measured from the abort; generous on a loaded 2-core machine), with ABORTED naming the
+// abort's reason, long before its 10 s timeout. Checked where rank 0 blocks with verify_arguments on (in the
+// cross-rank argument check) and off (in the allreduce itself).
+TEST(MpiCommunicator, AbortEndsAnAllreduceBlockedOnAMissingPeerWithinOneSecond) {
+  using Clock = std::chrono::steady_clock;
+  for (bool verify : {true, false}) {
+    SCOPED_TRACE(verify ? "verify_arguments on" : "verify_arguments off");
+    auto world = World();
+    ASSERT_NE(world, nullptr);
+    auto comm = MpiCommunicator::Create(MPI_COMM_WORLD, {std::chrono::seconds(10), verify});
+    ASSERT_TRUE(comm.ok());
+    constexpr int kCount = 1000;
+    // Outlives the test: rank 0's abandoned allreduce may write it whenever the late peers arrive.
+    auto& data = *new std::vector<float>(kCount, 1.0f);
+    if ((*comm)->rank() != 0) {
+      ASSERT_TRUE(world->barrier().ok());  // never enter the collective while rank 0 waits
+      // Then match rank 0's abandoned request (the argument check's 10 words, or the allreduce) so MPI stays
+      // consistent for the tests that follow; nonblocking, as a blocking collective does not match it.
+      long long pack[10] = {};
+      MPI_Request request = MPI_REQUEST_NULL;
+      const int rc =
+          verify ? MPI_Iallreduce(MPI_IN_PLACE, pack, 10, MPI_LONG_LONG, MPI_MAX, (*comm)->comm(), &request)
+                 : MPI_Iallreduce(MPI_IN_PLACE, data.data(), kCount, MPI_FLOAT, MPI_SUM, (*comm)->comm(),
+                                  &request);
+      EXPECT_EQ(rc, MPI_SUCCESS);
+      EXPECT_EQ(MPI_Wait(&request, MPI_STATUS_IGNORE), MPI_SUCCESS);
+      continue;
+    }
+    std::atomic<Clock::time_point> aborted_at{Clock::time_point::max()};
+    std::thread coordinator([&] {
+      std::this_thread::sleep_for(milliseconds(300));
+      aborted_at = Clock::now();
+      (*comm)->abort("the coordinator aborted the group");
+    });
+    Status s = (*comm)->allreduce(data.data(), data.data(), kCount, DataType::kFloat32, ReduceOp::kAvg);
+    const auto returned = Clock::now();
+    coordinator.join();
+    EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
+    EXPECT_NE(s.message().find("the coordinator aborted the group"), std::string::npos) << s.message();
+    const auto after_abort = std::chrono::duration_cast<milliseconds>(returned - aborted_at.load());
+    std::printf("rank 0 (verify_arguments %s): blocked allreduce returned %lld ms after abort()\n",
+                verify ? "on" : "off", static_cast<long long>(after_abort.count()));
+    EXPECT_GE(after_abort.count(), 0) << "the call returned before the abort";
+    EXPECT_LT(after_abort, milliseconds(1000));
+    ASSERT_TRUE(world->barrier().ok());
   }
 }
 

@@ -4,8 +4,11 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "allocator/caching_pool.h"
@@ -35,6 +38,45 @@ Result<std::unique_ptr<NcclCommunicator>> SingleRank(bool verify = true) {
   options.communicator = {std::chrono::seconds(30), verify};
   return NcclCommunicator::Create(*rendezvous, options);
 }
+
+int GpuCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+  (void)cudaGetLastError();
+  return count;
+}
+
+using Clock = std::chrono::steady_clock;
+
+// Runs `blocked` (a call waiting on a peer that never comes) while another thread calls `abort` after 300 ms;
+// returns the call's status and how long after the abort it returned (wall clock).
+template <typename Blocked, typename Abort>
+std::pair<Status, milliseconds> AbortWhileBlocked(Blocked blocked, Abort abort) {
+  std::atomic<Clock::time_point> aborted_at{Clock::time_point::max()};
+  std::thread coordinator([&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    aborted_at = Clock::now();
+    abort();
+  });
+  Status s = blocked();
+  const auto returned = Clock::now();
+  coordinator.join();
+  return {s, std::chrono::duration_cast<milliseconds>(returned - aborted_at.load())};
+}
+
+// Rank 0 of a 2-rank group whose rank 1 never calls ncclCommInitRank: the GPU exchange reports a made-up
+// second GPU and the unique id comes from rank 0 itself, so NCCL's init waits for rank 1 forever.
+class MissingPeerRendezvous final : public NcclRendezvous {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  Result<std::vector<std::string>> allgather(std::string_view mine, milliseconds) override {
+    return std::vector<std::string>{std::string(mine), "00000000:FF:1F.0"};
+  }
+  Result<std::string> broadcast(std::string_view value, int, milliseconds) override {
+    return std::string(value);
+  }
+};
 
 struct DeviceBuffer {
   explicit DeviceBuffer(std::size_t bytes) {
@@ -82,6 +124,64 @@ TEST(NcclCommunicator, MissingPeerTimesOutInRendezvous) {
   options.communicator.timeout = milliseconds(300);
   auto comm = NcclCommunicator::Create(*rendezvous, options);
   EXPECT_EQ(comm.status().code(), StatusCode::kDeadlineExceeded) << comm.status().ToString();
+}
+
+// Creation blocked in NCCL's nonblocking init on a peer that never arrives ends within 1 s of the abort.
+TEST(NcclCommunicator, AbortEndsCreationBlockedOnAMissingPeerWithinOneSecond) {
+  if (!HaveGpu()) GTEST_SKIP() << "no GPU";
+  MissingPeerRendezvous rendezvous;
+  AbortState cancel;
+  NcclCommunicatorOptions options;
+  options.communicator.timeout = std::chrono::seconds(30);
+  options.cancel_creation = &cancel;
+  auto [s, after_abort] =
+      AbortWhileBlocked([&] { return NcclCommunicator::Create(rendezvous, options).status(); },
+                        [&] { cancel.abort("the coordinator aborted the group"); });
+  std::printf("NCCL init blocked on a missing peer returned %lld ms after the abort\n",
+              static_cast<long long>(after_abort.count()));
+  EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
+  EXPECT_NE(s.message().find("the coordinator aborted the group"), std::string::npos) << s.message();
+  EXPECT_GE(after_abort.count(), 0) << "returned before the abort";
+  EXPECT_LT(after_abort, milliseconds(1000));
+}
+
+// Two ranks on two GPUs (threads of this process); rank 1 never enters the allreduce, rank 0 blocks in it,
+// and abort() of rank 0's communicator from a third thread ends the call within 1 s with the abort's reason.
+// This is the case the comm mutex used to block: a nonblocking enqueue still connecting was polled under it.
+TEST(NcclCommunicator, AbortEndsAnAllreduceBlockedOnAMissingPeerWithinOneSecond) {
+  if (GpuCount() < 2) GTEST_SKIP() << "needs 2 GPUs (" << GpuCount() << " here)";
+  InProcessKeyValueBootstrap store;
+  std::unique_ptr<NcclCommunicator> comms[2];
+  Status created[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      auto rendezvous = MakeKeyValueRendezvous(store, "abort", r, 2);
+      NcclCommunicatorOptions options;
+      options.device = r;
+      options.communicator.timeout = std::chrono::seconds(30);
+      auto comm = NcclCommunicator::Create(*rendezvous, options);
+      created[r] = comm.status();
+      if (comm.ok()) comms[r] = std::move(*comm);
+    });
+  }
+  for (auto& t : ranks) t.join();
+  ASSERT_TRUE(created[0].ok() && created[1].ok()) << created[0].ToString() << " / " << created[1].ToString();
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  constexpr std::size_t kCount = 1 << 20;
+  DeviceBuffer buffer(kCount * sizeof(float));
+  auto [s, after_abort] = AbortWhileBlocked(
+      [&] {
+        return comms[0]->allreduce(buffer.data, buffer.data, kCount, DataType::kFloat32, ReduceOp::kSum);
+      },
+      [&] { comms[0]->abort("the coordinator aborted the group"); });
+  std::printf("NCCL allreduce blocked on a missing peer returned %lld ms after abort()\n",
+              static_cast<long long>(after_abort.count()));
+  EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
+  EXPECT_NE(s.message().find("the coordinator aborted the group"), std::string::npos) << s.message();
+  EXPECT_GE(after_abort.count(), 0) << "returned before the abort";
+  EXPECT_LT(after_abort, milliseconds(1000));
+  comms[1]->abort("test over");  // its peer is gone: do not let its destructor wait to finalize
 }
 
 TEST(NcclCommunicator, EveryOperationAndTypeOnDeviceBuffers) {
