@@ -39,8 +39,10 @@ struct WorkerOptions {
   std::string group = "world";       // communicator group aborted together
   std::chrono::milliseconds report_interval{100};
   std::chrono::milliseconds oom_wait{500};
-  std::chrono::milliseconds reconnect_min{50};
-  std::chrono::milliseconds reconnect_max{500};
+  // Attach retries: exponential from min to max with jitter (worker/detail/reconnect_backoff.h); the same
+  // bounds for gRPC's own reconnects. 64 workers re-attach within ~0.5 s of a coordinator restart.
+  std::chrono::milliseconds reconnect_min{20};
+  std::chrono::milliseconds reconnect_max{250};
   std::optional<Topology> topology;  // set: skip environment discovery (tests, benchmarks)
 };
 

@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   bool use_mpi = false;
   bool until_abort = false;
   int report_ms = 100;
+  std::string group = "world";
   app.add_option("--steps", steps, "steps to run (0 with --until-abort: no limit)");
   app.add_option("--step-ms", step_ms, "time per step");
   app.add_option("--alloc", alloc_text, "bytes allocated and freed per step per pool");
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
   app.add_flag("--mpi", use_mpi, "MPI_Barrier every step");
   app.add_flag("--until-abort", until_abort, "run until aborted (or --steps, if positive)");
   app.add_option("--report-ms", report_ms, "report interval");
+  app.add_option("--group", group, "communicator group (aborted together)");
   CLI11_PARSE(app, argc, argv);
 
 #ifdef MEMCOORD_TEST_WORKER_MPI
@@ -79,6 +81,7 @@ int main(int argc, char** argv) {
   options.backend = "host";
   options.capacity_bytes = 1ull << 30;
   options.report_interval = std::chrono::milliseconds(report_ms);
+  options.group = group;
   auto worker = memcoord::Worker::init(options);
   if (!worker.ok()) {
     std::fprintf(stderr, "init: %s\n", worker.status().ToString().c_str());

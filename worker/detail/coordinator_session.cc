@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "memcoord/v1/coordinator.grpc.pb.h"
+#include "worker/detail/reconnect_backoff.h"
 
 namespace memcoord::detail {
 namespace {
@@ -21,6 +22,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kMaxOutbox = 256;
 constexpr std::chrono::milliseconds kDetachWait{500};
+// The least time one connection attempt may take (see MakeChannel).
+constexpr std::chrono::milliseconds kConnectTimeout{5000};
+// While waiting to re-attach, stop() is noticed within this.
+constexpr std::chrono::milliseconds kPollSlice{25};
 
 void ToProto(const PoolSample& in, v1::PoolStats* out) {
   out->set_name(in.name);
@@ -86,24 +91,85 @@ std::optional<WorkerCommand> FromProto(const v1::CoordinatorMessage& in) {
   }
 }
 
+using Stream = grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>;
+
+v1::WorkerMessage RegisterMessage(const SessionConfig& config, const ReportSample& sample) {
+  v1::WorkerMessage hello;
+  v1::Register* reg = hello.mutable_register_();
+  reg->set_rank(config.rank);
+  reg->set_local_rank(config.local_rank);
+  reg->set_world_size(config.world_size);
+  reg->set_host(config.host);
+  reg->set_device(config.device);
+  reg->set_device_name(config.device_name);
+  reg->set_backend(config.backend);
+  reg->set_device_total_bytes(config.device_total_bytes);
+  reg->set_group(config.group);
+  reg->set_pid(config.pid);
+  reg->set_report_interval_ms(static_cast<std::uint32_t>(config.report_interval.count()));
+  for (const PoolSample& p : sample.pools) ToProto(p, reg->add_pools());
+  return hello;
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const SessionConfig& config) {
+  grpc::ChannelArguments args;
+  // gRPC's subchannel backoff governs when a broken connection is tried again; without these it grows
+  // to minutes. Keep it as short as our own attach backoff, so neither waits on the other for long.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(config.reconnect_min.count()));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(config.reconnect_max.count()));
+  // Despite its name this is the minimum time a connection attempt (TCP + HTTP/2 handshake) may take
+  // before it is abandoned. Set to the backoff, a freshly restarted coordinator on a busy host did not
+  // finish a handshake in time and workers kept abandoning attempts for seconds.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(kConnectTimeout.count()));
+  // One connection per session, as in a job: in-process workers (tests, benchmarks) must not share one.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(config.address, grpc::InsecureChannelCredentials(), args);
+}
+
+std::string CurrentExceptionText() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
 }  // namespace
+
+// One run_once() is one Attach stream: the calling (session) thread writes, a reader thread reads. How the
+// writing side ended decides how the stream is closed.
+enum class WriteEnd {
+  kStopping,  // stop(): detach cleanly
+  kBroken,    // the stream broke (coordinator gone): cancel
+  kFailed,    // an exception in this session: detach cleanly (the coordinator does not abort the group)
+};
 
 class CoordinatorSession::Impl {
  public:
   Impl(SessionConfig session_config, SessionHost& session_host)
-      : config(std::move(session_config)), host(session_host) {
-    grpc::ChannelArguments args;
-    // Reconnect quickly after a coordinator restart: gRPC's own backoff would otherwise grow to minutes.
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(config.reconnect_min.count()));
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(config.reconnect_min.count()));
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(config.reconnect_max.count()));
-    channel = grpc::CreateCustomChannel(config.address, grpc::InsecureChannelCredentials(), args);
-    stub = v1::Coordinator::NewStub(channel);
-  }
+      : config(std::move(session_config)),
+        host(session_host),
+        channel(MakeChannel(config)),
+        stub(v1::Coordinator::NewStub(channel)) {}
 
   void run();
   bool run_once();  // one session; true when it registered
+  bool wait_before_retry(std::chrono::milliseconds wait);
   void push(v1::WorkerMessage message, bool droppable);
+
+  // Steps of run_once().
+  bool begin_session();
+  void read_loop(Stream& stream, bool& registered);
+  void handle(const v1::CoordinatorMessage& message, bool& registered);
+  WriteEnd write_loop(Stream& stream) noexcept;
+  bool write_due(Stream& stream, Clock::time_point& next_report);
+  void close_stream(Stream& stream, grpc::ClientContext& context, WriteEnd end) noexcept;
+  void end_session(Stream& stream);
+  // Records the first exception of this session (from either thread) and wakes the writer, which then
+  // ends the session. REQUIRES: called inside a catch block.
+  void fail(const char* where);
 
   const SessionConfig config;
   SessionHost& host;
@@ -119,6 +185,7 @@ class CoordinatorSession::Impl {
   bool started = false;
   bool stopping = false;
   bool broken = false;                                    // the current stream ended
+  std::optional<std::string> failure;                     // the current session's first exception
   std::deque<std::pair<v1::WorkerMessage, bool>> outbox;  // message, droppable
   std::string coordinator_id;
   std::uint64_t next_oom = 1;
@@ -142,127 +209,208 @@ void CoordinatorSession::Impl::push(v1::WorkerMessage message, bool droppable) {
   cv.notify_all();
 }
 
-void CoordinatorSession::Impl::run() {
-  std::chrono::milliseconds backoff = config.reconnect_min;
-  while (true) {
-    const bool registered = run_once();
-    std::unique_lock lock(mu);
-    if (stopping) return;
-    if (registered) backoff = config.reconnect_min;
-    cv.wait_for(lock, backoff, [this] { return stopping; });
-    if (stopping) return;
-    backoff = std::min(backoff * 2, config.reconnect_max);
+void CoordinatorSession::Impl::fail(const char* where) {
+  const std::string what = CurrentExceptionText();
+  {
+    std::lock_guard lock(mu);
+    if (failure) return;
+    failure = fmt::format("{} threw: {}", where, what);
   }
+  cv.notify_all();
+}
+
+void CoordinatorSession::Impl::run() {
+  ReconnectBackoff backoff(
+      config.reconnect_min, config.reconnect_max,
+      (static_cast<std::uint64_t>(config.pid) << 20) ^ static_cast<std::uint64_t>(config.rank));
+  while (true) {
+    bool registered = false;
+    try {
+      registered = run_once();
+    } catch (...) {  // not expected (run_once catches what its callbacks throw); never ends the process
+      spdlog::error("worker[{}]: attaching to {} failed: {}; retrying, training goes on", config.rank,
+                    config.address, CurrentExceptionText());
+    }
+    if (registered) backoff.reset();
+    if (!wait_before_retry(backoff.next())) return;
+  }
+}
+
+// Waits `wait` before the next attach, polling the channel meanwhile: a connection attempt that gRPC's own
+// backoff timer starts is otherwise seen only by gRPC's backup poller (every 5 s), which is what kept
+// workers away for 3-9 s after a coordinator restart. Cut short when the channel becomes READY during the
+// wait (the coordinator is back). False when the session is stopping.
+bool CoordinatorSession::Impl::wait_before_retry(std::chrono::milliseconds wait) {
+  const Clock::time_point deadline = Clock::now() + wait;
+  bool was_ready = channel->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY;
+  while (Clock::now() < deadline) {
+    {
+      std::lock_guard lock(mu);
+      if (stopping) return false;
+    }
+    const grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
+    if (state == GRPC_CHANNEL_READY && !was_ready) return true;
+    was_ready =
+        state == GRPC_CHANNEL_READY;  // READY all along (e.g. refused by the coordinator): wait it out
+    const auto slice = std::min<Clock::duration>(deadline - Clock::now(), kPollSlice);
+    channel->WaitForStateChange(state, std::chrono::system_clock::now() + slice);  // gRPC takes wall time
+  }
+  std::lock_guard lock(mu);
+  return !stopping;
+}
+
+bool CoordinatorSession::Impl::begin_session() {
+  std::lock_guard lock(mu);
+  if (stopping) return false;
+  broken = false;
+  failure.reset();
+  outbox.clear();
+  return true;
 }
 
 bool CoordinatorSession::Impl::run_once() {
   grpc::ClientContext context;
   if (!config.token.empty()) context.AddMetadata("authorization", "Bearer " + config.token);
-  {
-    std::lock_guard lock(mu);
-    if (stopping) return false;
-    broken = false;
-    outbox.clear();
-  }
-  auto stream = stub->Attach(&context);
-
+  if (!begin_session()) return false;
+  std::unique_ptr<Stream> stream = stub->Attach(&context);
+  // Sampled once the stream is open (connecting takes a while), so pools created meanwhile are included.
   v1::WorkerMessage hello;
-  v1::Register* reg = hello.mutable_register_();
-  reg->set_rank(config.rank);
-  reg->set_local_rank(config.local_rank);
-  reg->set_world_size(config.world_size);
-  reg->set_host(config.host);
-  reg->set_device(config.device);
-  reg->set_device_name(config.device_name);
-  reg->set_backend(config.backend);
-  reg->set_device_total_bytes(config.device_total_bytes);
-  reg->set_group(config.group);
-  reg->set_pid(config.pid);
-  reg->set_report_interval_ms(static_cast<std::uint32_t>(config.report_interval.count()));
-  for (const PoolSample& p : host.sample().pools) ToProto(p, reg->add_pools());
-
+  try {
+    hello = RegisterMessage(config, host.sample());
+  } catch (...) {
+    fail("sampling the pools for Register");
+    context.TryCancel();
+    end_session(*stream);
+    return false;
+  }
   bool registered = false;
-  std::thread reader;
   if (stream->Write(hello)) {
-    reader = std::thread([&] {
-      v1::CoordinatorMessage message;
-      while (stream->Read(&message)) {
-        if (message.has_registered()) {
-          {
-            std::lock_guard lock(mu);
-            coordinator_id = message.registered().coordinator_id();
-          }
-          attached = true;
-          registered = true;
-          ++registrations;
-          spdlog::info("worker[{}]: attached to coordinator {} ({})", config.rank, config.address,
-                       message.registered().coordinator_id());
-        } else if (message.has_oom_reply()) {
-          const v1::OomReply& r = message.oom_reply();
-          {
-            std::lock_guard lock(mu);
-            auto it = oom_answers.find(r.request_id());
-            if (it != oom_answers.end()) {
-              it->second = OomAnswer{r.granted(), r.new_limit_bytes(), r.message()};
-            }
-          }
-          cv.notify_all();
-        } else if (auto command = FromProto(message)) {
-          host.deliver(*command);
-        }
-      }
-      {
-        std::lock_guard lock(mu);
-        broken = true;
-      }
-      attached = false;
-      cv.notify_all();
-    });
-
-    Clock::time_point next_report = Clock::now() + config.report_interval;
-    bool clean = false;
-    bool write_failed = false;
-    while (!write_failed) {
-      std::deque<std::pair<v1::WorkerMessage, bool>> batch;
-      {
-        std::unique_lock lock(mu);
-        cv.wait_until(lock, next_report, [this] { return stopping || broken || !outbox.empty(); });
-        if (broken) break;
-        if (stopping) {
-          clean = true;
-          break;
-        }
-        batch.swap(outbox);
-      }
-      for (auto& [message, droppable] : batch) {
-        if (!stream->Write(message)) {
-          write_failed = true;
-          break;
-        }
-      }
-      if (!write_failed && Clock::now() >= next_report) {
-        next_report = Clock::now() + config.report_interval;
-        if (!stream->Write(ReportMessage(host.sample()))) write_failed = true;
-      }
-    }
-    if (clean) {
-      stream->WritesDone();  // the coordinator records a clean detach and ends the call
-      std::unique_lock lock(mu);
-      if (!cv.wait_for(lock, kDetachWait, [this] { return broken; })) context.TryCancel();
-    } else {
-      context.TryCancel();
-    }
+    // Nothing between here and join() throws: both loops catch everything (see fail()).
+    std::thread reader([&] { read_loop(*stream, registered); });
+    close_stream(*stream, context, write_loop(*stream));
     reader.join();
   }
+  end_session(*stream);
+  return registered;
+}
+
+void CoordinatorSession::Impl::handle(const v1::CoordinatorMessage& message, bool& registered) {
+  if (message.has_registered()) {
+    {
+      std::lock_guard lock(mu);
+      coordinator_id = message.registered().coordinator_id();
+    }
+    attached = true;
+    registered = true;
+    ++registrations;
+    spdlog::info("worker[{}]: attached to coordinator {} ({})", config.rank, config.address,
+                 message.registered().coordinator_id());
+  } else if (message.has_oom_reply()) {
+    const v1::OomReply& r = message.oom_reply();
+    {
+      std::lock_guard lock(mu);
+      auto it = oom_answers.find(r.request_id());
+      if (it != oom_answers.end()) it->second = OomAnswer{r.granted(), r.new_limit_bytes(), r.message()};
+    }
+    cv.notify_all();
+  } else if (auto command = FromProto(message)) {
+    host.deliver(*command);
+  }
+}
+
+// Reads until the stream ends. An exception (from the host's command handling, or anywhere in here) must
+// not end the process: it fails the session, and the loop keeps draining the stream without handling
+// messages, so the writer can close it cleanly.
+void CoordinatorSession::Impl::read_loop(Stream& stream, bool& registered) {
+  v1::CoordinatorMessage message;
+  while (true) {
+    try {
+      if (!stream.Read(&message)) break;
+    } catch (...) {
+      fail("the session reader");
+      break;  // the stream is left undrained: close_stream() cancels it
+    }
+    try {
+      bool failed = false;
+      {
+        std::lock_guard lock(mu);
+        failed = failure.has_value();
+      }
+      if (!failed) handle(message, registered);
+    } catch (...) {
+      fail("the session reader");
+    }
+  }
+  {
+    std::lock_guard lock(mu);
+    broken = true;
+  }
   attached = false;
-  grpc::Status status = stream->Finish();
+  cv.notify_all();
+}
+
+// Writes queued messages and a report every interval until the session stops, breaks or fails.
+WriteEnd CoordinatorSession::Impl::write_loop(Stream& stream) noexcept {
+  try {
+    Clock::time_point next_report = Clock::now() + config.report_interval;
+    while (true) {
+      {
+        std::unique_lock lock(mu);
+        cv.wait_until(lock, next_report, [this] { return stopping || broken || failure || !outbox.empty(); });
+        if (failure) return WriteEnd::kFailed;
+        if (broken) return WriteEnd::kBroken;
+        if (stopping) return WriteEnd::kStopping;
+      }
+      if (!write_due(stream, next_report)) return WriteEnd::kBroken;
+    }
+  } catch (...) {
+    fail("the session writer");
+    return WriteEnd::kFailed;
+  }
+}
+
+// Writes the queued messages, then a periodic report when one is due. False when a write failed.
+bool CoordinatorSession::Impl::write_due(Stream& stream, Clock::time_point& next_report) {
+  std::deque<std::pair<v1::WorkerMessage, bool>> batch;
+  {
+    std::lock_guard lock(mu);
+    batch.swap(outbox);
+  }
+  for (auto& [message, droppable] : batch) {
+    if (!stream.Write(message)) return false;
+  }
+  if (Clock::now() < next_report) return true;
+  next_report = Clock::now() + config.report_interval;
+  return stream.Write(ReportMessage(host.sample()));
+}
+
+// A stop or a failure detaches cleanly (WritesDone: the coordinator records a detach, not a death, and
+// ends the call); a broken stream, or a detach not answered in time, is cancelled.
+void CoordinatorSession::Impl::close_stream(Stream& stream, grpc::ClientContext& context,
+                                            WriteEnd end) noexcept {
+  if (end != WriteEnd::kBroken) {
+    stream.WritesDone();
+    std::unique_lock lock(mu);
+    cv.wait_for(lock, kDetachWait, [this] { return broken; });
+  }
+  context.TryCancel();  // a no-op once the call has ended; otherwise it ends the reader's Read
+}
+
+void CoordinatorSession::Impl::end_session(Stream& stream) {
+  attached = false;
+  grpc::Status status = stream.Finish();
+  std::optional<std::string> failed;
   {
     std::lock_guard lock(mu);
     coordinator_id.clear();
     outbox.clear();
+    failed = failure;
   }
   cv.notify_all();  // wakes OOM waiters: no answer will come on this stream
-  if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
+  if (failed) {
+    spdlog::error("worker[{}]: session with {} ended: {}; reconnecting (training goes on)", config.rank,
+                  config.address, *failed);
+  } else if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
     // UNAVAILABLE while the coordinator is down is expected; anything else is worth a warning.
     if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
       spdlog::debug("worker[{}]: coordinator {} unavailable: {}", config.rank, config.address,
@@ -272,7 +420,6 @@ bool CoordinatorSession::Impl::run_once() {
                    status.error_message(), static_cast<int>(status.error_code()));
     }
   }
-  return registered;
 }
 
 CoordinatorSession::CoordinatorSession(SessionConfig config, SessionHost& host)

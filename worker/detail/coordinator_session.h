@@ -1,7 +1,10 @@
 // CoordinatorSession: a worker's one Attach stream to the coordinator, on a background thread. It
 // registers, sends queued reports and acks, sends a periodic report every interval, hands incoming
 // commands to its host, and on any break (coordinator down, restarted, unreachable) reconnects with
-// exponential backoff (reconnect_min .. reconnect_max) and registers again. Nothing here ever blocks the
+// jittered exponential backoff (reconnect_min .. reconnect_max, reconnect_backoff.h) and registers again.
+// An exception on either session thread (the host's deliver()/sample(), or the session itself) never ends
+// the process: it is logged, the session detaches cleanly (the coordinator sees a detach, not a death) and
+// a new one is attached after the backoff; the worker runs standalone meanwhile. Nothing here ever blocks the
 // caller of report()/ack() (they queue; the queue is bounded and drops the oldest reports first).
 //
 // Thread safety: every public method is thread-safe. The host's callbacks run on the session's threads.
@@ -33,8 +36,8 @@ struct SessionConfig {
   std::string group = "world";
   std::int64_t pid = 0;
   std::chrono::milliseconds report_interval{100};
-  std::chrono::milliseconds reconnect_min{50};
-  std::chrono::milliseconds reconnect_max{500};
+  std::chrono::milliseconds reconnect_min{20};
+  std::chrono::milliseconds reconnect_max{250};
 };
 
 // What the session needs from its worker.
