@@ -179,84 +179,110 @@ memcoord::v1::WorkerMessage MakeReport(std::int64_t step) {
   return m;
 }
 
-nlohmann::json Ingest(CoordinatorProcess& coordinator, int sessions, int hz, double seconds) {
-  using memcoord::v1::Coordinator;
-  constexpr int kStreamsPerChannel = 16;
-  struct Session {
-    std::unique_ptr<grpc::ClientContext> context;
-    std::unique_ptr<grpc::ClientReaderWriter<memcoord::v1::WorkerMessage, memcoord::v1::CoordinatorMessage>>
-        stream;
-  };
-  std::vector<std::unique_ptr<Coordinator::Stub>> stubs;
-  std::vector<Session> all(static_cast<std::size_t>(sessions));
-  // Writers report from the start (a session silent for 3 intervals is declared dead); the measured
-  // window opens once every session is attached.
-  const int writers = 4;
-  std::atomic<int> created{0};  // sessions [0, created) are registered and may be written
-  std::atomic<bool> stop{false};
-  std::atomic<std::uint64_t> sent{0}, late{0};
-  const auto period = std::chrono::microseconds(1000000 / hz);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < writers; ++t) {
-    threads.emplace_back([&, t] {
-      std::int64_t step = 0;
-      for (auto tick = SteadyClock::now(); !stop; tick += period) {
-        std::this_thread::sleep_until(tick);
-        const auto message = MakeReport(++step);
-        for (int i = t; i < created.load(std::memory_order_acquire); i += writers) {
-          if (all[static_cast<std::size_t>(i)].stream->Write(message)) ++sent;
-        }
-        if (SteadyClock::now() > tick + period) ++late;
-      }
-    });
-  }
-  for (int i = 0; i < sessions; ++i) {
-    if (i % kStreamsPerChannel == 0) {
-      grpc::ChannelArguments args;
-      args.SetInt("memcoord.bench.channel", i);  // distinct args: a connection per channel, as real workers
-      stubs.push_back(Coordinator::NewStub(
-          grpc::CreateCustomChannel(coordinator.address, grpc::InsecureChannelCredentials(), args)));
+// `count` raw Attach sessions, 16 per channel (distinct channel args: a connection per channel, as real
+// workers have), each registered in a group of its own: the bench measures ingest, not a job-wide abort.
+class RawSessions {
+ public:
+  using Stream = grpc::ClientReaderWriter<memcoord::v1::WorkerMessage, memcoord::v1::CoordinatorMessage>;
+  explicit RawSessions(int count) : streams_(static_cast<std::size_t>(count)) {}
+  ~RawSessions() {
+    for (auto& s : streams_) {
+      if (s.context) s.context->TryCancel();
     }
-    Session& s = all[static_cast<std::size_t>(i)];
-    s.context = std::make_unique<grpc::ClientContext>();
-    s.stream = stubs.back()->Attach(s.context.get());
-    memcoord::v1::WorkerMessage reg;
-    reg.mutable_register_()->set_rank(i);
-    reg.mutable_register_()->set_world_size(sessions);
-    reg.mutable_register_()->set_host("bench");
-    // One group per session: the bench measures ingest, not a job-wide abort.
-    reg.mutable_register_()->set_group("job" + std::to_string(i));
-    reg.mutable_register_()->set_report_interval_ms(static_cast<std::uint32_t>(1000 / hz));
-    s.stream->Write(reg);
-    created.store(i + 1, std::memory_order_release);
+    for (auto& s : streams_) {
+      if (s.stream) (void)s.stream->Finish();
+    }
   }
-  ClientOptions co;
-  co.address = coordinator.address;
-  CoordinatorClient client(co);
-  const bool attached = WaitLive(client, sessions, milliseconds(30000));
+  // Opens and registers every session; sessions [0, opened()) may be written meanwhile.
+  void open(const std::string& address, int hz) {
+    constexpr int kStreamsPerChannel = 16;
+    const int count = static_cast<int>(streams_.size());
+    for (int i = 0; i < count; ++i) {
+      if (i % kStreamsPerChannel == 0) {
+        grpc::ChannelArguments args;
+        args.SetInt("memcoord.bench.channel", i);
+        stubs_.push_back(memcoord::v1::Coordinator::NewStub(
+            grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args)));
+      }
+      Entry& s = streams_[static_cast<std::size_t>(i)];
+      s.context = std::make_unique<grpc::ClientContext>();
+      s.stream = stubs_.back()->Attach(s.context.get());
+      memcoord::v1::WorkerMessage reg;
+      reg.mutable_register_()->set_rank(i);
+      reg.mutable_register_()->set_world_size(count);
+      reg.mutable_register_()->set_host("bench");
+      reg.mutable_register_()->set_group("job" + std::to_string(i));
+      reg.mutable_register_()->set_report_interval_ms(static_cast<std::uint32_t>(1000 / hz));
+      s.stream->Write(reg);
+      opened_.store(i + 1, std::memory_order_release);
+    }
+  }
+  int opened() const { return opened_.load(std::memory_order_acquire); }
+  Stream& stream(int i) { return *streams_[static_cast<std::size_t>(i)].stream; }
+
+ private:
+  struct Entry {
+    std::unique_ptr<grpc::ClientContext> context;
+    std::unique_ptr<Stream> stream;
+  };
+  std::vector<std::unique_ptr<memcoord::v1::Coordinator::Stub>> stubs_;
+  std::vector<Entry> streams_;
+  std::atomic<int> opened_{0};
+};
+
+// Four threads writing a report to every open session at `hz`, from the start (a session silent for a few
+// intervals would be declared dead); counts reports sent and ticks that ran late.
+class ReportWriters {
+ public:
+  ReportWriters(RawSessions& sessions, int hz) {
+    const auto period = std::chrono::microseconds(1000000 / hz);
+    for (int t = 0; t < kWriters; ++t) {
+      threads_.emplace_back([this, &sessions, period, t] {
+        std::int64_t step = 0;
+        for (auto tick = SteadyClock::now(); !stop_; tick += period) {
+          std::this_thread::sleep_until(tick);
+          const auto message = MakeReport(++step);
+          for (int i = t; i < sessions.opened(); i += kWriters) {
+            if (sessions.stream(i).Write(message)) ++sent;
+          }
+          if (SteadyClock::now() > tick + period) ++late;
+        }
+      });
+    }
+  }
+  ~ReportWriters() { stop(); }
+  void stop() {
+    stop_ = true;
+    for (auto& th : threads_) {
+      if (th.joinable()) th.join();
+    }
+  }
+  std::atomic<std::uint64_t> sent{0}, late{0};
+
+ private:
+  static constexpr int kWriters = 4;
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+// The measured window: reports handled, handling latency and the coordinator's CPU use over `seconds`.
+nlohmann::json MeasureIngestWindow(CoordinatorProcess& coordinator, CoordinatorClient& client,
+                                   ReportWriters& writers, double seconds) {
   const auto before = client.GetCluster();
   const std::uint64_t reports_before = before.ok() ? before->stats.reports : 0;
-  const std::uint64_t sent_before = sent.load(), late_before = late.load();
+  const std::uint64_t sent_before = writers.sent.load(), late_before = writers.late.load();
   const double cpu_before = CpuSeconds(coordinator.pid);
   const auto start = SteadyClock::now();
-  if (attached) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   const double cpu = CpuSeconds(coordinator.pid) - cpu_before;
   const double wall = std::chrono::duration<double>(SteadyClock::now() - start).count();
   auto after = client.GetCluster();
-  const std::uint64_t sent_window = sent.load() - sent_before, late_window = late.load() - late_before;
-  stop = true;
-  for (auto& th : threads) th.join();
-  if (!attached) {
-    return {{"error", "sessions did not all attach within 30 s"},
-            {"live_sessions", after.ok() ? after->stats.live_sessions : 0},
-            {"reports_sent", sent.load()},
-            {"late_ticks", late.load()},
-            {"report_handling_p99_us", after.ok() ? after->stats.report_handling_p99_us : 0}};
-  }
-  nlohmann::json out = {{"sessions", sessions},      {"hz", hz},
-                        {"duration_s", wall},        {"reports_sent", sent_window},
-                        {"late_ticks", late_window}, {"coordinator_cpu_cores", cpu / wall},
-                        {"target_p99_us", 10000},    {"target_cpu_cores", 1.0}};
+  nlohmann::json out = {{"duration_s", wall},
+                        {"reports_sent", writers.sent.load() - sent_before},
+                        {"late_ticks", writers.late.load() - late_before},
+                        {"coordinator_cpu_cores", cpu / wall},
+                        {"target_p99_us", 10000},
+                        {"target_cpu_cores", 1.0}};
   if (after.ok()) {
     out["reports_handled"] = after->stats.reports - reports_before;
     out["live_sessions_at_end"] = after->stats.live_sessions;
@@ -265,8 +291,29 @@ nlohmann::json Ingest(CoordinatorProcess& coordinator, int sessions, int hz, dou
     out["report_handling_p50_us"] = after->stats.report_handling_p50_us;
     out["report_handling_p99_us"] = after->stats.report_handling_p99_us;
   }
-  for (auto& s : all) s.context->TryCancel();
-  for (auto& s : all) (void)s.stream->Finish();
+  return out;
+}
+
+nlohmann::json Ingest(CoordinatorProcess& coordinator, int sessions, int hz, double seconds) {
+  RawSessions raw(sessions);
+  ReportWriters writers(raw, hz);
+  raw.open(coordinator.address, hz);
+  ClientOptions co;
+  co.address = coordinator.address;
+  CoordinatorClient client(co);
+  if (!WaitLive(client, sessions, milliseconds(30000))) {
+    auto view = client.GetCluster();
+    writers.stop();
+    return {{"error", "sessions did not all attach within 30 s"},
+            {"live_sessions", view.ok() ? view->stats.live_sessions : 0},
+            {"reports_sent", writers.sent.load()},
+            {"late_ticks", writers.late.load()},
+            {"report_handling_p99_us", view.ok() ? view->stats.report_handling_p99_us : 0}};
+  }
+  nlohmann::json out = MeasureIngestWindow(coordinator, client, writers, seconds);
+  writers.stop();
+  out["sessions"] = sessions;
+  out["hz"] = hz;
   return out;
 }
 
