@@ -7,11 +7,11 @@
 #include <atomic>
 #include <cstdlib>
 #include <deque>
-#include <fstream>
 #include <mutex>
 
 #include "allocator/backend_factory.h"
 #include "worker/detail/coordinator_session.h"
+#include "worker/detail/worker_credentials.h"
 #ifdef MEMCOORD_HAVE_CUDA
 #include "allocator/cuda/cuda_device.h"
 #endif
@@ -33,19 +33,6 @@ std::string HostName() {
 std::string EnvOr(const char* name, const std::string& fallback) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? std::string(value) : fallback;
-}
-
-Result<std::string> TokenFromEnvironment() {
-  std::string token = EnvOr("MEMCOORD_TOKEN", "");
-  if (!token.empty()) return token;
-  const std::string path = EnvOr("MEMCOORD_TOKEN_FILE", "");
-  if (path.empty()) return std::string();
-  std::ifstream in(path);
-  if (!in || !std::getline(in, token)) {
-    return InvalidArgument(fmt::format("MEMCOORD_TOKEN_FILE='{}' cannot be read", path));
-  }
-  while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
-  return token;
 }
 
 int VisibleDevices() {
@@ -248,16 +235,16 @@ Result<std::unique_ptr<Worker>> Worker::init(WorkerOptions options) {
   if (kind == "host" || kind == "virtual") impl->device = -1;
 
   if (options.coordinator.empty()) options.coordinator = EnvOr("MEMCOORD_COORDINATOR", "");
-  if (options.token.empty()) {
-    MEMCOORD_ASSIGN_OR_RETURN(options.token, TokenFromEnvironment());
-  }
   impl->options = options;
   if (!options.coordinator.empty()) {
+    MEMCOORD_ASSIGN_OR_RETURN(
+        detail::WorkerCredentials credentials,
+        detail::ResolveWorkerCredentials(options.token, {options.tls_ca, options.tls_cert, options.tls_key}));
     const DeviceInfo info = impl->backend->device_info();
     impl->device_free_bytes.store(info.free_bytes);  // until the session thread measures again
     detail::SessionConfig config;
     config.address = options.coordinator;
-    config.token = options.token;
+    config.credentials = std::move(credentials);
     config.rank = impl->topology.rank;
     config.local_rank = impl->topology.local_rank;
     config.world_size = impl->topology.world_size;

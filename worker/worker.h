@@ -32,8 +32,13 @@
 namespace memcoord {
 
 struct WorkerOptions {
-  std::string coordinator;           // "HOST:PORT"; empty: $MEMCOORD_COORDINATOR; both empty: standalone
-  std::string token;                 // empty: $MEMCOORD_TOKEN, or the first line of $MEMCOORD_TOKEN_FILE
+  std::string coordinator;  // "HOST:PORT"; empty: $MEMCOORD_COORDINATOR; both empty: standalone
+  std::string token;        // empty: $MEMCOORD_TOKEN, or the first line of $MEMCOORD_TOKEN_FILE
+  // TLS to the coordinator (PEM paths). Empty: $MEMCOORD_TLS_CA, $MEMCOORD_TLS_CERT, $MEMCOORD_TLS_KEY. A CA
+  // means a TLS channel; a certificate and its key add mutual TLS. Checked at init (worker_credentials.h).
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
   std::string backend = "auto";      // "auto": cuda-vmm with a GPU, host otherwise
   std::uint64_t capacity_bytes = 0;  // host/virtual backends: the simulated device's size (0: default)
   std::string group = "world";       // communicator group aborted together
@@ -62,7 +67,8 @@ struct AppliedCommand {
 
 class Worker {
  public:
-  // Errors: INVALID_ARGUMENT for a malformed environment or option; UNAVAILABLE / INVALID_ARGUMENT from
+  // Errors: INVALID_ARGUMENT for a malformed environment or option (a credential file that is unreadable,
+  // not PEM or mismatched names the variable and the path); UNAVAILABLE / INVALID_ARGUMENT from
   // the backend (a GPU backend asked for where there is no GPU).
   static Result<std::unique_ptr<Worker>> init(WorkerOptions options = {});
   ~Worker();  // shutdown()

@@ -123,7 +123,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const SessionConfig& config) {
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(kConnectTimeout.count()));
   // One connection per session, as in a job: in-process workers (tests, benchmarks) must not share one.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(config.address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(config.address, MakeChannelCredentials(config.credentials), args);
 }
 
 std::string CurrentExceptionText() {
@@ -270,7 +270,9 @@ bool CoordinatorSession::Impl::begin_session() {
 
 bool CoordinatorSession::Impl::run_once() {
   grpc::ClientContext context;
-  if (!config.token.empty()) context.AddMetadata("authorization", "Bearer " + config.token);
+  if (!config.credentials.token.empty()) {
+    context.AddMetadata("authorization", "Bearer " + config.credentials.token);
+  }
   if (!begin_session()) return false;
   std::unique_ptr<Stream> stream = stub->Attach(&context);
   // Sampled once the stream is open (connecting takes a while), so pools created meanwhile are included.

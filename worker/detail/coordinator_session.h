@@ -19,12 +19,13 @@
 
 #include "common/result.h"
 #include "worker/detail/session_types.h"
+#include "worker/detail/worker_credentials.h"
 
 namespace memcoord::detail {
 
 struct SessionConfig {
   std::string address;
-  std::string token;
+  WorkerCredentials credentials;  // token and TLS, resolved and checked
   int rank = 0;
   int local_rank = 0;
   int world_size = 1;
