@@ -8,8 +8,6 @@
 // Re-attach time of a rank = first seen live - the moment the new coordinator printed its listening line.
 // Figures are wall-clock on whatever machine runs it (a loaded 2-core machine inflates them).
 #include <grpcpp/grpcpp.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -23,11 +21,13 @@
 #include <vector>
 
 #include "memcoord/v1/coordinator.grpc.pb.h"
-#include "tests/coordinator/test_support.h"  // Child: a spawned process with captured output
+#include "tests/faults/process_harness.h"  // CoordinatorProcess, Child, FreeLoopbackPort
 
 namespace {
 
 using memcoord::testing::Child;
+using memcoord::testing::CoordinatorProcess;
+using memcoord::testing::FreeLoopbackPort;
 using memcoord::testing::WaitFor;
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -46,32 +46,6 @@ double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[static_cast<std::size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5)];
-}
-
-// A loopback port that was free a moment ago (bound to port 0, read back, closed).
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
-// Starts `memcoord coordinator` on `address` and waits for its listening line; null when it did not serve.
-std::unique_ptr<Child> StartCoordinator(const BenchConfig& config, const std::string& address) {
-  auto child =
-      std::make_unique<Child>(std::vector<std::string>{config.memcoord, "coordinator", "--listen", address},
-                              std::vector<std::string>{"MEMCOORD_LOG_LEVEL=warn"});
-  const bool serving =
-      WaitFor([&] { return child->output().find("listening on") != std::string::npos; }, milliseconds(10000));
-  return serving ? std::move(child) : nullptr;
 }
 
 std::vector<std::unique_ptr<Child>> StartWorkers(const BenchConfig& config, const std::string& address,
@@ -133,18 +107,16 @@ class LiveWatcher {
   std::unique_ptr<memcoord::v1::Coordinator::Stub> stub_;
 };
 
-// One kill-and-restart round over workers that are all live on `coordinator`; returns per-rank re-attach
-// times (ms after the new coordinator serves) and replaces `coordinator` with the new process.
-nlohmann::json RestartRound(const BenchConfig& config, const std::string& address, int n,
-                            std::unique_ptr<Child>& coordinator, std::vector<double>& reattach_ms) {
-  coordinator->signal(SIGKILL);
-  (void)coordinator->wait(milliseconds(5000));
+// One kill-and-restart round over workers that are all live on `coordinator`; appends per-rank re-attach
+// times (ms after the new coordinator serves) to `reattach_ms`.
+nlohmann::json RestartRound(const BenchConfig& config, CoordinatorProcess& coordinator, int n,
+                            std::vector<double>& reattach_ms) {
+  coordinator.kill();
   std::this_thread::sleep_for(milliseconds(config.down_ms));
   const auto spawned = SteadyClock::now();
-  coordinator = StartCoordinator(config, address);
-  if (!coordinator) return {{"error", "the coordinator did not restart on " + address}};
+  if (!coordinator.start()) return {{"error", "the coordinator did not restart on " + coordinator.address()}};
   const auto serving = SteadyClock::now();
-  LiveWatcher watcher(address);
+  LiveWatcher watcher(coordinator.address());
   const auto seen = watcher.first_live(n, milliseconds(30000));
   double all_ms = 0;
   for (const auto& [rank, at] : seen) {
@@ -159,11 +131,11 @@ nlohmann::json RestartRound(const BenchConfig& config, const std::string& addres
 }
 
 nlohmann::json MeasureWorkers(const BenchConfig& config, int n) {
-  const std::string address = "127.0.0.1:" + std::to_string(FreePort());
-  std::unique_ptr<Child> coordinator = StartCoordinator(config, address);
-  if (!coordinator) return {{"workers", n}, {"error", "the coordinator did not start on " + address}};
-  auto workers = StartWorkers(config, address, n);
-  LiveWatcher watcher(address);
+  CoordinatorProcess coordinator(config.memcoord, FreeLoopbackPort());
+  if (!coordinator.start())
+    return {{"workers", n}, {"error", "the coordinator did not start: " + coordinator.output()}};
+  auto workers = StartWorkers(config, coordinator.address(), n);
+  LiveWatcher watcher(coordinator.address());
   if (static_cast<int>(watcher.first_live(n, milliseconds(60000)).size()) < n) {
     return {{"workers", n}, {"error", "the workers did not all attach within 60 s"}};
   }
@@ -171,8 +143,8 @@ nlohmann::json MeasureWorkers(const BenchConfig& config, int n) {
   std::vector<double> reattach_ms;
   nlohmann::json rounds = nlohmann::json::array();
   for (int round = 0; round < config.rounds; ++round) {
-    rounds.push_back(RestartRound(config, address, n, coordinator, reattach_ms));
-    if (!coordinator || rounds.back().contains("error")) break;
+    rounds.push_back(RestartRound(config, coordinator, n, reattach_ms));
+    if (rounds.back().contains("error")) break;
     std::this_thread::sleep_for(milliseconds(1000));
   }
   for (auto& w : workers) w->signal(SIGKILL);
