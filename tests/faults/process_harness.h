@@ -56,6 +56,7 @@ class CoordinatorProcess {
     (void)child_->wait(std::chrono::milliseconds(5000));
   }
   std::string output() const { return child_ ? child_->output() : std::string(); }
+  pid_t pid() const { return child_ ? child_->pid() : -1; }
 
  private:
   std::string memcoord_;
@@ -120,6 +121,20 @@ inline std::map<int, pid_t> ReadyPids(const std::string& output) {
     pids[std::stoi((*it)[1])] = static_cast<pid_t>(std::stol((*it)[2]));
   }
   return pids;
+}
+
+// VmRSS of a process in KiB (0 when unreadable).
+inline long ResidentKb(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  long kb = 0;
+  while (in >> key) {
+    if (key == "VmRSS:") {
+      in >> kb;
+      return kb;
+    }
+  }
+  return 0;
 }
 
 inline int CountOf(const std::string& text, const std::string& needle) {
