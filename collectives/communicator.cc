@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <climits>
 #include <cstdint>
 #include <utility>
 
@@ -10,9 +11,10 @@ namespace {
 
 constexpr const char* kOperationNames[] = {"none",      "allreduce",      "broadcast",
                                            "allgather", "reduce_scatter", "barrier"};
-constexpr const char* kFieldNames[] = {"operation", "count", "data type", "reduce op", "root"};
 
-std::string FieldValue(int field, long long value) {
+constexpr std::string_view kSignatureNames[] = {"operation", "count", "data type", "reduce op", "root"};
+
+std::string SignatureValue(int field, long long value) {
   switch (field) {
     case 0:
       return value >= 0 && value <= 5 ? kOperationNames[value] : std::to_string(value);
@@ -91,31 +93,50 @@ Status Communicator::TimedOut(std::string_view operation) {
   return DeadlineExceeded(std::move(message));
 }
 
-void Communicator::PackForMax(const Signature& mine, long long out[2 * kSignatureFields]) {
-  for (int i = 0; i < kSignatureFields; ++i) {
-    out[i] = mine.fields[i];
-    out[kSignatureFields + i] = -mine.fields[i];
+Status Communicator::Agree(std::string_view what, const long long* values, const std::string_view* names,
+                           int count, std::string (*describe)(int field, long long value)) {
+  long long words[2 * kMaxAgreementFields];
+  for (int i = 0; i < count; ++i) {
+    // {v, -v}: one MAX allreduce gives the maximum and (negated) the minimum. -LLONG_MIN would overflow;
+    // clamping it to -LLONG_MAX only merges two values no caller uses.
+    const long long v = values[i] == LLONG_MIN ? -LLONG_MAX : values[i];
+    words[i] = v;
+    words[count + i] = -v;
   }
-}
-
-Status Communicator::CheckAgreement(const long long reduced[2 * kSignatureFields],
-                                    std::string_view operation) const {
-  for (int i = 0; i < kSignatureFields; ++i) {
-    const long long max = reduced[i];
-    const long long min = -reduced[kSignatureFields + i];
+  MEMCOORD_RETURN_IF_ERROR(do_max_allreduce_words(words, 2 * count, what));
+  for (int i = 0; i < count; ++i) {
+    const long long max = words[i];
+    const long long min = -words[count + i];
     if (max != min) {
-      return InvalidArgument(fmt::format(
-          "{}: ranks disagree on the {} (between {} and {} across the {} ranks); every rank must call the "
-          "same collective with the same count, type, op and root",
-          operation, kFieldNames[i], FieldValue(i, min), FieldValue(i, max), size_));
+      return InvalidArgument(
+          fmt::format("{}: ranks disagree on the {} (between {} and {} across the {} ranks)", what, names[i],
+                      describe(i, min), describe(i, max), size_));
     }
   }
   return Status::Ok();
 }
 
+Status Communicator::check_agreement(std::string_view what, std::span<const std::int64_t> values,
+                                     std::span<const std::string_view> names) {
+  MEMCOORD_RETURN_IF_ERROR(abort_state_->status());
+  if (values.size() != names.size() || values.size() > kMaxAgreementFields) {
+    return InvalidArgument(fmt::format("check_agreement({}): {} values and {} names; at most {} named values",
+                                       what, values.size(), names.size(), kMaxAgreementFields));
+  }
+  long long words[kMaxAgreementFields];
+  for (std::size_t i = 0; i < values.size(); ++i) words[i] = values[i];
+  return Agree(what, words, names.data(), static_cast<int>(values.size()),
+               [](int, long long value) { return std::to_string(value); });
+}
+
 Status Communicator::Verify(const Signature& signature) {
   if (!options_.verify_arguments) return Status::Ok();
-  return do_verify(signature);
+  const long long operation = signature.fields[0];
+  const std::string what = fmt::format("argument check before {}", SignatureValue(0, operation));
+  Status agreed = Agree(what, signature.fields, kSignatureNames, kSignatureFields, SignatureValue);
+  if (agreed.code() != StatusCode::kInvalidArgument) return agreed;
+  return InvalidArgument(agreed.message() +
+                         "; every rank must call the same collective with the same count, type, op and root");
 }
 
 Status Communicator::allreduce(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op) {
@@ -127,6 +148,17 @@ Status Communicator::allreduce(const void* send, void* recv, std::size_t count, 
 Result<std::unique_ptr<PendingCollective>> Communicator::start_allreduce(const void* send, void* recv,
                                                                          std::size_t count, DataType type,
                                                                          ReduceOp op) {
+  return StartAllreduce(send, recv, count, type, op, /*verify=*/true);
+}
+
+Result<std::unique_ptr<PendingCollective>> Communicator::start_allreduce_checked_once(
+    const void* send, void* recv, std::size_t count, DataType type, ReduceOp op) {
+  return StartAllreduce(send, recv, count, type, op, /*verify=*/false);
+}
+
+Result<std::unique_ptr<PendingCollective>> Communicator::StartAllreduce(const void* send, void* recv,
+                                                                        std::size_t count, DataType type,
+                                                                        ReduceOp op, bool verify) {
   MEMCOORD_RETURN_IF_ERROR(abort_state_->status());
   if (!IsValid(type)) return InvalidArgument(fmt::format("allreduce: unknown data type {}", int(type)));
   if (!IsValid(op)) return InvalidArgument(fmt::format("allreduce: unknown reduce op {}", int(op)));
@@ -138,7 +170,7 @@ Result<std::unique_ptr<PendingCollective>> Communicator::start_allreduce(const v
   if (send != recv && Overlap(send, bytes, recv, bytes)) {
     return InvalidArgument(what + ": send and recv overlap without being the same buffer (in place)");
   }
-  MEMCOORD_RETURN_IF_ERROR(Verify({{1, static_cast<long long>(count), int(type), int(op), 0}}));
+  if (verify) MEMCOORD_RETURN_IF_ERROR(Verify({{1, static_cast<long long>(count), int(type), int(op), 0}}));
   return do_start_allreduce(send, recv, count, type, op);
 }
 

@@ -18,6 +18,10 @@
 // a root out of range, overlapping buffers where not allowed. With options().verify_arguments each call
 // first compares operation, count, type, op and root across ranks (one small extra collective) and returns
 // INVALID_ARGUMENT naming what differs; without it a mismatch shows as a backend error or a timeout.
+// That check waits on the host for every rank (and, on NCCL, for all work queued on the stream), so a caller
+// that issues a fixed sequence of collectives checks the sequence once with check_agreement and launches with
+// start_allreduce_checked_once: GradientBucketer checks its bucket layout at creation, the way PyTorch DDP
+// checks model shapes once, and its bucket launches never wait on the host.
 //
 // Thread safety: a communicator is used by one thread at a time (collectives are ordered); aborted(),
 // abort_status() and abort() may be called from any thread, and abort() wakes a thread blocked in a call.
@@ -28,8 +32,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -41,9 +47,11 @@ namespace memcoord {
 
 struct CommunicatorOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
-  // Compare operation, count, type, op and root across ranks before each call (one extra 80-byte allreduce,
-  // a few microseconds). Off, a mismatch is undetectable on some ranks (MPI may hand the rank with the larger
-  // count a silently partial result while the others get MPI_ERR_TRUNCATE).
+  // Compare operation, count, type, op and root across ranks before each call (one extra 80-byte allreduce
+  // that waits on the host for every rank, and on NCCL for the stream). Off, a mismatch is undetectable on
+  // some ranks (MPI may hand the rank with the larger count a silently partial result while the others get
+  // MPI_ERR_TRUNCATE). GradientBucketer reads it as "check my layout once at creation" and never checks per
+  // launch (see start_allreduce_checked_once): on by default, and the bucketed gradients still overlap.
   bool verify_arguments = true;
 };
 
@@ -106,6 +114,20 @@ class Communicator {
   Status allreduce(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op);
   Result<std::unique_ptr<PendingCollective>> start_allreduce(const void* send, void* recv, std::size_t count,
                                                              DataType type, ReduceOp op);
+  // start_allreduce without the per-call cross-rank argument check, whatever verify_arguments says: for a
+  // caller whose sequence of collectives was agreed across ranks once with check_agreement (local argument
+  // checks still run). Never waits on the host for peers.
+  Result<std::unique_ptr<PendingCollective>> start_allreduce_checked_once(const void* send, void* recv,
+                                                                          std::size_t count, DataType type,
+                                                                          ReduceOp op);
+
+  // Compares `values` across ranks: one small MAX allreduce, collective and blocking (runs whatever
+  // verify_arguments says). OK when every rank passed the same values; else INVALID_ARGUMENT "<what>: ranks
+  // disagree on the <names[i]> (between <min> and <max> ...)" for the first field that differs.
+  // REQUIRES: values.size() == names.size() <= kMaxAgreementFields, else INVALID_ARGUMENT (locally).
+  static constexpr std::size_t kMaxAgreementFields = 8;
+  Status check_agreement(std::string_view what, std::span<const std::int64_t> values,
+                         std::span<const std::string_view> names);
   Status broadcast(void* buffer, std::size_t count, DataType type, int root);
   Status allgather(const void* send, void* recv, std::size_t count, DataType type);
   Status reduce_scatter(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op);
@@ -133,10 +155,6 @@ class Communicator {
   struct Signature {
     long long fields[kSignatureFields] = {};
   };
-  // Packs {v..., -v...} so that one MAX allreduce yields every field's maximum and minimum.
-  static void PackForMax(const Signature& mine, long long out[2 * kSignatureFields]);
-  // Reads the MAX-allreduced pack: OK when all ranks agree, else INVALID_ARGUMENT naming the field.
-  Status CheckAgreement(const long long reduced[2 * kSignatureFields], std::string_view operation) const;
   static std::string Describe(std::string_view operation, std::size_t count, DataType type,
                               const ReduceOp* op = nullptr);
 
@@ -152,10 +170,16 @@ class Communicator {
   virtual Status do_barrier() = 0;
   virtual Result<std::unique_ptr<Communicator>> do_split(int color, int key) = 0;
   virtual void do_abort() = 0;
-  // Compares `signature` across ranks; INVALID_ARGUMENT naming the first field that differs.
-  virtual Status do_verify(const Signature& signature) = 0;
+  // MAX-allreduces `count` (<= 2 * kMaxAgreementFields) int64 words in place, blocking; `what` names it in
+  // errors. The agreement checks pack {v..., -v...} so one call yields every field's maximum and minimum.
+  virtual Status do_max_allreduce_words(long long* words, int count, std::string_view what) = 0;
 
   Status Verify(const Signature& signature);
+  // check_agreement's body; `describe` prints field i's value in an error.
+  Status Agree(std::string_view what, const long long* values, const std::string_view* names, int count,
+               std::string (*describe)(int field, long long value));
+  Result<std::unique_ptr<PendingCollective>> StartAllreduce(const void* send, void* recv, std::size_t count,
+                                                            DataType type, ReduceOp op, bool verify);
 
   int rank_;
   int size_;

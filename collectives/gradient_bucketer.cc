@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -11,6 +12,21 @@ namespace {
 std::size_t AlignUp(std::size_t value, std::size_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
+
+// FNV-1a over 64-bit words: a fingerprint of the layout inputs, equal on ranks that plan the same buckets.
+class Fingerprint {
+ public:
+  void add(std::uint64_t word) {
+    for (int i = 0; i < 8; ++i) {
+      hash_ ^= (word >> (8 * i)) & 0xFF;
+      hash_ *= 0x100000001B3ull;
+    }
+  }
+  std::int64_t value() const { return static_cast<std::int64_t>(hash_ >> 1); }  // non-negative
+
+ private:
+  std::uint64_t hash_ = 0xCBF29CE484222325ull;
+};
 
 }  // namespace
 
@@ -59,6 +75,8 @@ Result<std::unique_ptr<GradientBucketer>> GradientBucketer::Create(Communicator&
     bucket.bytes = AlignUp(used, align);
   }
 
+  MEMCOORD_RETURN_IF_ERROR(self->CheckLayoutAcrossRanks(parameters));
+
   // Allocate.
   Result<TagId> tag = pool.tag("gradients");
   if (!tag.ok()) return tag.status();
@@ -86,6 +104,30 @@ Result<std::unique_ptr<GradientBucketer>> GradientBucketer::Create(Communicator&
 
 GradientBucketer::GradientBucketer(Communicator& comm, CachingPool& pool, BucketerOptions options)
     : comm_(comm), pool_(pool), options_(options) {}
+
+Status GradientBucketer::CheckLayoutAcrossRanks(const std::vector<ParameterSpec>& parameters) {
+  if (!comm_.options().verify_arguments) return Status::Ok();
+  Fingerprint fingerprint;
+  std::uint64_t elements = 0;
+  for (const ParameterSpec& spec : parameters) {
+    fingerprint.add(spec.count);
+    fingerprint.add(static_cast<std::uint64_t>(spec.type));
+    elements += spec.count;
+  }
+  fingerprint.add(options_.bucket_cap_bytes);
+  fingerprint.add(options_.first_bucket_cap_bytes);
+  fingerprint.add(options_.alignment_bytes);
+  const std::int64_t values[] = {static_cast<std::int64_t>(parameters.size()),
+                                 static_cast<std::int64_t>(elements),
+                                 static_cast<std::int64_t>(buckets_.size()), fingerprint.value()};
+  const std::string_view names[] = {"number of parameters", "total gradient elements", "number of buckets",
+                                    "fingerprint of parameter counts, types and bucket caps"};
+  Status agreed = comm_.check_agreement("GradientBucketer: bucket layout check", values, names);
+  if (agreed.code() != StatusCode::kInvalidArgument) return agreed;
+  return InvalidArgument(agreed.message() +
+                         "; every rank must register the same parameters (count and type, in the same order) "
+                         "with the same bucket caps");
+}
 
 GradientBucketer::~GradientBucketer() {
   (void)WaitAll();  // memory must not go back to the pool while a collective may still touch it
@@ -129,8 +171,13 @@ Status GradientBucketer::LaunchReadyBuckets() {
     Bucket& bucket = state_[next_launch_];
     Status ordered = comm_.order_after(options_.compute_stream);
     if (!ordered.ok()) return failed_ = ordered;
-    auto pending = comm_.start_allreduce(bucket.data, bucket.data, bucket.elements,
-                                         buckets_[next_launch_].type, ReduceOp::kAvg);
+    // The layout was checked across ranks at creation: no per-launch check (and host wait) unless asked.
+    const DataType type = buckets_[next_launch_].type;
+    auto pending =
+        options_.verify_every_launch
+            ? comm_.start_allreduce(bucket.data, bucket.data, bucket.elements, type, ReduceOp::kAvg)
+            : comm_.start_allreduce_checked_once(bucket.data, bucket.data, bucket.elements, type,
+                                                 ReduceOp::kAvg);
     if (!pending.ok()) {
       return failed_ = pending.status().WithContext(fmt::format("gradient bucket {}: ", next_launch_));
     }

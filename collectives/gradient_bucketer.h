@@ -14,6 +14,15 @@
 // the same collectives in the same order. finish() waits for all buckets: the gradients then hold the average
 // over ranks. mark_ready also polls the buckets in flight (that is what drives MPI's progress).
 //
+// Cross-rank checking. With the communicator's verify_arguments (the default), Create compares the bucket
+// layout across ranks once (parameter count, total elements, bucket count and a fingerprint of every
+// parameter's count and type and the caps: one small blocking collective), as PyTorch DDP checks model shapes
+// at construction; a rank with another model gets INVALID_ARGUMENT on every rank, naming what differs. The
+// layout never changes afterwards, so every step issues the same allreduces in the same order and bucket
+// launches skip the per-call check (Communicator::start_allreduce_checked_once): a launch never waits on the
+// host for the other ranks or for queued GPU work, and communication overlaps backward. verify_every_launch
+// restores one check per launch (a host wait each; for debugging and for the overlap bench).
+//
 // Device buffers: with a device communicator (NCCL) the pool must hand out device memory; each bucket waits
 // for work queued on options.compute_stream (Communicator::order_after) before its allreduce.
 // Thread safety: one thread at a time (the backward thread). Ownership: does not own the communicator or
@@ -42,6 +51,7 @@ struct BucketerOptions {
   std::size_t first_bucket_cap_bytes = std::size_t{1} << 20;
   std::size_t alignment_bytes = 16;          // each gradient view starts at a multiple of this in its bucket
   StreamId compute_stream = kDefaultStream;  // where gradients are written (device communicators)
+  bool verify_every_launch = false;          // per-launch cross-rank check (see above); off: layout once
 };
 
 struct BucketInfo {
@@ -52,9 +62,10 @@ struct BucketInfo {
 
 class GradientBucketer {
  public:
-  // Plans the buckets and allocates them. Errors: INVALID_ARGUMENT (no parameters, an invalid type, a zero
-  // cap, an alignment that is not a power of two multiple of every element size); the pool's
-  // RESOURCE_EXHAUSTED.
+  // Plans the buckets, checks the layout across ranks (collective when verify_arguments is on) and allocates
+  // them. Errors: INVALID_ARGUMENT (no parameters, an invalid type, a zero cap, an alignment that is not a
+  // power of two multiple of every element size; a layout that differs across ranks, named); the
+  // communicator's errors from the check; the pool's RESOURCE_EXHAUSTED.
   static Result<std::unique_ptr<GradientBucketer>> Create(Communicator& comm, CachingPool& pool,
                                                           std::vector<ParameterSpec> parameters,
                                                           BucketerOptions options = {});
@@ -95,6 +106,7 @@ class GradientBucketer {
   };
 
   GradientBucketer(Communicator& comm, CachingPool& pool, BucketerOptions options);
+  Status CheckLayoutAcrossRanks(const std::vector<ParameterSpec>& parameters);
   Status LaunchReadyBuckets();
   Status PollInFlight();
   Status WaitAll();

@@ -245,28 +245,23 @@ Status MpiCommunicator::do_barrier() {
   return pending.wait();
 }
 
-Status MpiCommunicator::do_verify(const Signature& signature) {
-  // On the heap, and leaked when the check fails: an abandoned MPI request cannot be cancelled and may still
-  // write its 80 bytes when a late peer arrives, long after this frame is gone.
-  auto owned = std::make_unique<long long[]>(2 * kSignatureFields);
-  long long* pack = owned.get();
-  PackForMax(signature, pack);
-  const char* operations[] = {"none", "allreduce", "broadcast", "allgather", "reduce_scatter", "barrier"};
-  const long long op_index = signature.fields[0];
-  const std::string what =
-      fmt::format("argument check before {}", op_index >= 0 && op_index <= 5 ? operations[op_index] : "?");
-  MpiPendingCollective pending(*this, what);
+Status MpiCommunicator::do_max_allreduce_words(long long* words, int count, std::string_view what) {
+  // A heap copy, leaked when the call fails: an abandoned MPI request cannot be cancelled and may still write
+  // its words when a late peer arrives, long after the caller's frame is gone.
+  auto owned = std::make_unique<long long[]>(static_cast<std::size_t>(count));
+  std::copy(words, words + count, owned.get());
+  MpiPendingCollective pending(*this, std::string(what));
   MPI_Request request = MPI_REQUEST_NULL;
-  const int rc =
-      MPI_Iallreduce(MPI_IN_PLACE, pack, 2 * kSignatureFields, MPI_LONG_LONG, MPI_MAX, comm_, &request);
-  if (rc != MPI_SUCCESS) return StartFailed(what, rc);
+  const int rc = MPI_Iallreduce(MPI_IN_PLACE, owned.get(), count, MPI_LONG_LONG, MPI_MAX, comm_, &request);
+  if (rc != MPI_SUCCESS) return StartFailed(pending.description(), rc);
   pending.requests().push_back(request);
   Status waited = pending.wait();
   if (!waited.ok()) {
     (void)owned.release();
     return waited;
   }
-  return CheckAgreement(pack, op_index >= 0 && op_index <= 5 ? operations[op_index] : "?");
+  std::copy(owned.get(), owned.get() + count, words);
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<Communicator>> MpiCommunicator::do_split(int color, int key) {

@@ -46,7 +46,7 @@ class MpiCommunicator final : public Communicator {
   Status do_barrier() override;
   Result<std::unique_ptr<Communicator>> do_split(int color, int key) override;
   void do_abort() override {}
-  Status do_verify(const Signature& signature) override;
+  Status do_max_allreduce_words(long long* words, int count, std::string_view what) override;
 
   // Error from starting a request: aborts the communicator (its collectives may now be out of step).
   Status StartFailed(const std::string& what, int code);

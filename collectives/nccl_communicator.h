@@ -11,7 +11,8 @@
 // that stream, and after work on other streams only through order_after(producer). Completion is an event
 // polled together with ncclCommGetAsyncError until options().timeout; a timeout or an NCCL error calls
 // ncclCommAbort, and the communicator is aborted. Buffers must be device (or managed) memory: host pointers
-// are INVALID_ARGUMENT, never handed to NCCL. verify_arguments runs one extra 10-word NCCL allreduce.
+// are INVALID_ARGUMENT, never handed to NCCL. verify_arguments runs one extra 10-word NCCL allreduce and
+// waits for the stream.
 //
 // Thread safety: as Communicator. Every NCCL call on the comm runs under the Impl's comm mutex (NCCL calls on
 // one comm must not overlap), but the mutex is held for one call only, never across a wait: every poll loop
@@ -73,7 +74,7 @@ class NcclCommunicator final : public Communicator {
   Status do_barrier() override;
   Result<std::unique_ptr<Communicator>> do_split(int color, int key) override;
   void do_abort() override;
-  Status do_verify(const Signature& signature) override;
+  Status do_max_allreduce_words(long long* words, int count, std::string_view what) override;
 
   // One NCCL call, enqueued under the comm mutex; returns its ncclResult_t.
   using Enqueue = std::function<int(ncclComm*, CUstream_st*)>;

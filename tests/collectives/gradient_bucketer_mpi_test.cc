@@ -4,8 +4,11 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <numeric>
 #include <random>
+#include <thread>
 
 #include "allocator/host_backend.h"
 #include "collectives/gradient_bucketer.h"
@@ -194,6 +197,64 @@ TEST_F(GradientBucketerTest, AbortedCommunicatorFailsTheStep) {
   Status s = (*created)->mark_ready(11);
   EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
   EXPECT_NE(s.message().find("worker told to stop"), std::string::npos) << s.message();
+}
+
+// verify_arguments (on in World()) checks the layout once at creation: a rank with another model is refused
+// on every rank, by name, before any gradient moves.
+TEST_F(GradientBucketerTest, LayoutThatDiffersAcrossRanksIsRefusedAtCreationOnEveryRank) {
+  auto model = Model();
+  if (comm_->rank() == 1) model.push_back({5, DataType::kFloat32});
+  auto extra = GradientBucketer::Create(*comm_, *pool_, model, SmallBuckets());
+  ASSERT_FALSE(extra.ok());
+  EXPECT_EQ(extra.status().code(), StatusCode::kInvalidArgument) << extra.status().ToString();
+  EXPECT_NE(extra.status().message().find(
+                "bucket layout check: ranks disagree on the number of parameters (between "
+                "12 and 13"),
+            std::string::npos)
+      << extra.status().message();
+  model = Model();
+  if (comm_->rank() == 1) model[4].type = model[5].type = DataType::kFloat16;  // same sizes and buckets
+  auto retyped = GradientBucketer::Create(*comm_, *pool_, model, SmallBuckets());
+  ASSERT_FALSE(retyped.ok());
+  EXPECT_NE(retyped.status().message().find("fingerprint of parameter counts, types and bucket caps"),
+            std::string::npos)
+      << retyped.status().message();
+  EXPECT_TRUE(comm_->barrier().ok());  // the communicator stayed in step
+}
+
+// Once created, a bucket launch does no host-side wait for the other ranks: rank 0 marks every gradient ready
+// (which launches every bucket) while the other ranks are still 500 ms away from theirs, and its marking
+// returns at once. With verify_every_launch (one cross-rank check per launch, the old default) the same
+// marking waits for the slowest rank, which shows the test sees a host wait when there is one. Wall clock;
+// bounds generous for a loaded 2-core machine.
+TEST_F(GradientBucketerTest, SteadyStateLaunchesDoNoHostSideWait) {
+  const auto model = Model();
+  for (bool every_launch : {false, true}) {
+    SCOPED_TRACE(every_launch ? "verify_every_launch" : "layout checked once");
+    BucketerOptions options = SmallBuckets();
+    options.verify_every_launch = every_launch;
+    auto created = GradientBucketer::Create(*comm_, *pool_, model, options);
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+    GradientBucketer& bucketer = **created;
+    ASSERT_GE(bucketer.buckets().size(), 3u);
+    for (int step = 0; step < 2; ++step) {
+      ASSERT_TRUE(comm_->barrier().ok());
+      if (comm_->rank() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(step == 1 ? 500 : 0));
+      const auto start = std::chrono::steady_clock::now();
+      for (std::size_t p = model.size(); p-- > 0;) ASSERT_TRUE(bucketer.mark_ready(p).ok());
+      const auto marking = std::chrono::steady_clock::now() - start;
+      ASSERT_TRUE(bucketer.finish().ok());
+      if (comm_->rank() != 0 || step == 0) continue;  // step 0 is the warm-up
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(marking).count();
+      std::printf("rank 0: launching %zu buckets took %lld ms (%s)\n", bucketer.buckets().size(),
+                  static_cast<long long>(ms), every_launch ? "verify_every_launch" : "layout checked once");
+      if (every_launch) {
+        EXPECT_GE(ms, 300) << "a per-launch check waits for the ranks still 500 ms away";
+      } else {
+        EXPECT_LT(ms, 250) << "a launch waited on the host for the other ranks";
+      }
+    }
+  }
 }
 
 }  // namespace

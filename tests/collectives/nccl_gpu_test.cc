@@ -13,6 +13,7 @@
 
 #include "allocator/caching_pool.h"
 #include "allocator/cuda/cuda_backends.h"
+#include "bench/collectives/overlap_kernel.h"
 #include "collectives/gradient_bucketer.h"
 #include "collectives/key_value_bootstrap.h"
 #include "collectives/nccl_communicator.h"
@@ -272,6 +273,58 @@ TEST(NcclCommunicator, BucketerOverADevicePool) {
         got, ReducedReference(model[p].type, ReduceOp::kAvg, 1, model[p].count, static_cast<int>(p)), bytes))
         << "parameter " << p;
   }
+}
+
+// With verify_arguments on (the default), bucket launches do no host-side wait: while a 300 ms kernel is
+// still computing gradients on the compute stream, marking every gradient ready (which launches every bucket)
+// returns at once. With verify_every_launch (one cross-rank check per launch, the old default) the first
+// launch waits on the host for that kernel, which shows the test sees such a wait. Wall clock, generous
+// bounds.
+TEST(NcclCommunicator, BucketLaunchesDoNotWaitForQueuedCompute) {
+  if (!HaveGpu()) GTEST_SKIP() << "no GPU";
+  auto comm = SingleRank(true);
+  ASSERT_TRUE(comm.ok()) << comm.status().ToString();
+  auto backend = MakeCudaBackend("cuda", 0);
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  CachingPool pool(**backend, PoolOptions{});
+  cudaStream_t compute = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking), cudaSuccess);
+  const std::vector<ParameterSpec> model(6, ParameterSpec{1 << 16, DataType::kFloat32});
+  for (bool every_launch : {false, true}) {
+    SCOPED_TRACE(every_launch ? "verify_every_launch" : "layout checked once");
+    BucketerOptions options;
+    options.first_bucket_cap_bytes = 1 << 18;
+    options.bucket_cap_bytes = 1 << 19;
+    options.compute_stream = reinterpret_cast<StreamId>(compute);
+    options.verify_every_launch = every_launch;
+    auto bucketer = GradientBucketer::Create(**comm, pool, model, options);
+    ASSERT_TRUE(bucketer.ok()) << bucketer.status().ToString();
+    ASSERT_GE((*bucketer)->buckets().size(), 3u);
+    for (int step = 0; step < 2; ++step) {
+      // Backward: the last layer's kernel runs 300 ms (in step 1); the others are short.
+      for (std::size_t p = model.size(); p-- > 0;) {
+        const long long busy_ns = step == 1 && p + 1 == model.size() ? 300'000'000 : 0;
+        ASSERT_EQ(bench::LaunchBusyWrite(static_cast<float*>(*(*bucketer)->gradient(p)), model[p].count, 1.0f,
+                                         busy_ns, compute),
+                  0);
+      }
+      const auto start = Clock::now();
+      for (std::size_t p = model.size(); p-- > 0;) ASSERT_TRUE((*bucketer)->mark_ready(p).ok());
+      const auto marking = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
+      ASSERT_TRUE((*bucketer)->finish().ok());
+      if (step == 0) continue;
+      std::printf("launching %zu buckets behind a 300 ms kernel took %lld ms (%s)\n",
+                  (*bucketer)->buckets().size(), static_cast<long long>(marking.count()),
+                  every_launch ? "verify_every_launch" : "layout checked once");
+      if (every_launch) {
+        EXPECT_GE(marking, milliseconds(250)) << "a per-launch check waits for the queued kernel";
+      } else {
+        EXPECT_LT(marking, milliseconds(100)) << "a launch waited on the host for queued compute";
+      }
+    }
+  }
+  ASSERT_EQ(cudaStreamSynchronize(compute), cudaSuccess);
+  cudaStreamDestroy(compute);
 }
 
 }  // namespace
