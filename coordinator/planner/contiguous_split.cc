@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/bytes.h"
+#include "coordinator/planner/limits.h"
 
 namespace memcoord::planner {
 namespace {
@@ -80,7 +81,7 @@ Result<ChainSplit> SplitChain(const std::vector<std::uint64_t>& items,
   if (!FillGreedy(prefix, capacities, base, hi, nullptr)) {
     std::uint64_t room = 0;
     for (std::size_t j = 0; j < capacities.size(); ++j)
-      room += capacities[j] > base[j] ? capacities[j] - base[j] : 0;
+      room = AddSaturated(room, capacities[j] > base[j] ? capacities[j] - base[j] : 0);
     const std::uint64_t largest = items.empty() ? 0 : *std::max_element(items.begin(), items.end());
     return ResourceExhausted("the chain needs " + FormatBytes(prefix.back()) + " (largest unit " +
                              FormatBytes(largest) + ") but the devices have " + FormatBytes(room) +

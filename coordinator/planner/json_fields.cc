@@ -1,6 +1,10 @@
 #include "coordinator/planner/json_fields.h"
 
 #include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
 
 #include "common/bytes.h"
 
@@ -9,6 +13,33 @@ namespace {
 
 std::string FieldName(const std::string& where, const std::string& key) {
   return where.empty() ? key : where + "." + key;
+}
+
+// The JSON number as an int64 when it is a whole number inside int64's range; nullopt for anything else
+// (not a number, a fraction, NaN, an infinity, beyond -2^63..2^63-1). A double is converted only after
+// that check: converting one outside int64's range is undefined behaviour.
+std::optional<std::int64_t> WholeInt64(const nlohmann::json& v) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return std::nullopt;
+    return static_cast<std::int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  if (!v.is_number_float()) return std::nullopt;
+  const double d = v.get<double>();
+  constexpr double kTwo63 = 9223372036854775808.0;         // exact in a double
+  if (!(d >= -kTwo63 && d < kTwo63)) return std::nullopt;  // also NaN and the infinities
+  if (d != std::trunc(d)) return std::nullopt;
+  return static_cast<std::int64_t>(d);
+}
+
+// The value as a message shows it; JSON has no text for NaN or the infinities (dump() says null).
+std::string ValueText(const nlohmann::json& v) {
+  if (v.is_number_float() && !std::isfinite(v.get<double>())) {
+    const double d = v.get<double>();
+    return std::string(std::isnan(d) ? "nan" : (d > 0 ? "inf" : "-inf")) + " (not a finite number)";
+  }
+  return v.dump();
 }
 
 }  // namespace
@@ -31,19 +62,17 @@ Result<std::int64_t> ReadInt(const nlohmann::json& object, const std::string& wh
     if (fallback) return *fallback;
     return InvalidArgument(field + " is required (an integer >= " + std::to_string(min_value) + ")");
   }
-  std::int64_t value = 0;
-  if (it->is_number_integer()) {
-    value = it->get<std::int64_t>();
-  } else if (it->is_number_float() && it->get<double>() == static_cast<double>(it->get<std::int64_t>())) {
-    value = it->get<std::int64_t>();
-  } else {
-    return InvalidArgument(field + " must be an integer, got " + it->dump());
+  const std::string range = std::to_string(min_value) + " and " + std::to_string(max_value);
+  const std::optional<std::int64_t> value = WholeInt64(*it);
+  if (!value) {
+    if (it->is_number_unsigned())
+      return InvalidArgument(field + " must be between " + range + ", got " + it->dump());
+    return InvalidArgument(field + " must be a whole number between " + range + ", got " + ValueText(*it));
   }
-  if (value < min_value || value > max_value) {
-    return InvalidArgument(field + " must be between " + std::to_string(min_value) + " and " +
-                           std::to_string(max_value) + ", got " + std::to_string(value));
+  if (*value < min_value || *value > max_value) {
+    return InvalidArgument(field + " must be between " + range + ", got " + std::to_string(*value));
   }
-  return value;
+  return *value;
 }
 
 Result<std::string> ReadString(const nlohmann::json& object, const std::string& where, const std::string& key,
@@ -104,6 +133,27 @@ Status CheckKnownKeys(const nlohmann::json& object, const std::string& where,
     }
   }
   return Status::Ok();
+}
+
+Result<nlohmann::json> ParseJson(std::string_view text, const std::string& what,
+                                 const std::string& expected) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    // "[json.exception.out_of_range.406] number overflow parsing '1e400'": keep the reason, drop the tag.
+    std::string reason = e.what();
+    if (const std::size_t tag_end = reason.find("] "); tag_end != std::string::npos)
+      reason.erase(0, tag_end + 2);
+    return InvalidArgument(what + " is not valid JSON (" + reason + "); expected " + expected);
+  }
+}
+
+Result<std::string> ReadTextFile(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  if (!in) return InvalidArgument("cannot read " + what + " \"" + path + "\"");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 }  // namespace memcoord::planner

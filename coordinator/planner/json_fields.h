@@ -7,13 +7,16 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/result.h"
 
 namespace memcoord::planner {
 
-// Field `key` as an integer in [min_value, max_value]; `fallback` when absent (NOT_FOUND-free).
+// Field `key` as an integer in [min_value, max_value]; `fallback` when absent (NOT_FOUND-free). A JSON
+// float holding a whole number is accepted (8.0 is 8). Anything else is INVALID_ARGUMENT naming the field,
+// the value and the range: fractions, strings, NaN, infinities and numbers beyond int64 (1e30, 9.3e18).
 Result<std::int64_t> ReadInt(const nlohmann::json& object, const std::string& where, const std::string& key,
                              std::optional<std::int64_t> fallback, std::int64_t min_value,
                              std::int64_t max_value);
@@ -33,6 +36,13 @@ Result<std::uint64_t> ReadBytes(const nlohmann::json& object, const std::string&
 // Fails naming the first key of `object` that is not in `known` (catches typos such as "capcity").
 Status CheckKnownKeys(const nlohmann::json& object, const std::string& where,
                       const std::vector<std::string>& known);
+
+// `text` parsed as JSON; otherwise INVALID_ARGUMENT "<what> is not valid JSON (<the parser's reason, with
+// the position>); expected <expected>". Numbers beyond a double (1e400) are refused here, by name.
+Result<nlohmann::json> ParseJson(std::string_view text, const std::string& what, const std::string& expected);
+
+// The whole file at `path`; INVALID_ARGUMENT "cannot read <what> \"<path>\"" when it cannot be opened.
+Result<std::string> ReadTextFile(const std::string& path, const std::string& what);
 
 // "a, b, c" for messages.
 std::string JoinNames(const std::vector<std::string>& names);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "coordinator/planner/estimator_coefficients.h"
+#include "coordinator/planner/limits.h"
 
 namespace memcoord::planner {
 namespace {
@@ -67,7 +68,29 @@ double BlockCoefficient(const ModelSpec& s, Sizes z) {
   return 0;
 }
 
-std::uint64_t Bytes(double v) { return v <= 0 ? 0 : static_cast<std::uint64_t>(std::llround(v)); }
+// Bytes of a double count. Counts past kMaxModelBytes (only from inputs EstimateMemory then rejects) stop
+// just above it: llround past int64 has no defined result, and sums of a few clamped values stay in uint64.
+std::uint64_t Bytes(double v) {
+  if (!(v > 0)) return 0;
+  if (v > static_cast<double>(kMaxModelBytes)) return kMaxModelBytes + 1;
+  return static_cast<std::uint64_t>(std::llround(v));
+}
+
+// Every figure a plan sums stays within kMaxModelBytes (limits.h); past it the batch and sequence are to
+// blame, since the parameters alone stay far below it.
+Status CheckInRange(const MemoryEstimate& e, const ModelSpec& s, const TrainingOptions& o) {
+  std::uint64_t units = 0;
+  for (const UnitMemory& u : e.units) units = AddSaturated(units, u.bytes);
+  if (e.total_bytes <= kMaxModelBytes && units <= kMaxModelBytes &&
+      e.per_device_overhead_bytes <= kMaxModelBytes)
+    return Status::Ok();
+  const std::string tokens = s.family == ModelFamily::kResNet50
+                                 ? "batch " + std::to_string(o.batch)
+                                 : "batch " + std::to_string(o.batch) + " × seq " + std::to_string(o.seq);
+  return InvalidArgument(
+      tokens + ": the estimated peak exceeds what the planner handles for one model; accepted: at most " +
+      std::to_string(kMaxModelBytes) + " bytes (2^53, 8 PiB)");
+}
 
 Status Validate(const ModelSpec& s, const TrainingOptions& o) {
   const bool training = o.mode == RunMode::kTraining;
@@ -282,8 +305,11 @@ Result<MemoryEstimate> EstimateMemory(const ModelSpec& spec, const TrainingOptio
   MEMCOORD_RETURN_IF_ERROR(Validate(spec, options));
   const std::vector<ModelUnit> units = BuildUnits(spec);
   const Sizes z = SizesFor(options.precision);
-  if (spec.family == ModelFamily::kResNet50) return EstimateResNet(units, options, z);
-  return EstimateTransformer(spec, units, options, z);
+  MemoryEstimate estimate = spec.family == ModelFamily::kResNet50
+                                ? EstimateResNet(units, options, z)
+                                : EstimateTransformer(spec, units, options, z);
+  MEMCOORD_RETURN_IF_ERROR(CheckInRange(estimate, spec, options));
+  return estimate;
 }
 
 }  // namespace memcoord::planner

@@ -61,7 +61,8 @@ struct MemoryEstimate {
 
 // REQUIRES: spec came from PresetSpec or ParseModelSpec. INVALID_ARGUMENT naming the field when the options
 // do not fit the model: batch or seq below 1 in training, seq above the learned positions (gpt2, bert),
-// checkpointing on resnet50.
+// checkpointing on resnet50; and when the peak, the sum of the units or the per-device overhead would pass
+// kMaxModelBytes (2^53 bytes, limits.h), naming the batch and sequence that make it so.
 Result<MemoryEstimate> EstimateMemory(const ModelSpec& spec, const TrainingOptions& options);
 
 }  // namespace memcoord::planner

@@ -1,10 +1,11 @@
 #include "coordinator/planner/model_spec.h"
 
-#include <fstream>
+#include <cstdio>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "coordinator/planner/json_fields.h"
+#include "coordinator/planner/limits.h"
+#include "coordinator/planner/model_units.h"
 
 namespace memcoord::planner {
 namespace {
@@ -83,8 +84,22 @@ const std::vector<ModelSpec>& Presets() {
   return presets;
 }
 
-constexpr std::int64_t kMaxDim = std::int64_t{1}
-                                 << 24;  // 16M: far above any real width, keeps products in range
+// 16M: far above any real width; a product of two dimensions and the expert count fits in int64.
+constexpr std::int64_t kMaxDim = std::int64_t{1} << 24;
+
+// Every unit's count fits in int64 within the per-field limits; their sum over up to 100,000 layers may
+// not, so it is taken in double and held to kMaxParams, which keeps TotalParams exact for accepted specs.
+Status CheckParameterCount(const ModelSpec& s) {
+  double total = 0;
+  for (const ModelUnit& u : BuildUnits(s)) total += static_cast<double>(u.params);
+  if (total <= static_cast<double>(kMaxParams)) return Status::Ok();
+  char about[32];
+  std::snprintf(about, sizeof(about), "%.2g", total);
+  return InvalidArgument("spec: hidden " + std::to_string(s.hidden) + ", ffn " + std::to_string(s.ffn) +
+                         ", experts " + std::to_string(s.experts) + ", layers " + std::to_string(s.layers) +
+                         " and vocab " + std::to_string(s.vocab) + " make about " + about +
+                         " parameters; accepted: at most " + std::to_string(kMaxParams) + " (2^48)");
+}
 
 }  // namespace
 
@@ -176,16 +191,15 @@ Result<ModelSpec> ParseModelSpec(const nlohmann::json& object) {
   if (s.family == ModelFamily::kBert && s.tied_embeddings) {
     return InvalidArgument("spec.tied_embeddings: the bert family has no output head to tie (use false)");
   }
+  MEMCOORD_RETURN_IF_ERROR(CheckParameterCount(s));
   return s;
 }
 
 Result<ModelSpec> LoadModelSpecFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return InvalidArgument("cannot read spec file \"" + path + "\"");
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json object = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (object.is_discarded()) return InvalidArgument("spec file \"" + path + "\" is not valid JSON");
+  MEMCOORD_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path, "spec file"));
+  MEMCOORD_ASSIGN_OR_RETURN(
+      const nlohmann::json object,
+      ParseJson(text, "spec file \"" + path + "\"", "a spec object {\"family\", \"hidden\", ...}"));
   Result<ModelSpec> spec = ParseModelSpec(object);
   if (!spec.ok()) return spec.status().WithContext("spec file \"" + path + "\": ");
   return spec;

@@ -5,6 +5,7 @@
 
 #include "common/bytes.h"
 #include "coordinator/planner/contiguous_split.h"
+#include "coordinator/planner/limits.h"
 #include "coordinator/planner/model_packing.h"
 
 namespace memcoord::planner {
@@ -36,9 +37,10 @@ Chain BuildChain(const MemoryEstimate& e) {
   return c;
 }
 
+// Saturating: 2^20 devices of up to 2^60 bytes can hold more than 2^64 together.
 std::uint64_t Sum(const std::vector<std::uint64_t>& v) {
   std::uint64_t s = 0;
-  for (std::uint64_t x : v) s += x;
+  for (std::uint64_t x : v) s = AddSaturated(s, x);
   return s;
 }
 
@@ -193,12 +195,23 @@ Result<Plan> Place(const PlanRequest& request) {
   return plan;
 }
 
+// The parser's limits again, for requests built in memory (the Plan RPC fills devices from workers' reports).
+Status CheckRequest(const PlanRequest& request) {
+  if (request.devices.empty()) return InvalidArgument("devices: at least one device is required");
+  if (request.models.empty()) return InvalidArgument("models: at least one model is required");
+  MEMCOORD_RETURN_IF_ERROR(CheckModelCount(request.models.size()));
+  for (std::size_t j = 0; j < request.devices.size(); ++j) {
+    MEMCOORD_RETURN_IF_ERROR(CheckDevice(
+        request.devices[j], "devices[" + std::to_string(j) + "] (" + request.devices[j].name + ")"));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<Plan> MakePlan(const PlanRequest& request) {
   const auto start = std::chrono::steady_clock::now();
-  if (request.devices.empty()) return InvalidArgument("devices: at least one device is required");
-  if (request.models.empty()) return InvalidArgument("models: at least one model is required");
+  MEMCOORD_RETURN_IF_ERROR(CheckRequest(request));
   MEMCOORD_ASSIGN_OR_RETURN(Plan plan, Place(request));
   if (!plan.feasible) {
     plan.suggestions = SuggestFits(request, [](const PlanRequest& trial) {

@@ -48,7 +48,9 @@ struct Plan {
   bool exact = false;  // proven optimal for its class (contiguous split, or small packing)
 };
 
-// INVALID_ARGUMENT when the options do not fit a model (EstimateMemory's checks, naming the model).
+// INVALID_ARGUMENT when the options do not fit a model (EstimateMemory's checks, naming the model), and for
+// a request past limits.h (a device above 2^60 bytes or with reserve >= capacity, more than 1024 models):
+// the parser checks those too, but a request built in memory, as the Plan RPC builds one, skips the parser.
 Result<Plan> MakePlan(const PlanRequest& request);
 
 }  // namespace memcoord::planner

@@ -1,11 +1,10 @@
 #include "coordinator/planner/plan_request.h"
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "coordinator/planner/json_fields.h"
+#include "coordinator/planner/limits.h"
 
 namespace memcoord::planner {
 namespace {
@@ -20,12 +19,7 @@ Result<DeviceSpec> ParseDevice(const nlohmann::json& d, const std::string& where
   MEMCOORD_ASSIGN_OR_RETURN(device.name, ReadString(d, where, "name", std::move(default_name)));
   MEMCOORD_ASSIGN_OR_RETURN(device.capacity_bytes, ReadBytes(d, where, "capacity", std::nullopt));
   MEMCOORD_ASSIGN_OR_RETURN(device.reserve_bytes, ReadBytes(d, where, "reserve", std::uint64_t{0}));
-  if (device.capacity_bytes == 0) return InvalidArgument(where + ".capacity must be positive, got 0");
-  if (device.reserve_bytes >= device.capacity_bytes) {
-    return InvalidArgument(where + ".reserve (" + std::to_string(device.reserve_bytes) +
-                           " bytes) must be smaller than its capacity (" +
-                           std::to_string(device.capacity_bytes) + " bytes)");
-  }
+  MEMCOORD_RETURN_IF_ERROR(CheckDevice(device, where));
   return device;
 }
 
@@ -125,17 +119,34 @@ Result<ModelRequest> ParseModel(const nlohmann::json& m, const std::string& wher
 
 }  // namespace
 
+Status CheckDevice(const DeviceSpec& device, const std::string& where) {
+  if (device.capacity_bytes == 0) return InvalidArgument(where + ".capacity must be positive, got 0");
+  if (device.capacity_bytes > kMaxDeviceBytes) {
+    return InvalidArgument(where + ".capacity must be at most " + std::to_string(kMaxDeviceBytes) +
+                           " bytes (2^60, 1 EiB), got " + std::to_string(device.capacity_bytes));
+  }
+  if (device.reserve_bytes >= device.capacity_bytes) {
+    return InvalidArgument(where + ".reserve (" + std::to_string(device.reserve_bytes) +
+                           " bytes) must be smaller than its capacity (" +
+                           std::to_string(device.capacity_bytes) + " bytes)");
+  }
+  return Status::Ok();
+}
+
+Status CheckModelCount(std::size_t count) {
+  if (count <= kMaxModels) return Status::Ok();
+  return InvalidArgument("models: " + std::to_string(count) + " models; accepted: at most " +
+                         std::to_string(kMaxModels));
+}
+
 std::int64_t DefaultSeq(const ModelSpec& spec) {
   if (spec.family == ModelFamily::kResNet50) return 1;
   return spec.max_positions > 0 ? std::min<std::int64_t>(1024, spec.max_positions) : 1024;
 }
 
 Result<PlanRequest> ParsePlanRequest(std::string_view json_text) {
-  nlohmann::json root = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) {
-    return InvalidArgument(
-        "the plan file is not valid JSON (expected {\"devices\": ..., \"models\": [...]})");
-  }
+  MEMCOORD_ASSIGN_OR_RETURN(const nlohmann::json root,
+                            ParseJson(json_text, "the plan file", "{\"devices\": ..., \"models\": [...]}"));
   if (!root.is_object())
     return InvalidArgument("the plan file must hold a JSON object with \"devices\" and \"models\"");
   MEMCOORD_RETURN_IF_ERROR(CheckKnownKeys(root, "", {"devices", "models"}));
@@ -147,6 +158,7 @@ Result<PlanRequest> ParsePlanRequest(std::string_view json_text) {
         "models must be a non-empty list of {\"preset\" or \"spec\", \"precision\", \"mode\", "
         "\"split\", ...}");
   }
+  MEMCOORD_RETURN_IF_ERROR(CheckModelCount(models->size()));
   for (std::size_t i = 0; i < models->size(); ++i) {
     MEMCOORD_ASSIGN_OR_RETURN(ModelRequest m,
                               ParseModel((*models)[i], "models[" + std::to_string(i) + "]", models->size()));
@@ -156,11 +168,8 @@ Result<PlanRequest> ParsePlanRequest(std::string_view json_text) {
 }
 
 Result<PlanRequest> LoadPlanRequest(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return InvalidArgument("cannot read plan file \"" + path + "\"");
-  std::stringstream text;
-  text << in.rdbuf();
-  Result<PlanRequest> request = ParsePlanRequest(text.str());
+  MEMCOORD_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path, "plan file"));
+  Result<PlanRequest> request = ParsePlanRequest(text);
   if (!request.ok()) return request.status().WithContext("plan file \"" + path + "\": ");
   return request;
 }

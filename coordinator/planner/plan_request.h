@@ -7,7 +7,8 @@
 // Defaults: precision fp32, optimizer adamw, checkpointing none, split layers for a single model and whole
 // otherwise; training batch 1 and seq 1024 (capped by a learned position table); inference batch 0 and seq 0
 // (weights only) unless given. Every error is INVALID_ARGUMENT (NOT_FOUND for an unknown preset) naming the
-// field ("models[1].precision") and what is accepted. Plain values; thread-safe.
+// field ("models[1].precision") and what is accepted; limits.h bounds every size and count. Plain values;
+// thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +45,12 @@ struct PlanRequest {
 
 Result<PlanRequest> ParsePlanRequest(std::string_view json_text);
 Result<PlanRequest> LoadPlanRequest(const std::string& path);
+
+// Device and model-count limits (limits.h), shared by the parser and MakePlan (requests built in memory):
+// capacity in 1..kMaxDeviceBytes, reserve below capacity; errors start with `where` ("devices[2]").
+Status CheckDevice(const DeviceSpec& device, const std::string& where);
+// At most kMaxModels models.
+Status CheckModelCount(std::size_t count);
 
 // Default sequence length for a model when none is given: 1024, capped by a learned position table.
 std::int64_t DefaultSeq(const ModelSpec& spec);

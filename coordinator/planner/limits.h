@@ -1,0 +1,32 @@
+// The ranges the planner accepts, chosen so that its arithmetic cannot leave its types: parameter counts
+// are int64, bytes are uint64 (an estimate is computed in double and converted once), and a plan sums
+// bytes over models and devices. Each limit is far above any real model or device; input past one is
+// INVALID_ARGUMENT naming the field and the limit, checked where the input enters (the parsers, and
+// MakePlan for requests built in memory, as the Plan RPC does from workers' reports).
+//   params per model        <= 2^48  (280 trillion): int64 sums over 100,000 layers cannot overflow, and
+//                                    weights + gradients + optimizer state stay below 2^53 bytes
+//   estimated peak per model <= 2^53 bytes (8 PiB); so does the sum of its units and its per-device overhead
+//   capacity per device     <= 2^60 bytes (1 EiB)
+//   models per plan         <= 1024: the bytes of every model together stay below 2^63
+// Sums over devices (up to 2^20 of them, 2^60 each) can still pass 2^64: they saturate (AddSaturated),
+// which keeps every comparison against them right. Constants and a pure function; thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+namespace memcoord::planner {
+
+inline constexpr std::int64_t kMaxParams = std::int64_t{1} << 48;
+inline constexpr std::uint64_t kMaxModelBytes = std::uint64_t{1} << 53;
+inline constexpr std::uint64_t kMaxDeviceBytes = std::uint64_t{1} << 60;
+inline constexpr std::size_t kMaxModels = 1024;
+
+// a + b, or UINT64_MAX when the sum does not fit.
+constexpr std::uint64_t AddSaturated(std::uint64_t a, std::uint64_t b) {
+  return a > std::numeric_limits<std::uint64_t>::max() - b ? std::numeric_limits<std::uint64_t>::max()
+                                                           : a + b;
+}
+
+}  // namespace memcoord::planner
