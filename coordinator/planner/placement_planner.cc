@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "common/bytes.h"
 #include "coordinator/planner/contiguous_split.h"
@@ -53,146 +54,206 @@ std::string Describe(const ModelRequest& m) {
   return s;
 }
 
-// The placement without advice. Infeasible plans come back with feasible == false and a reason.
-Result<Plan> Place(const PlanRequest& request) {
-  Plan plan;
-  const std::size_t n_devices = request.devices.size();
-  std::vector<std::uint64_t> usable(n_devices);
-  for (std::size_t j = 0; j < n_devices; ++j) usable[j] = request.devices[j].usable_bytes();
-  const std::uint64_t usable_total = Sum(usable);
-  std::vector<std::uint64_t> loads(n_devices, 0);
+// What every placement step reads: the request, each model's estimate, each device's usable bytes.
+struct PlacementInput {
+  const PlanRequest& request;
+  std::vector<MemoryEstimate> estimates;  // per model
+  std::vector<std::uint64_t> usable;      // per device
+};
 
-  std::vector<MemoryEstimate> estimates;
+// The running placement: the plan being filled and the bytes placed on each device so far.
+struct PlacementState {
+  Plan plan;
+  std::vector<std::uint64_t> loads;
+};
+
+// Whole models (split "whole") with the bytes each needs on its one device.
+struct WholeModels {
+  std::vector<std::size_t> models;  // indices into the request
+  std::vector<std::uint64_t> items;
+  bool exact = true;  // the packing was proven optimal
+};
+
+Result<PlacementInput> EstimateModels(const PlanRequest& request) {
+  PlacementInput in{request, {}, std::vector<std::uint64_t>(request.devices.size())};
+  for (std::size_t j = 0; j < request.devices.size(); ++j) in.usable[j] = request.devices[j].usable_bytes();
   for (std::size_t i = 0; i < request.models.size(); ++i) {
     const ModelRequest& m = request.models[i];
     Result<MemoryEstimate> e = EstimateMemory(m.spec, m.options);
     if (!e.ok()) return e.status().WithContext("models[" + std::to_string(i) + "] (" + m.name + "): ");
-    estimates.push_back(*std::move(e));
-    plan.models.push_back({m.name, estimates.back().total_bytes, {}});
+    in.estimates.push_back(*std::move(e));
   }
-  // A model larger than every device together can never fit: say so before any search.
-  for (std::size_t i = 0; i < request.models.size(); ++i) {
-    const MemoryEstimate& e = estimates[i];
+  return in;
+}
+
+// A model larger than every device together can never fit: said before any search.
+std::optional<std::string> LargerThanAllDevices(const PlacementInput& in) {
+  const std::uint64_t usable_total = Sum(in.usable);
+  for (std::size_t i = 0; i < in.request.models.size(); ++i) {
+    const MemoryEstimate& e = in.estimates[i];
     std::uint64_t need = e.total_bytes;
-    if (request.models[i].split == SplitKind::kLayers) {
+    if (in.request.models[i].split == SplitKind::kLayers) {
       need = 0;
       for (const UnitMemory& u : e.units) need += u.bytes;
     }
     if (need > usable_total) {
-      plan.reason = "models[" + std::to_string(i) + "] (" + Describe(request.models[i]) + ") needs " +
-                    FormatBytes(need) + ", more than all " + std::to_string(n_devices) +
-                    " devices together (" + FormatBytes(usable_total) + " usable)";
-      return plan;
+      return "models[" + std::to_string(i) + "] (" + Describe(in.request.models[i]) + ") needs " +
+             FormatBytes(need) + ", more than all " + std::to_string(in.usable.size()) +
+             " devices together (" + FormatBytes(usable_total) + " usable)";
     }
   }
+  return std::nullopt;
+}
 
-  // Whole models first.
-  std::vector<std::size_t> whole;
-  std::vector<std::uint64_t> whole_items;
-  for (std::size_t i = 0; i < request.models.size(); ++i) {
-    if (request.models[i].split == SplitKind::kWhole) {
-      whole.push_back(i);
-      whole_items.push_back(estimates[i].total_bytes);
+WholeModels CollectWholeModels(const PlacementInput& in) {
+  WholeModels whole;
+  for (std::size_t i = 0; i < in.request.models.size(); ++i) {
+    if (in.request.models[i].split == SplitKind::kWhole) {
+      whole.models.push_back(i);
+      whole.items.push_back(in.estimates[i].total_bytes);
     }
   }
-  const std::uint64_t largest_device = *std::max_element(usable.begin(), usable.end());
-  for (std::size_t k = 0; k < whole.size(); ++k) {
-    if (whole_items[k] > largest_device) {
-      plan.reason = "models[" + std::to_string(whole[k]) + "] (" + Describe(request.models[whole[k]]) +
-                    ") is placed whole and needs " + FormatBytes(whole_items[k]) +
-                    ", more than the largest device (" + FormatBytes(largest_device) +
-                    " usable); \"split\": \"layers\" spreads it over several";
-      return plan;
-    }
-  }
-  bool exact = true;
-  if (!whole.empty()) {
-    Result<Packing> packing = PackWhole(whole_items, usable);
-    if (!packing.ok()) {
-      plan.reason = "whole models do not fit: " + packing.status().message();
-      return plan;
-    }
-    exact = packing->exact;
-    for (std::size_t k = 0; k < whole.size(); ++k) {
-      const std::size_t i = whole[k];
-      UnitRange r;
-      r.device = packing->device_of[k];
-      r.first_unit = 0;
-      r.last_unit = estimates[i].units.size() - 1;
-      for (const UnitMemory& u : estimates[i].units) r.units.push_back(u.name);
-      r.bytes = whole_items[k];
-      plan.models[i].ranges.push_back(std::move(r));
-    }
-    loads = packing->loads;
-  }
+  return whole;
+}
 
-  // Then each layer-split model, optimally over what is left.
-  std::size_t chains = 0;
-  std::uint64_t chain_lower_bound = 0;
-  for (std::size_t i = 0; i < request.models.size(); ++i) {
-    if (request.models[i].split != SplitKind::kLayers) continue;
-    ++chains;
-    const MemoryEstimate& e = estimates[i];
-    const Chain chain = BuildChain(e);
-    const std::uint64_t overhead = e.per_device_overhead_bytes;
-    std::vector<std::uint64_t> caps(n_devices);
-    for (std::size_t j = 0; j < n_devices; ++j) caps[j] = usable[j] > overhead ? usable[j] - overhead : 0;
-    Result<ChainSplit> split = SplitChain(chain.items, caps, loads);
-    if (!split.ok()) {
-      plan.reason = "models[" + std::to_string(i) + "] (" + Describe(request.models[i]) +
-                    "): " + split.status().message() +
-                    (overhead > 0 ? " (each device also needs " + FormatBytes(overhead) +
-                                        " of workspace and transients)"
-                                  : "");
-      return plan;
-    }
-    chain_lower_bound = ChainLowerBound(chain.items, caps) + overhead;
-    for (std::size_t j = 0; j < n_devices; ++j) {
-      const std::size_t a = split->first[j];
-      const std::size_t b = split->first[j + 1];
-      if (a == b) continue;
-      UnitRange r;
-      r.device = j;
-      r.first_unit = chain.unit_of_item[a];
-      r.last_unit = b < chain.unit_of_item.size() ? chain.unit_of_item[b] - 1 : e.units.size() - 1;
-      while (r.last_unit > r.first_unit && e.units[r.last_unit].tied_to)
-        --r.last_unit;  // followers listed below
-      for (std::size_t item = a; item < b; ++item) {
-        const std::size_t u = chain.unit_of_item[item];
-        r.units.push_back(e.units[u].name);
-        r.bytes += chain.items[item];
-        for (std::size_t f : chain.followers[item])
-          r.units.push_back(e.units[f].name + " (tied to " + e.units[u].name + ")");
-      }
-      r.bytes += overhead;
-      loads[j] += r.bytes;
-      plan.models[i].ranges.push_back(std::move(r));
+std::optional<std::string> WholeModelLargerThanAnyDevice(const PlacementInput& in, const WholeModels& whole) {
+  const std::uint64_t largest_device = *std::max_element(in.usable.begin(), in.usable.end());
+  for (std::size_t k = 0; k < whole.models.size(); ++k) {
+    if (whole.items[k] > largest_device) {
+      return "models[" + std::to_string(whole.models[k]) + "] (" +
+             Describe(in.request.models[whole.models[k]]) + ") is placed whole and needs " +
+             FormatBytes(whole.items[k]) + ", more than the largest device (" + FormatBytes(largest_device) +
+             " usable); \"split\": \"layers\" spreads it over several";
     }
   }
+  return std::nullopt;
+}
 
+// Whole models first, packed by PackWhole; each becomes one range covering all its units.
+std::optional<std::string> PlaceWholeModels(const PlacementInput& in, WholeModels& whole,
+                                            PlacementState& state) {
+  if (whole.models.empty()) return std::nullopt;
+  Result<Packing> packing = PackWhole(whole.items, in.usable);
+  if (!packing.ok()) return "whole models do not fit: " + packing.status().message();
+  whole.exact = packing->exact;
+  for (std::size_t k = 0; k < whole.models.size(); ++k) {
+    const std::size_t i = whole.models[k];
+    UnitRange r;
+    r.device = packing->device_of[k];
+    r.first_unit = 0;
+    r.last_unit = in.estimates[i].units.size() - 1;
+    for (const UnitMemory& u : in.estimates[i].units) r.units.push_back(u.name);
+    r.bytes = whole.items[k];
+    state.plan.models[i].ranges.push_back(std::move(r));
+  }
+  state.loads = packing->loads;
+  return std::nullopt;
+}
+
+// The units of `chain` items [a, b) as one device's range; tied units follow the unit they share with.
+UnitRange ChainRange(const MemoryEstimate& e, const Chain& chain, std::size_t device, std::size_t a,
+                     std::size_t b) {
+  UnitRange r;
+  r.device = device;
+  r.first_unit = chain.unit_of_item[a];
+  r.last_unit = b < chain.unit_of_item.size() ? chain.unit_of_item[b] - 1 : e.units.size() - 1;
+  while (r.last_unit > r.first_unit && e.units[r.last_unit].tied_to) --r.last_unit;  // followers listed below
+  for (std::size_t item = a; item < b; ++item) {
+    const std::size_t u = chain.unit_of_item[item];
+    r.units.push_back(e.units[u].name);
+    r.bytes += chain.items[item];
+    for (std::size_t f : chain.followers[item])
+      r.units.push_back(e.units[f].name + " (tied to " + e.units[u].name + ")");
+  }
+  return r;
+}
+
+// One layer-split model, optimally over what is left; sets `lower_bound` to its chain's bound.
+std::optional<std::string> SplitModelByLayers(const PlacementInput& in, std::size_t i, PlacementState& state,
+                                              std::uint64_t& lower_bound) {
+  const std::size_t n_devices = in.usable.size();
+  const MemoryEstimate& e = in.estimates[i];
+  const Chain chain = BuildChain(e);
+  const std::uint64_t overhead = e.per_device_overhead_bytes;
+  std::vector<std::uint64_t> caps(n_devices);
+  for (std::size_t j = 0; j < n_devices; ++j) caps[j] = in.usable[j] > overhead ? in.usable[j] - overhead : 0;
+  Result<ChainSplit> split = SplitChain(chain.items, caps, state.loads);
+  if (!split.ok()) {
+    return "models[" + std::to_string(i) + "] (" + Describe(in.request.models[i]) +
+           "): " + split.status().message() +
+           (overhead > 0
+                ? " (each device also needs " + FormatBytes(overhead) + " of workspace and transients)"
+                : "");
+  }
+  lower_bound = ChainLowerBound(chain.items, caps) + overhead;
+  for (std::size_t j = 0; j < n_devices; ++j) {
+    if (split->first[j] == split->first[j + 1]) continue;
+    UnitRange r = ChainRange(e, chain, j, split->first[j], split->first[j + 1]);
+    r.bytes += overhead;
+    state.loads[j] += r.bytes;
+    state.plan.models[i].ranges.push_back(std::move(r));
+  }
+  return std::nullopt;
+}
+
+// The feasible plan's balance figures: the lower bound (exact for a lone chain, else over all atoms) and
+// the busiest load against it and against an even spread.
+void SetBalanceFigures(const PlacementInput& in, const WholeModels& whole, std::size_t chains,
+                       std::uint64_t chain_lower_bound, PlacementState& state) {
+  Plan& plan = state.plan;
+  const std::vector<std::uint64_t>& loads = state.loads;
   plan.feasible = true;
   plan.device_loads_bytes = loads;
   plan.max_load_bytes = *std::max_element(loads.begin(), loads.end());
-  if (chains == 1 && whole.empty()) {
+  if (chains == 1 && whole.models.empty()) {
     plan.lower_bound_bytes = chain_lower_bound;
     plan.exact = true;
   } else {
-    std::vector<std::uint64_t> atoms = whole_items;
-    for (std::size_t i = 0; i < request.models.size(); ++i) {
-      if (request.models[i].split != SplitKind::kLayers) continue;
-      for (std::uint64_t x : BuildChain(estimates[i]).items) atoms.push_back(x);
+    std::vector<std::uint64_t> atoms = whole.items;
+    for (std::size_t i = 0; i < in.request.models.size(); ++i) {
+      if (in.request.models[i].split != SplitKind::kLayers) continue;
+      for (std::uint64_t x : BuildChain(in.estimates[i]).items) atoms.push_back(x);
     }
-    plan.lower_bound_bytes = ChainLowerBound(atoms, usable);
-    plan.exact = chains == 0 && exact;
+    plan.lower_bound_bytes = ChainLowerBound(atoms, in.usable);
+    plan.exact = chains == 0 && whole.exact;
   }
   const std::uint64_t total = Sum(loads);
   plan.max_over_lb = plan.lower_bound_bytes > 0 ? static_cast<double>(plan.max_load_bytes) /
                                                       static_cast<double>(plan.lower_bound_bytes)
                                                 : 1.0;
-  plan.max_over_even = total > 0 ? static_cast<double>(plan.max_load_bytes) * static_cast<double>(n_devices) /
-                                       static_cast<double>(total)
+  plan.max_over_even = total > 0 ? static_cast<double>(plan.max_load_bytes) *
+                                       static_cast<double>(in.usable.size()) / static_cast<double>(total)
                                  : 1.0;
-  return plan;
+}
+
+// The placement without advice. Infeasible plans come back with feasible == false and a reason.
+Result<Plan> Place(const PlanRequest& request) {
+  MEMCOORD_ASSIGN_OR_RETURN(const PlacementInput in, EstimateModels(request));
+  PlacementState state;
+  state.loads.assign(in.usable.size(), 0);
+  for (std::size_t i = 0; i < request.models.size(); ++i)
+    state.plan.models.push_back({request.models[i].name, in.estimates[i].total_bytes, {}});
+  const auto infeasible = [&state](std::string reason) {
+    state.plan.reason = std::move(reason);
+    return std::move(state.plan);
+  };
+  if (std::optional<std::string> reason = LargerThanAllDevices(in)) return infeasible(*std::move(reason));
+  WholeModels whole = CollectWholeModels(in);
+  if (std::optional<std::string> reason = WholeModelLargerThanAnyDevice(in, whole))
+    return infeasible(*std::move(reason));
+  if (std::optional<std::string> reason = PlaceWholeModels(in, whole, state))
+    return infeasible(*std::move(reason));
+
+  std::size_t chains = 0;
+  std::uint64_t chain_lower_bound = 0;
+  for (std::size_t i = 0; i < request.models.size(); ++i) {
+    if (request.models[i].split != SplitKind::kLayers) continue;
+    ++chains;
+    if (std::optional<std::string> reason = SplitModelByLayers(in, i, state, chain_lower_bound))
+      return infeasible(*std::move(reason));
+  }
+  SetBalanceFigures(in, whole, chains, chain_lower_bound, state);
+  return std::move(state.plan);
 }
 
 // The parser's limits again, for requests built in memory (the Plan RPC fills devices from workers' reports).
