@@ -184,87 +184,126 @@ MemoryEstimate EstimateResNet(const std::vector<ModelUnit>& units, const Trainin
   return e;
 }
 
-MemoryEstimate EstimateTransformer(const ModelSpec& s, const std::vector<ModelUnit>& units,
-                                   const TrainingOptions& o, Sizes z) {
-  const double t = static_cast<double>(o.batch) * static_cast<double>(o.seq);
-  const double h = static_cast<double>(s.hidden);
-  const double f = static_cast<double>(s.ffn) * static_cast<double>(s.experts_per_token);
-  const double v = static_cast<double>(s.vocab);
-  const double layers = static_cast<double>(s.layers);
-  const double kv = h / static_cast<double>(s.heads) * static_cast<double>(s.kv_heads);
-  const bool lm = s.family != ModelFamily::kBert;  // causal LM head with a vocabulary-wide loss
-  const double p = static_cast<double>(TotalParams(units));
+// A transformer's dimensions as the formulas use them.
+struct TransformerDims {
+  double t = 0;  // tokens per step: batch × seq
+  double h = 0;
+  double f = 0;  // feed-forward width times the experts each token visits
+  double v = 0;
+  double layers = 0;
+  double kv = 0;    // key/value width
+  bool lm = false;  // causal LM head with a vocabulary-wide loss (not bert)
+  double p = 0;     // parameters
+};
 
-  if (o.mode == RunMode::kInference) {
-    MemoryEstimate e = Start(units, z, 1);
-    if (t == 0) {
-      e.total_bytes = e.breakdown.parameters_bytes;
-      e.forward_backward_bytes = e.total_bytes;
-      e.peak_phase = "weights";
-      return e;
-    }
-    const double kv_cache = lm ? 2 * layers * t * kv * z.d : 0;  // returned by the forward (use_cache)
-    const double logits = lm ? t * v * z.d : t * h * z.d;
-    const double transient = std::max(t * h * z.d, t * (3 * f + 2 * h) * z.d - logits);
-    MemoryBreakdown& m = e.breakdown;
-    m.activations_bytes = Bytes(kv_cache);
-    m.logits_bytes = Bytes(logits);
-    m.transient_bytes = Bytes(transient);
-    m.inputs_bytes = Bytes(t * 8);
-    m.workspace_bytes = cal::kWorkspaceBytes;
-    e.forward_backward_bytes = m.parameters_bytes + m.activations_bytes + m.logits_bytes + m.transient_bytes +
-                               m.inputs_bytes + m.workspace_bytes;
-    e.total_bytes = e.forward_backward_bytes;
-    e.peak_phase = "forward";
-    for (std::size_t i = 0; i < units.size(); ++i) {
-      if (units[i].kind == UnitKind::kBlock) e.units[i].bytes += Bytes(kv_cache / layers);
-      if (units[i].kind == UnitKind::kHead) e.units[i].bytes += Bytes(logits);
-    }
-    e.per_device_overhead_bytes = Bytes(cal::kWorkspaceBytes + transient);
+TransformerDims DimsOf(const ModelSpec& s, const std::vector<ModelUnit>& units, const TrainingOptions& o) {
+  TransformerDims d;
+  d.t = static_cast<double>(o.batch) * static_cast<double>(o.seq);
+  d.h = static_cast<double>(s.hidden);
+  d.f = static_cast<double>(s.ffn) * static_cast<double>(s.experts_per_token);
+  d.v = static_cast<double>(s.vocab);
+  d.layers = static_cast<double>(s.layers);
+  d.kv = d.h / static_cast<double>(s.heads) * static_cast<double>(s.kv_heads);
+  d.lm = s.family != ModelFamily::kBert;
+  d.p = static_cast<double>(TotalParams(units));
+  return d;
+}
+
+// One forward with use_cache: weights, the KV cache it returns, its logits and the feed-forward transient.
+MemoryEstimate EstimateTransformerInference(const TransformerDims& d, const std::vector<ModelUnit>& units,
+                                            Sizes z) {
+  MemoryEstimate e = Start(units, z, 1);
+  if (d.t == 0) {
+    e.total_bytes = e.breakdown.parameters_bytes;
+    e.forward_backward_bytes = e.total_bytes;
+    e.peak_phase = "weights";
     return e;
   }
+  const double kv_cache = d.lm ? 2 * d.layers * d.t * d.kv * z.d : 0;  // returned by the forward (use_cache)
+  const double logits = d.lm ? d.t * d.v * z.d : d.t * d.h * z.d;
+  const double transient = std::max(d.t * d.h * z.d, d.t * (3 * d.f + 2 * d.h) * z.d - logits);
+  MemoryBreakdown& m = e.breakdown;
+  m.activations_bytes = Bytes(kv_cache);
+  m.logits_bytes = Bytes(logits);
+  m.transient_bytes = Bytes(transient);
+  m.inputs_bytes = Bytes(d.t * 8);
+  m.workspace_bytes = cal::kWorkspaceBytes;
+  e.forward_backward_bytes = m.parameters_bytes + m.activations_bytes + m.logits_bytes + m.transient_bytes +
+                             m.inputs_bytes + m.workspace_bytes;
+  e.total_bytes = e.forward_backward_bytes;
+  e.peak_phase = "forward";
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    if (units[i].kind == UnitKind::kBlock) e.units[i].bytes += Bytes(kv_cache / d.layers);
+    if (units[i].kind == UnitKind::kHead) e.units[i].bytes += Bytes(logits);
+  }
+  e.per_device_overhead_bytes = Bytes(cal::kWorkspaceBytes + transient);
+  return e;
+}
 
-  const double states = OptimizerStates(o.optimizer);
-  const double temps = OptimizerTemporaries(o.optimizer);
-  MemoryEstimate e = Start(units, z, 1 + states);
+// The byte counts (before rounding) a training step's phases are made of.
+struct TrainingTerms {
+  double states = 0;  // optimizer state per parameter, in weights
+  double temps = 0;   // optimizer temporaries per parameter, in weights
   double layer_matmul = 0;
   double outside_matmul = 0;
-  for (const ModelUnit& u : units) {
-    (u.kind == UnitKind::kBlock ? layer_matmul : outside_matmul) += static_cast<double>(u.matmul_params);
-  }
-  const double block = t * BlockCoefficient(s, z) * Scale(s.family, o.precision);  // one block's saved bytes
-  const double io = (2 * z.d + 1) * h * t;  // embedding dropout mask and output, final norm in/out
-  const double inputs = t * 8 * 2;          // token ids and labels (int64)
-  const double logits_saved = lm ? t * v * (z.d + 4) : 0;  // logits, and the fp32 log-softmax of the loss
-  const double forward_transient = (lm && z.d == 2 ? t * v * 4 : 0) +  // logits upcast to fp32
-                                   (z.amp && o.checkpointing ? 2 * layer_matmul : 0);  // autocast cache
-  const double backward_transient = lm ? 2 * t * v * 4  // gradients of the loss and of the log-softmax
-                                       : t * f * z.d * cal::kBlockBackwardTransient;
-  const double amp_copies =
-      z.amp ? 2 * (o.checkpointing ? outside_matmul : layer_matmul + outside_matmul) : 0;
-  const double residual = (z.amp || z.d == 4) ? 4 : 2;
-  const double blocks_saved = o.checkpointing ? layers * t * h * residual : layers * block;
+  double block = 0;  // one block's saved activations
+  double io = 0;     // embedding dropout mask and output, final norm in/out
+  double inputs = 0;
+  double logits_saved = 0;
+  double forward_transient = 0;
+  double backward_transient = 0;
+  double amp_copies = 0;
+  double residual = 0;  // bytes per element of the residual stream
+  double blocks_saved = 0;
+};
 
+TrainingTerms TrainingTermsOf(const ModelSpec& s, const std::vector<ModelUnit>& units,
+                              const TrainingOptions& o, Sizes z, const TransformerDims& d) {
+  TrainingTerms c;
+  c.states = OptimizerStates(o.optimizer);
+  c.temps = OptimizerTemporaries(o.optimizer);
+  for (const ModelUnit& u : units) {
+    (u.kind == UnitKind::kBlock ? c.layer_matmul : c.outside_matmul) += static_cast<double>(u.matmul_params);
+  }
+  c.block = d.t * BlockCoefficient(s, z) * Scale(s.family, o.precision);
+  c.io = (2 * z.d + 1) * d.h * d.t;
+  c.inputs = d.t * 8 * 2;                             // token ids and labels (int64)
+  c.logits_saved = d.lm ? d.t * d.v * (z.d + 4) : 0;  // logits, and the fp32 log-softmax of the loss
+  c.forward_transient = (d.lm && z.d == 2 ? d.t * d.v * 4 : 0) +              // logits upcast to fp32
+                        (z.amp && o.checkpointing ? 2 * c.layer_matmul : 0);  // autocast cache
+  c.backward_transient = d.lm ? 2 * d.t * d.v * 4  // gradients of the loss and of the log-softmax
+                              : d.t * d.f * z.d * cal::kBlockBackwardTransient;
+  c.amp_copies = z.amp ? 2 * (o.checkpointing ? c.outside_matmul : c.layer_matmul + c.outside_matmul) : 0;
+  c.residual = (z.amp || z.d == 4) ? 4 : 2;
+  c.blocks_saved = o.checkpointing ? d.layers * d.t * d.h * c.residual : d.layers * c.block;
+  return c;
+}
+
+// The breakdown and the two phases: forward/backward (with checkpointing, possibly the recompute of one
+// block during backward) and the optimizer step.
+void SetTrainingPeak(MemoryEstimate& e, const TrainingOptions& o, Sizes z, const TransformerDims& d,
+                     const TrainingTerms& c) {
   MemoryBreakdown& m = e.breakdown;
-  m.gradients_bytes = Bytes(p * z.wb);
-  m.optimizer_state_bytes = Bytes(p * z.wb * states);
-  m.optimizer_temporaries_bytes = Bytes(p * z.wb * temps);
-  m.activations_bytes = Bytes(blocks_saved + io + amp_copies);
-  m.logits_bytes = Bytes(logits_saved);
-  m.inputs_bytes = Bytes(inputs);
+  m.gradients_bytes = Bytes(d.p * z.wb);
+  m.optimizer_state_bytes = Bytes(d.p * z.wb * c.states);
+  m.optimizer_temporaries_bytes = Bytes(d.p * z.wb * c.temps);
+  m.activations_bytes = Bytes(c.blocks_saved + c.io + c.amp_copies);
+  m.logits_bytes = Bytes(c.logits_saved);
+  m.inputs_bytes = Bytes(c.inputs);
   m.workspace_bytes = cal::kWorkspaceBytes;
   const double fixed =
-      static_cast<double>(m.parameters_bytes + m.optimizer_state_bytes) + inputs + cal::kWorkspaceBytes;
-  const double saved = blocks_saved + io + amp_copies + logits_saved;
-  double transient = std::max(forward_transient, backward_transient);
+      static_cast<double>(m.parameters_bytes + m.optimizer_state_bytes) + c.inputs + cal::kWorkspaceBytes;
+  const double saved = c.blocks_saved + c.io + c.amp_copies + c.logits_saved;
+  double transient = std::max(c.forward_transient, c.backward_transient);
   double forward_backward = fixed + saved + transient;
   if (o.checkpointing) {
     // Backward recomputes one block at a time: its activations, its gradients and the head's coexist.
-    const double recompute = saved - logits_saved + block + (layer_matmul / layers + outside_matmul) * z.wb +
-                             t * f * z.d * cal::kBlockBackwardTransient;
+    const double recompute = saved - c.logits_saved + c.block +
+                             (c.layer_matmul / d.layers + c.outside_matmul) * z.wb +
+                             d.t * d.f * z.d * cal::kBlockBackwardTransient;
     if (fixed + recompute > forward_backward) {
       forward_backward = fixed + recompute;
-      transient = recompute - (saved - logits_saved);
+      transient = recompute - (saved - c.logits_saved);
     }
   }
   m.transient_bytes = Bytes(transient);
@@ -272,31 +311,51 @@ MemoryEstimate EstimateTransformer(const ModelSpec& s, const std::vector<ModelUn
   e.optimizer_step_bytes = Bytes(fixed) + m.gradients_bytes + m.optimizer_temporaries_bytes;
   e.total_bytes = std::max(e.forward_backward_bytes, e.optimizer_step_bytes);
   e.peak_phase = e.forward_backward_bytes >= e.optimizer_step_bytes ? "forward/backward" : "optimizer step";
+}
 
+// Each unit's bytes beyond its weights and state: the larger of what it saves for backward and what lives
+// after backward (gradients and optimizer temporaries).
+void AddTrainingUnitBytes(MemoryEstimate& e, const std::vector<ModelUnit>& units, const TrainingOptions& o,
+                          Sizes z, const TransformerDims& d, const TrainingTerms& c) {
   for (std::size_t i = 0; i < units.size(); ++i) {
     const ModelUnit& u = units[i];
     const double copies = z.amp ? 2.0 * static_cast<double>(u.matmul_params) : 0.0;
     double act = 0;
     switch (u.kind) {
       case UnitKind::kEmbedding:
-        act = io + inputs;
+        act = c.io + c.inputs;
         break;
       case UnitKind::kBlock:
-        act = o.checkpointing ? t * h * residual : block + copies;
+        act = o.checkpointing ? d.t * d.h * c.residual : c.block + copies;
         break;
       case UnitKind::kHead:
-        act = logits_saved + (lm ? backward_transient : 0) + copies;
+        act = c.logits_saved + (d.lm ? c.backward_transient : 0) + copies;
         break;
       case UnitKind::kNorm:
         break;
     }
-    // Gradients and optimizer temporaries live after backward, saved activations before it.
-    e.units[i].bytes += Bytes(std::max(act, static_cast<double>(u.params) * z.wb * (1 + temps)));
+    e.units[i].bytes += Bytes(std::max(act, static_cast<double>(u.params) * z.wb * (1 + c.temps)));
   }
-  e.per_device_overhead_bytes = Bytes(
-      cal::kWorkspaceBytes + (o.checkpointing ? block + t * f * z.d * cal::kBlockBackwardTransient : 0) +
-      (lm ? 0 : backward_transient));
+}
+
+MemoryEstimate EstimateTransformerTraining(const ModelSpec& s, const std::vector<ModelUnit>& units,
+                                           const TrainingOptions& o, Sizes z, const TransformerDims& d) {
+  const TrainingTerms c = TrainingTermsOf(s, units, o, z, d);
+  MemoryEstimate e = Start(units, z, 1 + c.states);
+  SetTrainingPeak(e, o, z, d, c);
+  AddTrainingUnitBytes(e, units, o, z, d, c);
+  e.per_device_overhead_bytes =
+      Bytes(cal::kWorkspaceBytes +
+            (o.checkpointing ? c.block + d.t * d.f * z.d * cal::kBlockBackwardTransient : 0) +
+            (d.lm ? 0 : c.backward_transient));
   return e;
+}
+
+MemoryEstimate EstimateTransformer(const ModelSpec& s, const std::vector<ModelUnit>& units,
+                                   const TrainingOptions& o, Sizes z) {
+  const TransformerDims d = DimsOf(s, units, o);
+  if (o.mode == RunMode::kInference) return EstimateTransformerInference(d, units, z);
+  return EstimateTransformerTraining(s, units, o, z, d);
 }
 
 }  // namespace
