@@ -93,20 +93,38 @@ struct AccelerateCase {
   double accelerate;
 };
 
-}  // namespace
+// A plan request parsed, then MakePlan timed on it: the median and the last plan.
+struct TimedPlan {
+  memcoord::planner::Plan plan;
+  double median_ms = 0;
+};
 
-int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  nlohmann::json out;
-  out["split_chain"] = nlohmann::json::array({
+memcoord::Result<TimedPlan> TimeMakePlan(const std::string& request_json, int reps) {
+  auto request = ParsePlanRequest(request_json);
+  if (!request.ok()) return request.status();
+  TimedPlan timed;
+  timed.median_ms = MedianMs(reps, [&] {
+    auto p = MakePlan(*request);
+    if (p.ok()) timed.plan = *p;
+  });
+  return timed;
+}
+
+nlohmann::json SplitChainCases(bool quick) {
+  return nlohmann::json::array({
       ChainCase(100, 8, false, quick ? 100 : 2000),
       ChainCase(100, 8, true, quick ? 100 : 2000),
       ChainCase(10'000, 1'024, false, quick ? 5 : 51),
       ChainCase(10'000, 1'024, true, quick ? 5 : 51),
   });
-  out["pack_whole"] =
-      nlohmann::json::array({PackCase(12, 3, quick ? 3 : 21), PackCase(200, 16, quick ? 3 : 21)});
+}
 
+nlohmann::json PackWholeCases(bool quick) {
+  return nlohmann::json::array({PackCase(12, 3, quick ? 3 : 21), PackCase(200, 16, quick ? 3 : 21)});
+}
+
+// MakePlan on the weights-only cases Accelerate's balanced map was measured on.
+memcoord::Result<nlohmann::json> AccelerateComparison(bool quick) {
   const AccelerateCase cases[] = {
       {"gpt2", "fp32", 3, "24GB", 1.196},       {"gpt2-xl", "fp32", 3, "24GB", 1.066},
       {"llama2-7b", "bf16", 3, "24GB", 1.081},  {"llama2-13b", "bf16", 4, "24GB", 1.072},
@@ -118,16 +136,8 @@ int main(int argc, char** argv) {
                              R"(, "capacity": ")" + c.capacity + R"("}, "models": [{"preset": ")" + c.preset +
                              R"(", "precision": ")" + c.precision +
                              R"(", "mode": "inference", "split": "layers"}]})";
-    auto request = ParsePlanRequest(json);
-    if (!request.ok()) {
-      std::fprintf(stderr, "planner_bench: %s\n", request.status().ToString().c_str());
-      return 1;
-    }
-    memcoord::planner::Plan plan;
-    const double ms = MedianMs(quick ? 5 : 101, [&] {
-      auto p = MakePlan(*request);
-      if (p.ok()) plan = *p;
-    });
+    MEMCOORD_ASSIGN_OR_RETURN(const TimedPlan timed, TimeMakePlan(json, quick ? 5 : 101));
+    const memcoord::planner::Plan& plan = timed.plan;
     accelerate.push_back({{"model", c.preset},
                           {"precision", c.precision},
                           {"devices", c.devices},
@@ -137,11 +147,13 @@ int main(int argc, char** argv) {
                           {"max_over_lb", plan.max_over_lb},
                           {"device_loads_bytes", plan.device_loads_bytes},
                           {"optimal_contiguous", plan.exact},
-                          {"make_plan_median_ms", ms}});
+                          {"make_plan_median_ms", timed.median_ms}});
   }
-  out["weights_only_vs_accelerate"] = accelerate;
+  return accelerate;
+}
 
-  // Whole MakePlan calls (parse result to plan: estimator, units, split, lower bound) on spec models.
+// Whole MakePlan calls (parse result to plan: estimator, units, split, lower bound) on spec models.
+memcoord::Result<nlohmann::json> WholeMakePlanCases(bool quick) {
   nlohmann::json whole_plans = nlohmann::json::array();
   for (const auto& [layers, devices] : {std::pair<int, int>{100, 8}, std::pair<int, int>{10'000, 1'024}}) {
     const std::string json =
@@ -150,23 +162,35 @@ int main(int argc, char** argv) {
         std::to_string(layers) +
         R"(, "heads": 64, "kv_heads": 8, "ffn": 28672, "vocab": 32000}, "precision": "bf16",
                              "mode": "inference", "split": "layers"}]})";
-    auto request = ParsePlanRequest(json);
-    if (!request.ok()) {
-      std::fprintf(stderr, "planner_bench: %s\n", request.status().ToString().c_str());
-      return 1;
-    }
-    memcoord::planner::Plan plan;
-    const double ms = MedianMs(quick ? 3 : (layers > 1000 ? 21 : 201), [&] {
-      auto p = MakePlan(*request);
-      if (p.ok()) plan = *p;
-    });
+    MEMCOORD_ASSIGN_OR_RETURN(const TimedPlan timed,
+                              TimeMakePlan(json, quick ? 3 : (layers > 1000 ? 21 : 201)));
     whole_plans.push_back({{"layers", layers},
                            {"devices", devices},
-                           {"median_ms", ms},
-                           {"feasible", plan.feasible},
-                           {"max_over_lb", plan.max_over_lb}});
+                           {"median_ms", timed.median_ms},
+                           {"feasible", timed.plan.feasible},
+                           {"max_over_lb", timed.plan.max_over_lb}});
   }
-  out["make_plan"] = whole_plans;
+  return whole_plans;
+}
+
+int Fail(const memcoord::Status& status) {
+  std::fprintf(stderr, "planner_bench: %s\n", status.ToString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  nlohmann::json out;
+  out["split_chain"] = SplitChainCases(quick);
+  out["pack_whole"] = PackWholeCases(quick);
+  memcoord::Result<nlohmann::json> accelerate = AccelerateComparison(quick);
+  if (!accelerate.ok()) return Fail(accelerate.status());
+  out["weights_only_vs_accelerate"] = *accelerate;
+  memcoord::Result<nlohmann::json> whole_plans = WholeMakePlanCases(quick);
+  if (!whole_plans.ok()) return Fail(whole_plans.status());
+  out["make_plan"] = *whole_plans;
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }
