@@ -22,7 +22,9 @@ constexpr std::size_t kAlignment = 512;
 constexpr std::size_t kMaxStreams = 64;
 // No device has a petabyte; larger requests are bugs (negative sizes cast to size_t land here).
 constexpr std::uint64_t kAbsurdBytes = 1ULL << 50;
-constexpr std::uint64_t kAdaptiveDivisor = 64;
+// RemapPolicy::kUnderPressure: the headroom a pool earns from remapping at its high-water mark, as a
+// fraction of the bytes remapped and at most that fraction of the mark.
+constexpr std::uint64_t kHeadroomDivisor = 64;
 
 // A counter written only under the pool's mutex and read by anyone without it.
 struct Counter {
@@ -314,57 +316,102 @@ class CachingPool::Impl {
     return limit != 0 ? limit : std::numeric_limits<std::uint64_t>::max();
   }
 
-  // A miss. Mapping arenas: place the request, then find the chunks it needs by unmapping free chunks
-  // elsewhere whenever growing would lift reserved memory above its high-water mark or the limit.
-  // `last_resort` synchronizes busy streams to free everything cached before giving up.
+  // A miss: grow the arena by a segment or by mapped chunks. `last_resort` first synchronizes busy streams
+  // and frees everything cached in both arenas.
   Result<detail::Block*> grow(detail::Arena& arena, std::size_t size, std::uint8_t stream, bool last_resort) {
-    detail::Arena& other = &arena == &small_ ? large_ : small_;
+    if (!arena.mapping()) return grow_segments(arena, size, stream, last_resort);
+    return grow_mapping(arena, size, stream, last_resort);
+  }
+
+  Result<detail::Block*> grow_segments(detail::Arena& arena, std::size_t size, std::uint8_t stream,
+                                       bool last_resort) {
     const std::uint64_t limit = effective_limit();
-    if (!arena.mapping()) {
-      if (last_resort) {
-        release_cached(arena, std::numeric_limits<std::uint64_t>::max(), true, nullptr, nullptr);
-        release_cached(other, std::numeric_limits<std::uint64_t>::max(), true, nullptr, nullptr);
-      }
-      const std::size_t segment_guess = size;  // the arena rounds up; the limit is checked after
-      if (reserved_.current.load() + segment_guess > limit) {
-        return ResourceExhausted("the pool's limit");
-      }
-      const std::uint64_t before = arena.reserved_bytes();
-      Result<detail::Block*> b = arena.grow_segment(size, stream);
-      if (!b.ok()) return b;
-      account_reserved_growth(arena.reserved_bytes() - before);
-      if (reserved_.current.load() > limit) {
-        // The rounded segment crossed the limit: give it back and fail like a limit hit.
-        detail::Block* block = *b;
-        arena.release(block);
-        release_cached(arena, arena.reserved_bytes() - before, true, nullptr, nullptr);
-        return ResourceExhausted("the pool's limit");
-      }
-      return b;
+    if (last_resort) release_everything_cached();
+    const std::size_t segment_guess = size;  // the arena rounds up; the limit is checked after
+    if (reserved_.current.load() + segment_guess > limit) return ResourceExhausted("the pool's limit");
+    const std::uint64_t before = arena.reserved_bytes();
+    Result<detail::Block*> b = arena.grow_segment(size, stream);
+    if (!b.ok()) return b;
+    account_reserved_growth(arena.reserved_bytes() - before);
+    if (reserved_.current.load() > limit) {
+      // The rounded segment crossed the limit: give it back and fail like a limit hit.
+      detail::Block* block = *b;
+      arena.release(block);
+      release_cached(arena, arena.reserved_bytes() - before, true, nullptr, nullptr);
+      return ResourceExhausted("the pool's limit");
     }
+    return b;
+  }
+
+  // Mapping arenas: place the request where it needs the fewest new chunks, make room for those chunks
+  // (pack_for), then map them.
+  Result<detail::Block*> grow_mapping(detail::Arena& arena, std::size_t size, std::uint8_t stream,
+                                      bool last_resort) {
+    if (last_resort) release_everything_cached();
     MEMCOORD_ASSIGN_OR_RETURN(detail::Placement placement, arena.plan(size, stream));
-    const std::uint64_t reserved = reserved_.current.load();
-    const std::uint64_t need = placement.map_bytes;
-    std::uint64_t ceiling = std::min(limit, high_water_ + headroom_);
-    if (last_resort) ceiling = 0;
-    if (reserved + need > ceiling) {
-      const std::uint64_t want =
-          last_resort ? std::numeric_limits<std::uint64_t>::max() : reserved + need - ceiling;
-      // The hole's neighbours stay untouched: unmapping them would merge holes under the placement.
-      std::uint64_t got =
-          release_cached(arena, want, last_resort, placement.hole->prev, placement.hole->next);
-      if (got < want) got += release_cached(other, want - got, last_resort, nullptr, nullptr);
-      if (!last_resort && options_.remap == RemapPolicy::kAdaptive) {
-        headroom_ = std::min(high_water_ / kAdaptiveDivisor, headroom_ + got / kAdaptiveDivisor);
-      }
-    }
-    if (reserved_.current.load() + need > limit) return ResourceExhausted("the pool's limit");
+    if (!last_resort) pack_for(arena, placement);
+    const std::uint64_t limit = effective_limit();
+    if (reserved_.current.load() + placement.map_bytes > limit) return ResourceExhausted("the pool's limit");
     const std::uint64_t before = arena.reserved_bytes();
     Result<detail::Block*> b = arena.map_and_take(placement, size, stream);
     if (!b.ok()) return b;
     account_reserved_growth(arena.reserved_bytes() - before);
     high_water_ = std::max(high_water_, reserved_.current.load());
     return b;
+  }
+
+  // Packing: unmapping idle free chunks so that the chunks a placement needs come from the cache instead of
+  // from new memory. It costs driver calls (an unmap now, a map again if that memory is wanted back), so:
+  //   under pressure (the limit, or a device nearly full) it takes idle chunks from both arenas, as many as
+  //     the placement needs to fit;
+  //   otherwise only at the pool's own high-water mark, and only within the request's arena (a loop over
+  //     small and large sizes never trades chunks between the two), and (RemapPolicy::kUnderPressure) every
+  //     byte moved raises the mark by 1/64 of a byte, up to 1/64 of it: a pool that keeps remapping grows a
+  //     little instead, and its misses stop calling the driver;
+  //   below the high-water mark, never: the pool grows.
+  // The hole's neighbours stay untouched: unmapping them would merge holes under the placement.
+  void pack_for(detail::Arena& arena, const detail::Placement& placement) {
+    const std::uint64_t need = placement.map_bytes;
+    if (need == 0) return;
+    detail::Arena& other = &arena == &small_ ? large_ : small_;
+    const std::uint64_t reserved = reserved_.current.load();
+    const std::uint64_t pressure = std::max(over_limit(reserved + need), device_shortfall(need));
+    if (pressure > 0) {
+      std::uint64_t got = release_cached(arena, pressure, false, placement.hole->prev, placement.hole->next);
+      if (got < pressure) release_cached(other, pressure - got, false, nullptr, nullptr);
+      return;
+    }
+    const std::uint64_t mark = high_water_ + headroom_;
+    if (reserved + need <= mark) return;
+    const bool every_miss = options_.remap == RemapPolicy::kEveryMiss;
+    const std::uint64_t want = reserved + need - mark;
+    std::uint64_t got = release_cached(arena, want, false, placement.hole->prev, placement.hole->next);
+    if (every_miss) {
+      if (got < want) release_cached(other, want - got, false, nullptr, nullptr);
+      return;
+    }
+    headroom_ = std::min(high_water_ / kHeadroomDivisor, headroom_ + got / kHeadroomDivisor);
+  }
+
+  // Bytes by which reserved memory `after` would exceed the limit (0 when within it).
+  std::uint64_t over_limit(std::uint64_t after) const {
+    const std::uint64_t limit = effective_limit();
+    return after > limit ? after - limit : 0;
+  }
+
+  // Bytes the device lacks for mapping `need` more while keeping its reserve free (0 when it has them).
+  // Asks the backend (cudaMemGetInfo on CUDA, ~5 us) only on a miss that is about to map anyway.
+  std::uint64_t device_shortfall(std::uint64_t need) {
+    const DeviceInfo info = backend_.device_info();
+    const std::uint64_t reserve =
+        options_.device_reserve_bytes != 0 ? options_.device_reserve_bytes : info.total_bytes / 32;
+    const std::uint64_t wanted = need + reserve;
+    return info.free_bytes >= wanted ? 0 : wanted - info.free_bytes;
+  }
+
+  void release_everything_cached() {
+    release_cached(small_, std::numeric_limits<std::uint64_t>::max(), true, nullptr, nullptr);
+    release_cached(large_, std::numeric_limits<std::uint64_t>::max(), true, nullptr, nullptr);
   }
 
   std::uint64_t release_cached(detail::Arena& arena, std::uint64_t want, bool synchronize,
@@ -440,8 +487,7 @@ class CachingPool::Impl {
   detail::Arena small_;
   detail::Arena large_;
   std::uint64_t high_water_ = 0;  // most reserved bytes ever (mapping arenas grow freely below it)
-  // RemapPolicy::kAdaptive: a miss may grow the pool by this much beyond the high-water mark without
-  // remapping idle cache; it accrues 1/64 of the bytes remapped so far, up to 1/64 of the high-water mark.
+  // A miss may grow the pool by this much beyond the high-water mark without packing (see pack_for).
   std::uint64_t headroom_ = 0;
   OomHook oom_hook_;
   TraceRecorder* recorder_ = nullptr;

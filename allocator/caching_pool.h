@@ -5,10 +5,11 @@
 // How memory grows. On a mapping backend (cuda-vmm, host, virtual) each of two arenas (small blocks
 // <= small_block_limit, large blocks above it, kept apart so long-lived small tensors do not pin large
 // ranges) is a reserved address range backed by physical chunks mapped on demand. On a miss the pool places
-// the request where it needs the fewest new chunks; once reserved memory is at its high-water mark it first
-// unmaps whole free chunks elsewhere in the cache (on idle streams) instead of growing, so fragmentation
-// never costs memory beyond partly used chunks. On a segment backend (cuda, pinned-host) it grows by whole
-// segments, as PyTorch's native allocator does.
+// the request where it needs the fewest new chunks and maps them. It packs (unmaps whole idle free chunks
+// elsewhere in the cache and maps them where the request goes, instead of growing) under pressure (its
+// limit, a nearly full device) and, sparingly, at its own high-water mark: see RemapPolicy. A loop over the
+// same sizes stops calling the backend after its first round. On a segment backend (cuda, pinned-host) it
+// grows by whole segments, as PyTorch's native allocator does.
 //
 // Streams. A block freed on stream A is reused on A at once (stream order makes that safe). Reuse on another
 // stream B makes B wait on the device for A's queued work (an event), never the host. Blocks used on extra
@@ -48,25 +49,32 @@ enum class PoolGrowth {
   kSegments,
 };
 
-// What a mapping arena does on a miss once reserved memory is at its high-water mark.
+// When a mapping arena packs: unmaps idle free chunks elsewhere in its cache and maps them where a miss
+// needs memory, instead of growing. Packing keeps reserved memory near what live blocks need but costs
+// driver calls (tens of microseconds a chunk on a GPU), and memory moved away may be wanted back.
 enum class RemapPolicy {
-  // Unmap idle free chunks elsewhere and map them where the request goes: reserved memory stays at what the
-  // live blocks need plus partly used chunks (best fragmentation; pays driver calls on such misses).
-  kPacked,
-  // As kPacked, but a pool that keeps remapping earns headroom (1/64 of the bytes remapped, at most 1/64
-  // of its high-water mark) to grow into instead: random-size churn converges to no driver calls at a few
-  // percent more memory.
-  kAdaptive,
+  // Default. Under pressure (a limit that would be exceeded, a device nearly out of free memory) packs
+  // whatever idle cache the miss needs, from both arenas. Without pressure, packs only at the pool's
+  // high-water mark and only within the request's arena, and each byte moved raises the mark by 1/64 of a
+  // byte (up to 1/64 of it): a loop that keeps missing stops calling the driver after a round or two, a loop
+  // over the same sizes after its first round.
+  kUnderPressure,
+  // Packs from both arenas on every miss at the high-water mark: the smallest footprint, and a driver call
+  // on each such miss even in a steady loop. For comparison (benchmarks) only.
+  kEveryMiss,
 };
 
 struct PoolOptions {
   std::string name = "default";
   PoolGrowth growth = PoolGrowth::kAuto;
-  RemapPolicy remap = RemapPolicy::kPacked;
+  RemapPolicy remap = RemapPolicy::kUnderPressure;
   std::size_t small_block_limit = 1 << 20;  // requests up to this go to the small arena
   std::uint64_t limit_bytes = 0;            // quota on reserved bytes; 0: no limit but the device's
   // Address space reserved per arena range on mapping backends; 0: twice the device's total memory.
   std::uint64_t address_range_bytes = 0;
+  // A miss that would leave the device with less free memory than this packs the cache first (pressure);
+  // 0: 1/32 of the device's total memory.
+  std::uint64_t device_reserve_bytes = 0;
 };
 
 // What the pool tells its OOM hook: it could not serve `requested_bytes` even after freeing its cache.

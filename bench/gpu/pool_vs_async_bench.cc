@@ -46,7 +46,8 @@ class PoolContender final : public Contender {
         backend_(std::move(backend)),
         pool_(std::make_unique<CachingPool>(
             *backend_, PoolOptions{.name = "bench-" + kind_,
-                                   .remap = kind_.ends_with("+adaptive") ? RemapPolicy::kAdaptive : RemapPolicy::kPacked})),
+                                   .remap = kind_.ends_with("+every-miss") ? RemapPolicy::kEveryMiss
+                                                                           : RemapPolicy::kUnderPressure})),
         stream_(reinterpret_cast<StreamId>(stream)) {}
   std::string name() const override { return "pool/" + kind_; }
 
@@ -172,8 +173,8 @@ int Main(int argc, char** argv) {
 
   const bool gpu = CudaGpuAvailable();
   if (kinds.empty())
-    kinds = gpu ? std::vector<std::string>{"cuda", "cuda-vmm", "cuda-vmm+adaptive"}
-                : std::vector<std::string>{"host", "host+adaptive"};
+    kinds = gpu ? std::vector<std::string>{"cuda", "cuda-vmm", "cuda-vmm+every-miss"}
+                : std::vector<std::string>{"host", "host+every-miss"};
   const std::vector<MixedOp> ops = MakeMixedPattern(operations, seed);
   cudaStream_t stream = nullptr;
   if (gpu) {
@@ -186,7 +187,7 @@ int Main(int argc, char** argv) {
 
   std::string device = "host";
   std::vector<std::unique_ptr<Contender>> contenders;
-  // "KIND+adaptive" runs the pool with RemapPolicy::kAdaptive on backend KIND.
+  // "KIND+every-miss" runs the pool with RemapPolicy::kEveryMiss (the former default) on backend KIND.
   for (const std::string& name : kinds) {
     const std::string kind = name.substr(0, name.find('+'));
     Result<std::unique_ptr<DeviceBackend>> backend =

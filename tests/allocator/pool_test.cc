@@ -276,13 +276,13 @@ std::pair<std::uint64_t, std::uint64_t> ChurnPasses(RemapPolicy policy, int pass
   return {last_pass_backend_calls, pool.stats().peak_reserved_bytes};
 }
 
-TEST(PoolRemapPolicy, AdaptiveStopsCallingTheDriverUnderChurnPackedStaysSmaller) {
-  auto [packed_calls, packed_peak] = ChurnPasses(RemapPolicy::kPacked, 4);
-  auto [adaptive_calls, adaptive_peak] = ChurnPasses(RemapPolicy::kAdaptive, 4);
-  EXPECT_GT(packed_calls, 0u);
-  EXPECT_LT(adaptive_calls * 10, packed_calls + 1);  // at least 10x fewer driver calls once warm
-  EXPECT_LE(packed_peak, adaptive_peak);
-  EXPECT_LE(adaptive_peak, packed_peak + packed_peak / 4);  // for at most a quarter more memory
+TEST(PoolRemapPolicy, DefaultStopsCallingTheDriverUnderChurnEveryMissStaysSmaller) {
+  auto [every_miss_calls, every_miss_peak] = ChurnPasses(RemapPolicy::kEveryMiss, 4);
+  auto [default_calls, default_peak] = ChurnPasses(RemapPolicy::kUnderPressure, 4);
+  EXPECT_GT(every_miss_calls, 0u);
+  EXPECT_LT(default_calls * 10, every_miss_calls + 1);  // at least 10x fewer driver calls once warm
+  EXPECT_LE(every_miss_peak, default_peak);
+  EXPECT_LE(default_peak, every_miss_peak + every_miss_peak / 4);  // for at most a quarter more memory
 }
 
 }  // namespace
