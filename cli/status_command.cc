@@ -1,6 +1,7 @@
 // memcoord status --coordinator ADDR [--json] [--watch [--interval-ms N]]
 // Every worker's pools in a table like nvidia-smi's (rank, host, device, pool, allocated, reserved, peak,
-// limit, step, state), then leak alerts. --json prints one machine-first object (bytes as integers);
+// limit, step, state: live, suspect (missed 3 report intervals; it may come back) or dead), then leak
+// alerts. --json prints one machine-first object (bytes as integers);
 // --watch repeats it from the coordinator's Watch stream (one JSON object per line with --json).
 #include <fmt/format.h>
 
@@ -51,7 +52,7 @@ nlohmann::json ToJson(const ClusterView& view) {
                        {"backend", w.id.backend},
                        {"group", w.id.group},
                        {"pid", w.id.pid},
-                       {"state", w.state == WorkerState::kLive ? "live" : "dead"},
+                       {"state", coordinator::StateName(w.state)},
                        {"dead_reason", w.dead_reason},
                        {"step", w.step},
                        {"last_report_age_ms", w.last_report_age_ms},
@@ -81,13 +82,26 @@ nlohmann::json ToJson(const ClusterView& view) {
             {"live_sessions", view.stats.live_sessions}}}};
 }
 
+// "live"; "suspect: no report for 450 ms" (it may come back); "dead: <reason>".
+std::string StateText(const WorkerRecord& w) {
+  switch (w.state) {
+    case WorkerState::kLive:
+      return "live";
+    case WorkerState::kSuspect:
+      return fmt::format("suspect: no report for {} ms", w.last_report_age_ms);
+    case WorkerState::kDead:
+      return "dead: " + w.dead_reason;
+  }
+  return "unknown";
+}
+
 std::string Table(const ClusterView& view) {
   std::string out =
       fmt::format("{:>5} {:<16} {:>6} {:<12} {:>12} {:>12} {:>12} {:>12} {:>8} {}\n", "RANK", "HOST",
                   "DEVICE", "POOL", "ALLOCATED", "RESERVED", "PEAK", "LIMIT", "STEP", "STATE");
   for (const WorkerRecord& w : view.workers) {
     const std::string device = w.id.device < 0 ? std::string("host") : std::to_string(w.id.device);
-    const std::string state = w.state == WorkerState::kLive ? "live" : "dead: " + w.dead_reason;
+    const std::string state = StateText(w);
     if (w.pools.empty()) {
       out += fmt::format("{:>5} {:<16} {:>6} {:<12} {:>12} {:>12} {:>12} {:>12} {:>8} {}\n", w.id.rank,
                          w.id.host, device, "-", "-", "-", "-", "-", w.step, state);

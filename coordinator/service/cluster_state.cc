@@ -16,7 +16,14 @@ std::uint64_t MillisBetween(Clock::time_point from, Clock::time_point to) {
 
 }  // namespace
 
-ClusterState::ClusterState(ClusterStateOptions options) : options_(options) {}
+ClusterStateOptions ClusterState::Normalized(ClusterStateOptions options) {
+  // Keep liveness usable rather than failing: a worker is never dead before it could miss one report.
+  options.silence_factor = std::max(options.silence_factor, 1);
+  options.dead_after = std::max(options.dead_after, std::chrono::milliseconds(1));
+  return options;
+}
+
+ClusterState::ClusterState(ClusterStateOptions options) : options_(Normalized(options)) {}
 
 std::string ClusterState::DeviceKey(const WorkerIdentity& id) {
   return fmt::format("{}:{}:{}", id.host, id.device, id.device < 0 ? id.local_rank : 0);
@@ -37,11 +44,13 @@ Result<std::uint64_t> ClusterState::register_worker(const WorkerIdentity& id, st
   }
   std::lock_guard lock(mu_);
   auto it = workers_.find(id.rank);
-  if (it != workers_.end() && it->second.state == WorkerState::kLive) {
+  if (it != workers_.end() && HoldsRank(it->second.state)) {
     const WorkerIdentity& held = it->second.id;
-    return AlreadyExists(
-        fmt::format("rank {} is held by a live worker (host {}, pid {}); a second worker cannot claim it",
-                    id.rank, held.host, held.pid));
+    return AlreadyExists(fmt::format(
+        "rank {} is held by a {} worker (host {}, pid {}, last report {} ms ago); a second worker cannot "
+        "claim it until that one is dead (after {} ms without a report)",
+        id.rank, StateName(it->second.state), held.host, held.pid,
+        MillisBetween(it->second.last_report_at, now), options_.dead_after.count()));
   }
   WorkerRecord record;
   record.id = id;
@@ -69,13 +78,17 @@ Status ClusterState::report(std::uint64_t session_id, std::int64_t step, std::ui
   if (w.reports == 0 || step < w.rate_anchor_step) {
     w.rate_anchor_step = step;
     w.rate_anchor_at = now;
-  } else if (now - w.rate_anchor_at >= kRateWindow) {
+  } else if (step > w.rate_anchor_step && now - w.rate_anchor_at >= kRateWindow) {
+    // Only a window that ends on a step change measures the rate: with 10 s steps and 100 ms reports, a
+    // window without a step is not "0 steps/s" and one with a step is not "5 steps/s"; the anchor stays
+    // until the step moves, so the sample spans whole steps.
     const double dt_s = std::chrono::duration<double>(now - w.rate_anchor_at).count();
     const double rate = static_cast<double>(step - w.rate_anchor_step) / dt_s;
     w.steps_per_second = w.steps_per_second == 0.0 ? rate : 0.5 * w.steps_per_second + 0.5 * rate;
     w.rate_anchor_step = step;
     w.rate_anchor_at = now;
   }
+  w.state = WorkerState::kLive;  // a suspect that reports again is live again
   w.step = step;
   w.device_free_bytes = device_free_bytes;
   w.pools = std::move(pools);
@@ -95,20 +108,28 @@ std::optional<DeadWorker> ClusterState::mark_dead(std::uint64_t session_id, cons
   return DeadWorker{w.id.rank, session_id, w.id.group, reason};
 }
 
-std::vector<DeadWorker> ClusterState::sweep(Clock::time_point now) {
+std::vector<DeadWorker> ClusterState::sweep(Clock::time_point now, std::vector<int>* new_suspects) {
   std::vector<DeadWorker> dead;
   std::lock_guard lock(mu_);
   for (auto& [rank, w] : workers_) {
-    if (w.state != WorkerState::kLive) continue;
+    if (!HoldsRank(w.state)) continue;
     const std::uint64_t silent_ms = MillisBetween(w.last_report_at, now);
-    const std::uint64_t bound_ms =
+    // Both factors are bounded (silence_factor is an int, the interval at most 60000 ms): no overflow.
+    const std::uint64_t suspect_ms =
         static_cast<std::uint64_t>(options_.silence_factor) * w.id.report_interval_ms;
-    if (silent_ms <= bound_ms) continue;
-    w.state = WorkerState::kDead;
-    w.dead_reason = fmt::format("silent for {} ms (more than {} x report interval {} ms)", silent_ms,
-                                options_.silence_factor, w.id.report_interval_ms);
-    session_rank_.erase(w.session_id);
-    dead.push_back(DeadWorker{rank, w.session_id, w.id.group, w.dead_reason});
+    const std::uint64_t dead_ms =
+        std::max(suspect_ms, static_cast<std::uint64_t>(options_.dead_after.count()));
+    if (silent_ms > dead_ms) {
+      w.state = WorkerState::kDead;
+      w.dead_reason = fmt::format(
+          "silent for {} ms (suspect after {} x report interval {} ms, dead after {} ms without a report)",
+          silent_ms, options_.silence_factor, w.id.report_interval_ms, dead_ms);
+      session_rank_.erase(w.session_id);
+      dead.push_back(DeadWorker{rank, w.session_id, w.id.group, w.dead_reason});
+    } else if (silent_ms > suspect_ms && w.state == WorkerState::kLive) {
+      w.state = WorkerState::kSuspect;
+      if (new_suspects != nullptr) new_suspects->push_back(rank);
+    }
   }
   return dead;
 }
@@ -122,7 +143,7 @@ int ClusterState::rank_of(std::uint64_t session_id) const {
 std::uint64_t ClusterState::session_of(int rank) const {
   std::lock_guard lock(mu_);
   auto it = workers_.find(rank);
-  if (it == workers_.end() || it->second.state != WorkerState::kLive) return 0;
+  if (it == workers_.end() || !HoldsRank(it->second.state)) return 0;
   return it->second.session_id;
 }
 
@@ -130,7 +151,7 @@ std::vector<int> ClusterState::live_ranks(const std::string& group) const {
   std::vector<int> ranks;
   std::lock_guard lock(mu_);
   for (const auto& [rank, w] : workers_) {
-    if (w.state == WorkerState::kLive && (group.empty() || w.id.group == group)) {
+    if (HoldsRank(w.state) && (group.empty() || w.id.group == group)) {
       ranks.push_back(rank);
     }
   }
@@ -205,7 +226,7 @@ std::vector<int> ClusterState::device_peers(int rank) const {
   if (self == workers_.end()) return peers;
   const std::string key = DeviceKey(self->second.id);
   for (const auto& [r, w] : workers_) {
-    if (w.state == WorkerState::kLive && DeviceKey(w.id) == key) peers.push_back(r);
+    if (HoldsRank(w.state) && DeviceKey(w.id) == key) peers.push_back(r);
   }
   return peers;
 }

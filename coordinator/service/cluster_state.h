@@ -2,15 +2,26 @@
 // liveness, plus each device's memory budget. It is the single source of truth for who holds a rank; the
 // service turns session events into calls here.
 //
-// Liveness: a worker is live from Register until mark_dead (its stream broke) or sweep (silent for
-// `silence_factor` x its report interval). A dead rank may be claimed again by a new Register; a live one
-// may not (ALREADY_EXISTS). Sessions are identified by the id register_worker returns, so a stale session
-// cannot touch the rank after a newer session took it.
+// Liveness is two-stage, so a stall never costs a training job while a dead process is still seen at once:
+//
+//   Register ──> kLive ──(silent > silence_factor x report interval)──> kSuspect ──(report)──> kLive
+//                  │                                                      │
+//                  └──────(silent > dead_after; or mark_dead)─────────────┴──> kDead (final for the session)
+//
+// "Silent" is the time since the last report. sweep() moves workers along the silent edges; mark_dead (the
+// session's stream broke or closed: the process died) is immediate from either state. The dead bound is
+// max(dead_after, the suspect bound), so a worker is never dead before it was suspect for a report interval
+// longer than its own. Defaults: 3 x the interval (100 ms from workers: suspect after 300 ms), dead after 3
+// s. A suspect still holds its rank (HoldsRank): it is targeted by trims and quotas, gets aborts, and a
+// second Register for its rank is refused. A dead rank may be claimed again by a new Register; a held one may
+// not (ALREADY_EXISTS). Sessions are identified by the id register_worker returns, so a stale session cannot
+// touch the rank after a newer session took it.
 //
 // Thread safety: every method is thread-safe (one mutex). Failure: bad input returns a Status naming it and
 // changes nothing.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -24,8 +35,10 @@
 namespace memcoord::coordinator {
 
 struct ClusterStateOptions {
-  int silence_factor = 3;        // silent for this many report intervals: dead
+  int silence_factor = 3;        // silent for this many report intervals: suspect
   int max_world_size = 1 << 16;  // larger world sizes are refused as absurd
+  // Silent this long: dead (never before the suspect bound). Must be positive.
+  std::chrono::milliseconds dead_after{3000};
 };
 
 // Step information the trim orchestrator needs about one live rank.
@@ -45,19 +58,22 @@ class ClusterState {
   // outside [1, 60000] ms); ALREADY_EXISTS when a live worker holds the rank.
   Result<std::uint64_t> register_worker(const WorkerIdentity& id, std::vector<PoolUsage> pools,
                                         Clock::time_point now);
-  // Records a report from `session_id`. FAILED_PRECONDITION when that session no longer holds a live rank.
+  // Records a report from `session_id`; a suspect that reports is live again. FAILED_PRECONDITION when that
+  // session no longer holds a rank.
   Status report(std::uint64_t session_id, std::int64_t step, std::uint64_t device_free_bytes,
                 std::vector<PoolUsage> pools, Clock::time_point now);
-  // Marks the rank held by `session_id` dead. Returns it when it was live (the caller aborts its group).
+  // Marks the rank held by `session_id` dead, live or suspect. Returns it when it held the rank (the caller
+  // aborts its group).
   std::optional<DeadWorker> mark_dead(std::uint64_t session_id, const std::string& reason);
-  // Marks dead every live worker silent for silence_factor x its report interval.
-  std::vector<DeadWorker> sweep(Clock::time_point now);
+  // Moves silent workers along the liveness edges (see the header comment). Returns the workers that just
+  // died; the ranks that just became suspect are appended to `new_suspects` when given.
+  std::vector<DeadWorker> sweep(Clock::time_point now, std::vector<int>* new_suspects = nullptr);
 
-  // Rank held by a live session, or -1.
+  // Rank held by a live or suspect session, or -1.
   int rank_of(std::uint64_t session_id) const;
-  // The live session holding `rank`, or 0.
+  // The live or suspect session holding `rank`, or 0.
   std::uint64_t session_of(int rank) const;
-  // Live ranks in `group` (every live rank when group is empty), ascending.
+  // Ranks held (live or suspect) in `group` (every group when empty), ascending.
   std::vector<int> live_ranks(const std::string& group = "") const;
   std::vector<RankProgress> progress(const std::vector<int>& ranks, Clock::time_point now) const;
   Result<WorkerRecord> worker(int rank) const;
@@ -66,19 +82,20 @@ class ClusterState {
   // Device budgets, keyed by the worker's host and device. NOT_FOUND for an unknown rank.
   Status set_device_budget(int rank, std::uint64_t budget_bytes);
   std::uint64_t device_budget(int rank) const;
-  // Live ranks sharing `rank`'s device (itself included).
+  // Held ranks sharing `rank`'s device (itself included).
   std::vector<int> device_peers(int rank) const;
   // Records a quota the coordinator assigned (so snapshots and policy see it before the next report).
   void note_limit(int rank, const std::string& pool, std::uint64_t limit_bytes);
 
  private:
   static std::string DeviceKey(const WorkerIdentity& id);
+  static ClusterStateOptions Normalized(ClusterStateOptions options);
 
   const ClusterStateOptions options_;
   mutable std::mutex mu_;
   // mu_ guards the following.
   std::map<int, WorkerRecord> workers_;
-  std::map<std::uint64_t, int> session_rank_;  // live sessions only
+  std::map<std::uint64_t, int> session_rank_;  // sessions holding a rank (live or suspect) only
   std::map<std::string, std::uint64_t> budgets_;
   std::uint64_t next_session_ = 1;
 };

@@ -50,7 +50,25 @@ struct WorkerIdentity {
   std::uint32_t report_interval_ms = 100;
 };
 
-enum class WorkerState { kLive, kDead };
+// Liveness, two-stage (see ClusterState): kLive reports on time; kSuspect has missed a few report intervals
+// but still holds its rank and its session (a stall, a stopped process, a slow network); kDead is final for
+// that session: the rank is free and the group was aborted.
+enum class WorkerState { kLive, kSuspect, kDead };
+
+// A live or suspect worker holds its rank: it gets commands and aborts, and a second worker cannot claim it.
+inline bool HoldsRank(WorkerState state) { return state != WorkerState::kDead; }
+// "live", "suspect", "dead": the names `memcoord status` prints.
+inline const char* StateName(WorkerState state) {
+  switch (state) {
+    case WorkerState::kLive:
+      return "live";
+    case WorkerState::kSuspect:
+      return "suspect";
+    case WorkerState::kDead:
+      return "dead";
+  }
+  return "unknown";
+}
 
 // Everything known about the worker holding one rank.
 struct WorkerRecord {
@@ -67,8 +85,9 @@ struct WorkerRecord {
   std::vector<PoolUsage> pools;
   Clock::time_point registered_at{};
   Clock::time_point last_report_at{};
-  // Step rate is measured over at least kRateWindow between anchors: report arrival times alone are too
-  // noisy (a step-end report and a periodic one may land microseconds apart).
+  // Step rate is measured over at least kRateWindow between anchors, and only up to a report whose step
+  // moved: report arrival times alone are too noisy (a step-end report and a periodic one may land
+  // microseconds apart), and a slow step (10 s) would otherwise read as alternately 0 and 5 steps/s.
   std::int64_t rate_anchor_step = 0;
   Clock::time_point rate_anchor_at{};
 };

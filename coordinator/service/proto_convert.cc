@@ -70,7 +70,9 @@ WorkerRecord FromProto(const v1::WorkerInfo& in) {
   out.id.group = in.group();
   out.id.pid = in.pid();
   out.id.device_total_bytes = in.device_total_bytes();
-  out.state = in.state() == v1::WORKER_STATE_DEAD ? WorkerState::kDead : WorkerState::kLive;
+  out.state = in.state() == v1::WORKER_STATE_DEAD      ? WorkerState::kDead
+              : in.state() == v1::WORKER_STATE_SUSPECT ? WorkerState::kSuspect
+                                                       : WorkerState::kLive;
   out.dead_reason = in.dead_reason();
   out.step = in.step();
   out.last_report_age_ms = in.last_report_age_ms();
@@ -138,7 +140,9 @@ void ToProto(const WorkerRecord& in, v1::WorkerInfo* out) {
   out->set_backend(in.id.backend);
   out->set_group(in.id.group);
   out->set_pid(in.id.pid);
-  out->set_state(in.state == WorkerState::kLive ? v1::WORKER_STATE_LIVE : v1::WORKER_STATE_DEAD);
+  out->set_state(in.state == WorkerState::kLive      ? v1::WORKER_STATE_LIVE
+                 : in.state == WorkerState::kSuspect ? v1::WORKER_STATE_SUSPECT
+                                                     : v1::WORKER_STATE_DEAD);
   out->set_dead_reason(in.dead_reason);
   out->set_step(in.step);
   out->set_last_report_age_ms(in.last_report_age_ms);

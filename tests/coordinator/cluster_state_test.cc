@@ -71,19 +71,94 @@ TEST(ClusterState, SecondWorkerOnLiveRankIsRefusedDeadRankMayBeReclaimed) {
   EXPECT_TRUE(state.report(*third, 1, 0, {}, t0).ok());
 }
 
-TEST(ClusterState, SilenceForThreeIntervalsMarksDead) {
-  ClusterState state;
+// Liveness runs on the time points the caller passes: t0 + N ms is a controllable clock.
+WorkerState StateOf(const ClusterState& state, int rank) { return state.worker(rank)->state; }
+
+TEST(ClusterState, SilenceMakesSuspectAfterThreeIntervalsAndDeadOnlyAfterTheGrace) {
+  ClusterState state;  // defaults: suspect after 3 x 100 ms, dead after 3000 ms
   const auto t0 = Clock::now();
   auto a = state.register_worker(Id(0), {}, t0);
   auto b = state.register_worker(Id(1), {}, t0);
   ASSERT_TRUE(a.ok() && b.ok());
   ASSERT_TRUE(state.report(*a, 1, 0, {}, t0 + milliseconds(250)).ok());
-  EXPECT_TRUE(state.sweep(t0 + milliseconds(300)).empty());  // exactly 3 x 100 ms: still live
-  auto dead = state.sweep(t0 + milliseconds(301));
+  std::vector<int> suspects;
+  EXPECT_TRUE(state.sweep(t0 + milliseconds(300), &suspects).empty());  // exactly 3 x 100 ms: still live
+  EXPECT_TRUE(suspects.empty());
+  EXPECT_EQ(StateOf(state, 1), WorkerState::kLive);
+  EXPECT_TRUE(state.sweep(t0 + milliseconds(301), &suspects).empty());  // suspect, not dead
+  EXPECT_EQ(suspects, std::vector<int>{1});
+  EXPECT_EQ(StateOf(state, 1), WorkerState::kSuspect);
+  EXPECT_EQ(StateOf(state, 0), WorkerState::kLive);
+  // A suspect still holds its rank: commands and aborts reach it.
+  EXPECT_EQ(state.live_ranks(), (std::vector<int>{0, 1}));
+  EXPECT_EQ(state.session_of(1), *b);
+  EXPECT_EQ(state.snapshot(t0 + milliseconds(400))[1].state, WorkerState::kSuspect);
+  suspects.clear();
+  EXPECT_TRUE(state.sweep(t0 + milliseconds(3000), &suspects).empty());  // exactly the grace: not dead
+  EXPECT_EQ(suspects, std::vector<int>{0});                              // rank 0 silent since 250 ms
+  auto dead = state.sweep(t0 + milliseconds(3001));
   ASSERT_EQ(dead.size(), 1u);
   EXPECT_EQ(dead[0].rank, 1);
-  EXPECT_NE(dead[0].reason.find("silent"), std::string::npos);
+  EXPECT_NE(dead[0].reason.find("silent for 3001 ms"), std::string::npos) << dead[0].reason;
+  EXPECT_NE(dead[0].reason.find("dead after 3000 ms"), std::string::npos) << dead[0].reason;
   EXPECT_EQ(state.live_ranks(), std::vector<int>{0});
+  EXPECT_EQ(state.report(*b, 2, 0, {}, t0 + milliseconds(3002)).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(ClusterState, SuspectThatReportsAgainIsLiveAgainAndAOneSecondStallKillsNothing) {
+  ClusterState state;
+  const auto t0 = Clock::now();
+  auto s = state.register_worker(Id(0), {}, t0);
+  ASSERT_TRUE(s.ok());
+  // A 1 s stall (SIGSTOP, a network hiccup), swept every 25 ms as the service does.
+  std::vector<int> suspects;
+  for (int ms = 0; ms <= 1000; ms += 25) {
+    EXPECT_TRUE(state.sweep(t0 + milliseconds(ms), &suspects).empty()) << "dead at " << ms << " ms";
+  }
+  EXPECT_EQ(suspects, std::vector<int>{0});  // suspect once, not again on every sweep
+  EXPECT_EQ(StateOf(state, 0), WorkerState::kSuspect);
+  ASSERT_TRUE(state.report(*s, 9, 0, {}, t0 + milliseconds(1010)).ok());
+  EXPECT_EQ(StateOf(state, 0), WorkerState::kLive);
+  // The silence clock restarts at the report.
+  EXPECT_TRUE(state.sweep(t0 + milliseconds(1010 + 2999)).empty());
+  EXPECT_EQ(state.sweep(t0 + milliseconds(1010 + 3001)).size(), 1u);
+}
+
+TEST(ClusterState, ClosedSessionIsDeadAtOnceEvenWhenSuspect) {
+  ClusterState state;
+  const auto t0 = Clock::now();
+  auto s = state.register_worker(Id(3), {}, t0);
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(state.sweep(t0 + milliseconds(500)).empty());
+  ASSERT_EQ(StateOf(state, 3), WorkerState::kSuspect);
+  auto dead = state.mark_dead(*s, "session stream broke");
+  ASSERT_TRUE(dead.has_value());
+  EXPECT_EQ(dead->rank, 3);
+  EXPECT_EQ(StateOf(state, 3), WorkerState::kDead);
+  EXPECT_TRUE(state.sweep(t0 + milliseconds(10000)).empty());  // dead once
+}
+
+TEST(ClusterState, SuspectRankCannotBeClaimedUntilDead) {
+  ClusterState state;
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(state.register_worker(Id(2), {}, t0).ok());
+  ASSERT_TRUE(state.sweep(t0 + milliseconds(400)).empty());
+  auto second = state.register_worker(Id(2), {}, t0 + milliseconds(400));
+  EXPECT_EQ(second.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(second.status().message().find("suspect"), std::string::npos) << second.status().message();
+  ASSERT_EQ(state.sweep(t0 + milliseconds(3100)).size(), 1u);
+  EXPECT_TRUE(state.register_worker(Id(2), {}, t0 + milliseconds(3100)).ok());
+}
+
+TEST(ClusterState, DeadBoundIsNeverBelowTheSuspectBound) {
+  // A slow reporter (1 s interval) with a short grace: dead only after 3 x 1 s of silence.
+  ClusterState state(ClusterStateOptions{.dead_after = milliseconds(500)});
+  const auto t0 = Clock::now();
+  WorkerIdentity slow = Id(0);
+  slow.report_interval_ms = 1000;
+  ASSERT_TRUE(state.register_worker(slow, {}, t0).ok());
+  EXPECT_TRUE(state.sweep(t0 + milliseconds(3000)).empty());
+  EXPECT_EQ(state.sweep(t0 + milliseconds(3001)).size(), 1u);
 }
 
 TEST(ClusterState, StepRateIsEstimatedFromReports) {
@@ -96,6 +171,21 @@ TEST(ClusterState, StepRateIsEstimatedFromReports) {
   auto progress = state.progress({0}, t0 + milliseconds(1000));
   ASSERT_EQ(progress.size(), 1u);
   EXPECT_NEAR(progress[0].steps_per_second, 10.0, 0.01);
+}
+
+TEST(ClusterState, SlowStepsAreMeasuredAsSlowNotAsBurstsAndPauses) {
+  // 10 s steps (a large model) with a report every 100 ms: the rate must read 0.1 steps/s, the input of the
+  // trim deadline. Before, windows without a step read 0 and the one with a step 5 steps/s.
+  ClusterState state;
+  const auto t0 = Clock::now();
+  auto s = state.register_worker(Id(0), {}, t0);
+  ASSERT_TRUE(s.ok());
+  for (int ms = 0; ms <= 30000; ms += 100) {
+    ASSERT_TRUE(state.report(*s, ms / 10000, 0, {}, t0 + milliseconds(ms)).ok());
+  }
+  auto progress = state.progress({0}, t0 + milliseconds(30000));
+  ASSERT_EQ(progress.size(), 1u);
+  EXPECT_NEAR(progress[0].steps_per_second, 0.1, 0.005);
 }
 
 TEST(ClusterState, DeviceBudgetsArePerDevice) {

@@ -239,11 +239,20 @@ TEST(CoordinatorService, SilentWorkerIsDeclaredDeadAndItsGroupAborted) {
   ASSERT_TRUE(WaitFor(
       [&] {
         auto v = client.GetCluster();
-        return v.ok() && FindRank(*v, 2) && FindRank(*v, 2)->state == WorkerState::kDead;
+        return v.ok() && FindRank(*v, 2) && FindRank(*v, 2)->state == WorkerState::kSuspect;
       },
       milliseconds(2000)));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(150 + 300));  // 3 x 50 ms + sweep + slack
+  EXPECT_EQ(hooks.load(), 0);                                                    // suspect aborts nobody
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto v = client.GetCluster();
+        return v.ok() && FindRank(*v, 2) && FindRank(*v, 2)->state == WorkerState::kDead;
+      },
+      milliseconds(6000)));
   const auto detected = std::chrono::steady_clock::now() - start;
-  EXPECT_LT(detected, milliseconds(150 + 300));  // 3 x 50 ms, plus the sweep period and slack
+  EXPECT_GE(detected, milliseconds(2500));  // dead only after the 3 s grace without a report
+  EXPECT_LT(detected, milliseconds(4500));
   auto view = client.GetCluster();
   EXPECT_NE(FindRank(*view, 2)->dead_reason.find("silent"), std::string::npos);
   ASSERT_TRUE(WaitFor([&] { return hooks.load() == 2; }, milliseconds(2000)));
