@@ -4,10 +4,31 @@
 
 namespace memcoord::coordinator {
 
-void AckBoard::open(std::uint64_t command_id, const std::vector<int>& ranks) {
+void AckBoard::open(std::uint64_t command_id, const std::vector<int>& ranks, bool immediate) {
   std::lock_guard lock(mu_);
   Entry& e = entries_[command_id];
   e.waiting.insert(ranks.begin(), ranks.end());
+  e.immediate = immediate;
+  e.opened_at = Clock::now();
+}
+
+void AckBoard::sample_round_trip(const Entry& entry, const RankAck& ack) {
+  if (!entry.immediate || ack.received_at <= entry.opened_at) return;
+  const double worker_us = ack.duration_ms > 0 ? ack.duration_ms * 1000.0 : 0.0;
+  const double total_us =
+      std::chrono::duration<double, std::micro>(ack.received_at - entry.opened_at).count();
+  const double sample_us = std::max(total_us - worker_us, 0.0);
+  RoundTrip& rt = round_trips_[ack.rank];
+  rt.last_us = sample_us;
+  rt.average_us = rt.average_us == 0 ? sample_us : 0.75 * rt.average_us + 0.25 * sample_us;
+}
+
+std::chrono::microseconds AckBoard::round_trip(int rank) const {
+  std::lock_guard lock(mu_);
+  auto it = round_trips_.find(rank);
+  if (it == round_trips_.end()) return std::chrono::microseconds(0);
+  return std::chrono::microseconds(
+      static_cast<std::int64_t>(std::max(it->second.last_us, it->second.average_us)));
 }
 
 void AckBoard::deliver(std::uint64_t command_id, const RankAck& ack) {
@@ -15,6 +36,7 @@ void AckBoard::deliver(std::uint64_t command_id, const RankAck& ack) {
     std::lock_guard lock(mu_);
     auto it = entries_.find(command_id);
     if (it == entries_.end() || it->second.waiting.erase(ack.rank) == 0) return;
+    sample_round_trip(it->second, ack);
     it->second.acks.push_back(ack);
   }
   cv_.notify_all();

@@ -61,7 +61,9 @@ Result<TrimOutcome> CoordinatorClient::Trim(const TrimSpec& spec, const std::str
   request.set_group(group);
   request.set_deadline_ms(static_cast<std::uint32_t>(spec.deadline.count()));
   grpc::ClientContext context;
-  impl_->prepare(&context, impl_->options.timeout + spec.deadline);
+  // Deadline 0: the coordinator scales it (trim_orchestrator.h), up to kMaxTrimDeadline.
+  impl_->prepare(&context,
+                 impl_->options.timeout + (spec.deadline.count() > 0 ? spec.deadline : kMaxTrimDeadline));
   v1::TrimResponse reply;
   grpc::Status status = impl_->stub->Trim(&context, request, &reply);
   if (!status.ok()) return FromGrpcStatus(status, impl_->what("Trim"));
@@ -82,6 +84,9 @@ Result<TrimOutcome> CoordinatorClient::Trim(const TrimSpec& spec, const std::str
   out.released_bytes = reply.released_bytes();
   out.fanout_ms = reply.fanout_ms();
   out.total_ms = reply.total_ms();
+  out.deadline = std::chrono::milliseconds(reply.deadline_ms());
+  out.late_ranks.assign(reply.late_ranks().begin(), reply.late_ranks().end());
+  out.failed_ranks.assign(reply.failed_ranks().begin(), reply.failed_ranks().end());
   return out;
 }
 

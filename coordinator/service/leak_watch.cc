@@ -1,6 +1,7 @@
 #include "coordinator/service/leak_watch.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace memcoord::coordinator {
 
@@ -13,6 +14,7 @@ LeakWatchOptions LeakWatch::Normalized(LeakWatchOptions options) {
 LeakWatch::LeakWatch(LeakWatchOptions options) : options_(Normalized(options)) {}
 
 void LeakWatch::observe(int rank, std::int64_t step, const std::vector<PoolUsage>& pools) {
+  if (step < 0) return;  // not a step (reports refuse it too); keeps step differences from overflowing
   std::lock_guard lock(mu_);
   for (const PoolUsage& pool : pools) {
     // Per tag when the pool reports tags; the pool's live bytes as a whole otherwise.
@@ -51,7 +53,9 @@ void LeakWatch::observe_series(const Key& key, std::int64_t step, std::uint64_t 
   alert.rank = std::get<0>(key);
   alert.pool = std::get<1>(key);
   alert.tag = std::get<2>(key);
-  alert.bytes_per_step = static_cast<std::int64_t>(growth) / steps;
+  // growth may be anything up to UINT64_MAX (worker-supplied): divide first, then clamp into int64.
+  alert.bytes_per_step = static_cast<std::int64_t>(std::min<std::uint64_t>(
+      growth / static_cast<std::uint64_t>(steps), std::numeric_limits<std::int64_t>::max()));
   alert.first_step = samples.front().step;
   alert.last_step = samples.back().step;
   alert.live_bytes = samples.back().bytes;

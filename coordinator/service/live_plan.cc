@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "coordinator/service/saturating.h"
+
 namespace memcoord::coordinator {
 namespace {
 
@@ -28,7 +30,7 @@ std::vector<LiveDevice> LiveDevices(const std::vector<WorkerRecord>& workers) {
   // Keyed like ClusterState's budgets: (host, ordinal, local rank for the host backend); sorted.
   std::map<std::tuple<std::string, int, int>, Entry> by_key;
   for (const WorkerRecord& w : workers) {
-    if (w.state != WorkerState::kLive || w.reports == 0) continue;
+    if (!HoldsRank(w.state) || w.reports == 0) continue;
     const int sim = w.id.device < 0 ? w.id.local_rank : 0;
     Entry& e = by_key[{w.id.host, w.id.device, sim}];
     if (e.device.ranks.empty() || w.last_report_at > e.latest) {
@@ -41,7 +43,7 @@ std::vector<LiveDevice> LiveDevices(const std::vector<WorkerRecord>& workers) {
     e.device.ranks.push_back(w.id.rank);
     e.device.total_bytes = std::max(e.device.total_bytes, w.id.device_total_bytes);
     for (const PoolUsage& p : w.pools) {
-      if (p.reserved_bytes > p.allocated_bytes) e.device.cached_bytes += p.reserved_bytes - p.allocated_bytes;
+      e.device.cached_bytes = SatAdd(e.device.cached_bytes, SatSub(p.reserved_bytes, p.allocated_bytes));
     }
   }
   std::vector<LiveDevice> out;

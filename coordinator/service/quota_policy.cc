@@ -6,12 +6,14 @@
 #include <numeric>
 
 #include "common/bytes.h"
+#include "coordinator/service/saturating.h"
 
 namespace memcoord::coordinator {
 namespace {
 
+// Saturates: a worker-supplied count near UINT64_MAX stays huge instead of wrapping to 0.
 std::uint64_t RoundUp(std::uint64_t bytes) {
-  return (bytes + kQuotaGranuleBytes - 1) / kQuotaGranuleBytes * kQuotaGranuleBytes;
+  return SatMul(SatAdd(bytes, kQuotaGranuleBytes - 1) / kQuotaGranuleBytes, kQuotaGranuleBytes);
 }
 
 }  // namespace
@@ -21,7 +23,7 @@ Result<std::vector<QuotaChange>> SplitBudget(std::uint64_t budget_bytes,
   if (pools.empty()) return InvalidArgument("no pools share this device yet; nothing to split");
   if (budget_bytes == 0) return InvalidArgument("a device budget must be positive");
   std::uint64_t live = 0;
-  for (const PoolQuotaView& p : pools) live += RoundUp(p.allocated_bytes);
+  for (const PoolQuotaView& p : pools) live = SatAdd(live, RoundUp(p.allocated_bytes));
   if (live > budget_bytes) {
     return FailedPrecondition(fmt::format("live bytes of the device's {} pools ({}) exceed the budget {}",
                                           pools.size(), FormatBytes(live), FormatBytes(budget_bytes)));
@@ -43,15 +45,21 @@ Result<std::vector<QuotaChange>> RelievePressure(std::uint64_t budget_bytes,
   if (who == pools.end()) {
     return NotFound(fmt::format("rank {} has no pool '{}' on this device", rank, pool));
   }
+  if (who->limit_bytes == 0) {
+    return FailedPrecondition(fmt::format(
+        "pool '{}' on rank {} has no quota: its out-of-memory is the device's, not a quota's, so no limit is "
+        "raised (and none is imposed); free cache elsewhere on the device instead",
+        pool, rank));
+  }
   // The pool needs its live bytes plus the request; what it has beyond that in cache it frees itself.
-  const std::uint64_t wanted = RoundUp(who->allocated_bytes + requested_bytes);
+  const std::uint64_t wanted = RoundUp(SatAdd(who->allocated_bytes, requested_bytes));
   if (wanted <= who->limit_bytes) {
     return std::vector<QuotaChange>{};  // the limit already allows it: the pool only needs to trim
   }
   std::uint64_t need = wanted - who->limit_bytes;
   const std::uint64_t assigned =
       std::accumulate(pools.begin(), pools.end(), std::uint64_t{0},
-                      [](std::uint64_t sum, const PoolQuotaView& p) { return sum + p.limit_bytes; });
+                      [](std::uint64_t sum, const PoolQuotaView& p) { return SatAdd(sum, p.limit_bytes); });
   std::vector<QuotaChange> changes;
   const std::uint64_t unassigned = budget_bytes > assigned ? budget_bytes - assigned : 0;
   std::uint64_t got = std::min(unassigned, need);

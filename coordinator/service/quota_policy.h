@@ -5,7 +5,11 @@
 //   relieve(budget, pools, who, requested): the pool `who` needs `requested` more bytes. Unassigned budget
 //     is used first; then quota is taken from the pools holding the most idle cache (limit above their live
 //     bytes), which the worker trims before lowering the limit. RESOURCE_EXHAUSTED when even that is not
-//     enough; nothing is changed then.
+//     enough; nothing is changed then. A pool without a quota (limit 0) is never capped: its OOM means the
+//     device itself is full, and capping it at its live bytes plus the request (what this did before) turns
+//     every later allocation into an OOM; FAILED_PRECONDITION says so and the caller frees peers' cache.
+//   Sums and roundings of worker-supplied byte counts saturate (saturating.h): they never wrap.
+// The changes are applied as a transaction (quota_transaction.h): donors shrink and ack before anyone grows.
 // Pure functions of their input: no state, no locks, no I/O.
 #pragma once
 
@@ -40,8 +44,9 @@ constexpr std::uint64_t kQuotaGranuleBytes = 2ull << 20;
 Result<std::vector<QuotaChange>> SplitBudget(std::uint64_t budget_bytes,
                                              const std::vector<PoolQuotaView>& pools);
 
-// Errors: NOT_FOUND when `who` is not among `pools`; RESOURCE_EXHAUSTED when the budget cannot cover the
-// request even after taking every idle byte. The changes include the requesting pool's new limit.
+// Errors: NOT_FOUND when `who` is not among `pools`; FAILED_PRECONDITION when that pool has no quota;
+// RESOURCE_EXHAUSTED when the budget cannot cover the request even after taking every idle byte. The changes
+// include the requesting pool's new limit, last.
 Result<std::vector<QuotaChange>> RelievePressure(std::uint64_t budget_bytes,
                                                  const std::vector<PoolQuotaView>& pools, int rank,
                                                  const std::string& pool, std::uint64_t requested_bytes);
