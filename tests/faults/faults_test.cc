@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <thread>
 
 #include "coordinator/service/coordinator_client.h"
@@ -180,6 +181,150 @@ TEST_F(Faults, CoordinatorKilledAndRestartedMidRunTrainingFinishesAndEveryRankRe
   }
 }
 #endif
+
+// When `rank` was first seen suspect and first seen dead (ms after `start`; negative: never), watched for
+// up to `watch` or until `done` holds.
+struct Transitions {
+  double suspect_ms = -1;
+  double dead_ms = -1;
+  double live_again_ms = -1;
+};
+
+class LivenessFaults : public Faults {
+ protected:
+  Transitions watch(int rank, SteadyClock::time_point start, milliseconds watch,
+                    const std::function<bool(const Transitions&)>& done) {
+    Transitions t;
+    const auto deadline = SteadyClock::now() + watch;
+    while (SteadyClock::now() < deadline && !done(t)) {
+      const auto state = state_of(rank);
+      const double ms = MsSince(start);
+      if (state == WorkerState::kDead && t.dead_ms < 0) t.dead_ms = ms;
+      const bool suspect = state.has_value() && *state != WorkerState::kLive && *state != WorkerState::kDead;
+      if (suspect && t.suspect_ms < 0) t.suspect_ms = ms;
+      if (state == WorkerState::kLive && t.suspect_ms >= 0 && t.live_again_ms < 0) t.live_again_ms = ms;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return t;
+  }
+};
+
+TEST_F(LivenessFaults, StoppedWorkerHeldIsSuspectThenDeadAfterTheGraceAndTheOthersAbort) {
+  const std::vector<std::string> direct(3, coordinator_.address());
+  auto ranks = SpawnRanks(TestWorkerArgs(MEMCOORD_TEST_WORKER, 0, 20), 3, direct);
+  ASSERT_TRUE(wait_all(3, WorkerState::kLive, milliseconds(20000)));
+  ASSERT_TRUE(wait_steps(3, 5, milliseconds(10000)));
+  const auto stopped = SteadyClock::now();
+  ranks[2]->signal(SIGSTOP);
+  const Transitions t =
+      watch(2, stopped, milliseconds(10000), [](const Transitions& x) { return x.dead_ms >= 0; });
+  PrintFault("SIGSTOP held", "suspect after", t.suspect_ms);
+  PrintFault("SIGSTOP held", "dead after", t.dead_ms);
+  EXPECT_GE(t.suspect_ms, 0) << "a silent worker is suspect (shown in memcoord status) before it is dead";
+  EXPECT_LT(t.suspect_ms, 1500.0) << "contract: suspect after 3 x 100 ms";
+  ASSERT_GE(t.dead_ms, 0) << "never declared dead";
+  EXPECT_GE(t.dead_ms, 2500.0) << "contract: dead only after the 3 s grace";
+  EXPECT_LT(t.dead_ms, 6000.0) << "contract: dead after the 3 s grace";
+  expect_aborted_naming(ranks, {0, 1}, 2);
+  const auto after = status();
+  ASSERT_EQ(after.size(), 3u);
+  EXPECT_EQ(after.at(2).state, "dead");
+  EXPECT_NE(after.at(2).dead_reason.find("silent"), std::string::npos) << after.at(2).dead_reason;
+  ranks[2]->signal(SIGKILL);
+}
+
+#ifdef MEMCOORD_MPIEXEC
+TEST_F(LivenessFaults, WorkerStoppedForOneSecondAbortsNothingAndTrainingFinishes) {
+  std::vector<std::string> env = kMpiEnv;
+  env.push_back("MEMCOORD_COORDINATOR=" + coordinator_.address());
+  env.push_back("MEMCOORD_LOG_LEVEL=warn");
+  Child job({MEMCOORD_MPIEXEC, "-np", "3", "--oversubscribe", "--bind-to", "none", MEMCOORD_TEST_WORKER,
+             "--mpi", "--steps", "250", "--step-ms", "20", "--alloc", "2MiB", "--quiet-applied"},
+            env);
+  ASSERT_TRUE(wait_all(3, WorkerState::kLive, milliseconds(20000))) << job.output();
+  ASSERT_TRUE(wait_steps(3, 10, milliseconds(10000)));
+  const auto pids = ReadyPids(job.output());
+  ASSERT_EQ(pids.count(1), 1u) << job.output();
+  const auto stopped = SteadyClock::now();
+  ::kill(pids.at(1), SIGSTOP);
+  Transitions t = watch(1, stopped, milliseconds(1000), [](const Transitions&) { return false; });
+  ::kill(pids.at(1), SIGCONT);
+  const Transitions after_cont =
+      watch(1, stopped, milliseconds(3000), [](const Transitions& x) { return x.live_again_ms >= 0; });
+  if (t.suspect_ms < 0) t.suspect_ms = after_cont.suspect_ms;
+  PrintFault("SIGSTOP 1 s then SIGCONT", "suspect after", t.suspect_ms);
+  PrintFault("SIGSTOP 1 s then SIGCONT", "live again after", after_cont.live_again_ms);
+  EXPECT_GE(t.suspect_ms, 0) << "1 s of silence is more than 3 report intervals: suspect";
+  EXPECT_LT(t.dead_ms, 0) << "a 1 s stop must not be declared dead";
+  EXPECT_LT(after_cont.dead_ms, 0) << "a 1 s stop must not be declared dead";
+  ASSERT_EQ(job.wait(milliseconds(60000)), 0) << job.output();
+  EXPECT_EQ(CountOf(job.output(), "DONE rank="), 3) << job.output();
+  EXPECT_EQ(CountOf(job.output(), "ABORTED"), 0) << job.output();
+  for (const auto& [rank, st] : status()) {
+    EXPECT_NE(st.dead_reason.find("detached"), std::string::npos)
+        << rank << " " << st.state << ": " << st.dead_reason;
+  }
+}
+#endif
+
+TEST_F(LivenessFaults, OneSecondNetworkStallAbortsNothingAndTrainingFinishes) {
+  TcpProxy proxy(std::stoi(coordinator_.address().substr(coordinator_.address().rfind(':') + 1)));
+  const std::vector<std::string> addresses = {coordinator_.address(), proxy.address(),
+                                              coordinator_.address()};
+  auto ranks = SpawnRanks(TestWorkerArgs(MEMCOORD_TEST_WORKER, 200, 20), 3, addresses);
+  ASSERT_TRUE(wait_all(3, WorkerState::kLive, milliseconds(20000)));
+  ASSERT_TRUE(wait_steps(3, 10, milliseconds(10000)));
+  const auto stalled = SteadyClock::now();
+  proxy.stall(true);
+  Transitions t = watch(1, stalled, milliseconds(1000), [](const Transitions&) { return false; });
+  proxy.stall(false);
+  const Transitions after =
+      watch(1, stalled, milliseconds(3000), [](const Transitions& x) { return x.live_again_ms >= 0; });
+  if (t.suspect_ms < 0) t.suspect_ms = after.suspect_ms;
+  PrintFault("network stall 1 s", "suspect after", t.suspect_ms);
+  PrintFault("network stall 1 s", "live again after", after.live_again_ms);
+  EXPECT_GE(t.suspect_ms, 0);
+  EXPECT_LT(t.dead_ms, 0) << "a 1 s stall must not be declared dead";
+  EXPECT_LT(after.dead_ms, 0) << "a 1 s stall must not be declared dead";
+  expect_finished(ranks, milliseconds(30000));
+  EXPECT_EQ(proxy.connections(), 1) << "the stalled connection was kept, not replaced";
+  for (const auto& [rank, st] : status()) {
+    EXPECT_NE(st.dead_reason.find("detached"), std::string::npos)
+        << rank << " " << st.state << ": " << st.dead_reason;
+  }
+}
+
+TEST_F(LivenessFaults, TenSecondNetworkStallIsDeadAfterTheGraceAndTheGroupAbortsNamingIt) {
+  TcpProxy proxy(std::stoi(coordinator_.address().substr(coordinator_.address().rfind(':') + 1)));
+  const std::vector<std::string> addresses = {coordinator_.address(), proxy.address(),
+                                              coordinator_.address()};
+  // Rank 1 steps for ~20 s at most, so it ends on its own whatever it learns after the stall.
+  auto ranks = SpawnRanks(TestWorkerArgs(MEMCOORD_TEST_WORKER, 1000, 20), 3, addresses);
+  ASSERT_TRUE(wait_all(3, WorkerState::kLive, milliseconds(20000)));
+  ASSERT_TRUE(wait_steps(3, 10, milliseconds(10000)));
+  const auto stalled = SteadyClock::now();
+  proxy.stall(true);
+  const Transitions t =
+      watch(1, stalled, milliseconds(9000), [](const Transitions& x) { return x.dead_ms >= 0; });
+  PrintFault("network stall 10 s", "suspect after", t.suspect_ms);
+  PrintFault("network stall 10 s", "dead after", t.dead_ms);
+  EXPECT_GE(t.suspect_ms, 0);
+  ASSERT_GE(t.dead_ms, 0) << "never declared dead";
+  EXPECT_GE(t.dead_ms, 2500.0) << "contract: dead only after the 3 s grace";
+  EXPECT_LT(t.dead_ms, 6000.0) << "contract: dead after the 3 s grace";
+  expect_aborted_naming(ranks, {0, 2}, 1);
+  std::this_thread::sleep_for(milliseconds(10000) - (SteadyClock::now() - stalled));
+  proxy.stall(false);
+  // Rank 1 learns of the abort when the stall ends, or finishes its steps alone: either way it ends.
+  const int rank1_exit = ranks[1]->wait(milliseconds(30000));
+  EXPECT_TRUE(rank1_exit == 3 || rank1_exit == 0) << rank1_exit << "\n" << ranks[1]->output();
+  std::printf("after the stall, rank 1 exited with %d\n", rank1_exit);
+  const auto after = status();
+  ASSERT_EQ(after.size(), 3u);
+  for (const auto& [rank, st] : after) {
+    EXPECT_EQ(st.state, "dead") << rank << ": every process has exited";
+  }
+}
 
 }  // namespace
 }  // namespace memcoord::testing
