@@ -10,72 +10,69 @@
 namespace memcoord::planner {
 namespace {
 
-ModelSpec Gpt2(std::string name, std::int64_t layers, std::int64_t hidden, std::int64_t heads) {
+// What a family fixes unless a preset or a spec says otherwise (the public configs' values).
+ModelSpec FamilyDefaults(ModelFamily family) {
   ModelSpec s;
-  s.name = std::move(name);
-  s.family = ModelFamily::kGpt2;
-  s.layers = layers;
-  s.hidden = hidden;
-  s.heads = heads;
-  s.kv_heads = heads;
-  s.ffn = 4 * hidden;
-  s.vocab = 50257;
-  s.max_positions = 1024;
-  s.tied_embeddings = true;
-  return s;
-}
-
-ModelSpec Bert(std::string name, std::int64_t layers, std::int64_t hidden, std::int64_t heads) {
-  ModelSpec s;
-  s.name = std::move(name);
-  s.family = ModelFamily::kBert;
-  s.layers = layers;
-  s.hidden = hidden;
-  s.heads = heads;
-  s.kv_heads = heads;
-  s.ffn = 4 * hidden;
-  s.vocab = 30522;
-  s.max_positions = 512;
-  s.type_vocab = 2;
-  return s;
-}
-
-ModelSpec Llama(std::string name, ModelFamily family, std::int64_t layers, std::int64_t hidden,
-                std::int64_t ffn, std::int64_t heads, std::int64_t kv_heads) {
-  ModelSpec s;
-  s.name = std::move(name);
   s.family = family;
-  s.layers = layers;
-  s.hidden = hidden;
-  s.ffn = ffn;
-  s.heads = heads;
-  s.kv_heads = kv_heads;
-  s.vocab = 32000;
+  switch (family) {
+    case ModelFamily::kGpt2:
+      s.max_positions = 1024;
+      s.tied_embeddings = true;
+      break;
+    case ModelFamily::kBert:
+      s.max_positions = 512;
+      s.type_vocab = 2;
+      break;
+    case ModelFamily::kMixtral:
+      s.experts = 8;
+      s.experts_per_token = 2;
+      break;
+    case ModelFamily::kLlama:
+    case ModelFamily::kResNet50:
+      break;
+  }
   return s;
 }
+
+// One row per preset, as in the models' public configs; the rest comes from FamilyDefaults.
+struct PresetRow {
+  std::string_view name;
+  ModelFamily family;
+  std::int64_t layers;
+  std::int64_t hidden;
+  std::int64_t ffn;
+  std::int64_t heads;
+  std::int64_t kv_heads;
+  std::int64_t vocab;
+};
+
+constexpr PresetRow kPresetRows[] = {
+    {"gpt2", ModelFamily::kGpt2, 12, 768, 3072, 12, 12, 50257},
+    {"gpt2-medium", ModelFamily::kGpt2, 24, 1024, 4096, 16, 16, 50257},
+    {"gpt2-large", ModelFamily::kGpt2, 36, 1280, 5120, 20, 20, 50257},
+    {"gpt2-xl", ModelFamily::kGpt2, 48, 1600, 6400, 25, 25, 50257},
+    {"bert-base", ModelFamily::kBert, 12, 768, 3072, 12, 12, 30522},
+    {"bert-large", ModelFamily::kBert, 24, 1024, 4096, 16, 16, 30522},
+    {"llama2-7b", ModelFamily::kLlama, 32, 4096, 11008, 32, 32, 32000},
+    {"llama2-13b", ModelFamily::kLlama, 40, 5120, 13824, 40, 40, 32000},
+    {"llama2-70b", ModelFamily::kLlama, 80, 8192, 28672, 64, 8, 32000},
+    {"mixtral-8x7b", ModelFamily::kMixtral, 32, 4096, 14336, 32, 8, 32000},
+    {"resnet50", ModelFamily::kResNet50, 4, 2048, 0, 0, 0, 1000},  // 4 stages, 2048 features, 1000 classes
+};
 
 std::vector<ModelSpec> MakePresets() {
-  std::vector<ModelSpec> presets = {
-      Gpt2("gpt2", 12, 768, 12),
-      Gpt2("gpt2-medium", 24, 1024, 16),
-      Gpt2("gpt2-large", 36, 1280, 20),
-      Gpt2("gpt2-xl", 48, 1600, 25),
-      Bert("bert-base", 12, 768, 12),
-      Bert("bert-large", 24, 1024, 16),
-      Llama("llama2-7b", ModelFamily::kLlama, 32, 4096, 11008, 32, 32),
-      Llama("llama2-13b", ModelFamily::kLlama, 40, 5120, 13824, 40, 40),
-      Llama("llama2-70b", ModelFamily::kLlama, 80, 8192, 28672, 64, 8),
-      Llama("mixtral-8x7b", ModelFamily::kMixtral, 32, 4096, 14336, 32, 8),
-  };
-  presets.back().experts = 8;
-  presets.back().experts_per_token = 2;
-  ModelSpec resnet;
-  resnet.name = "resnet50";
-  resnet.family = ModelFamily::kResNet50;
-  resnet.layers = 4;  // stages
-  resnet.hidden = 2048;
-  resnet.vocab = 1000;  // classes
-  presets.push_back(resnet);
+  std::vector<ModelSpec> presets;
+  for (const PresetRow& row : kPresetRows) {
+    ModelSpec s = FamilyDefaults(row.family);
+    s.name = std::string(row.name);
+    s.layers = row.layers;
+    s.hidden = row.hidden;
+    s.ffn = row.ffn;
+    s.heads = row.heads;
+    s.kv_heads = row.kv_heads;
+    s.vocab = row.vocab;
+    presets.push_back(std::move(s));
+  }
   return presets;
 }
 
@@ -144,12 +141,12 @@ Result<ModelSpec> ParseModelSpec(const nlohmann::json& object) {
                       "experts_per_token", "tied_embeddings", "max_positions", "type_vocab"}));
   MEMCOORD_ASSIGN_OR_RETURN(std::string family, ReadString(object, "spec", "family", std::nullopt,
                                                            {"gpt2", "bert", "llama", "mixtral"}));
-  ModelSpec s;
+  const ModelSpec defaults = FamilyDefaults(family == "gpt2"    ? ModelFamily::kGpt2
+                                            : family == "bert"  ? ModelFamily::kBert
+                                            : family == "llama" ? ModelFamily::kLlama
+                                                                : ModelFamily::kMixtral);
+  ModelSpec s = defaults;
   MEMCOORD_ASSIGN_OR_RETURN(s.name, ReadString(object, "spec", "name", std::string("spec")));
-  s.family = family == "gpt2"    ? ModelFamily::kGpt2
-             : family == "bert"  ? ModelFamily::kBert
-             : family == "llama" ? ModelFamily::kLlama
-                                 : ModelFamily::kMixtral;
   const bool learned_positions = s.family == ModelFamily::kGpt2 || s.family == ModelFamily::kBert;
   MEMCOORD_ASSIGN_OR_RETURN(s.hidden, ReadInt(object, "spec", "hidden", std::nullopt, 1, kMaxDim));
   MEMCOORD_ASSIGN_OR_RETURN(s.layers, ReadInt(object, "spec", "layers", std::nullopt, 1, 100000));
@@ -161,18 +158,15 @@ Result<ModelSpec> ParseModelSpec(const nlohmann::json& object) {
               learned_positions ? std::optional<std::int64_t>(4 * s.hidden) : std::nullopt, 1, kMaxDim));
   MEMCOORD_ASSIGN_OR_RETURN(s.vocab, ReadInt(object, "spec", "vocab", std::nullopt, 1, kMaxDim));
   const bool moe = s.family == ModelFamily::kMixtral;
-  MEMCOORD_ASSIGN_OR_RETURN(s.experts, ReadInt(object, "spec", "experts", moe ? 8 : 1, 1, 1024));
-  MEMCOORD_ASSIGN_OR_RETURN(s.experts_per_token,
-                            ReadInt(object, "spec", "experts_per_token", moe ? 2 : 1, 1, 1024));
-  MEMCOORD_ASSIGN_OR_RETURN(s.tied_embeddings,
-                            ReadBool(object, "spec", "tied_embeddings", s.family == ModelFamily::kGpt2));
+  MEMCOORD_ASSIGN_OR_RETURN(s.experts, ReadInt(object, "spec", "experts", defaults.experts, 1, 1024));
   MEMCOORD_ASSIGN_OR_RETURN(
-      s.max_positions,
-      ReadInt(object, "spec", "max_positions",
-              s.family == ModelFamily::kGpt2 ? 1024 : (s.family == ModelFamily::kBert ? 512 : 0), 0,
-              kMaxDim));
-  MEMCOORD_ASSIGN_OR_RETURN(s.type_vocab, ReadInt(object, "spec", "type_vocab",
-                                                  s.family == ModelFamily::kBert ? 2 : 0, 0, kMaxDim));
+      s.experts_per_token, ReadInt(object, "spec", "experts_per_token", defaults.experts_per_token, 1, 1024));
+  MEMCOORD_ASSIGN_OR_RETURN(s.tied_embeddings,
+                            ReadBool(object, "spec", "tied_embeddings", defaults.tied_embeddings));
+  MEMCOORD_ASSIGN_OR_RETURN(s.max_positions,
+                            ReadInt(object, "spec", "max_positions", defaults.max_positions, 0, kMaxDim));
+  MEMCOORD_ASSIGN_OR_RETURN(s.type_vocab,
+                            ReadInt(object, "spec", "type_vocab", defaults.type_vocab, 0, kMaxDim));
   if (s.hidden % s.heads != 0) {
     return InvalidArgument("spec.heads (" + std::to_string(s.heads) + ") must divide spec.hidden (" +
                            std::to_string(s.hidden) + ")");
