@@ -134,87 +134,125 @@ void StepReporter::Print(const std::vector<StepRecord>& all) {
   std::fflush(stdout);
 }
 
-Result<Verdict> StepReporter::finish(const RankSummary& mine) {
-  const std::uint64_t packed[6] = {static_cast<std::uint64_t>(mine.model),
-                                   mine.checksum,
-                                   mine.peak_reserved,
-                                   mine.reserved,
-                                   mine.peak_allocated,
-                                   static_cast<std::uint64_t>(mine.device)};
-  std::vector<std::uint64_t> all(6 * static_cast<std::size_t>(world_.size()));
-  MEMCOORD_RETURN_IF_ERROR(world_.allgather(packed, all.data(), 6, DataType::kInt64));
-  std::int64_t verdict[4] = {0, 0, 0, 0};
-  if (world_.rank() == 0) {
-    Verdict v;
-    v.losses_fell = true;
-    v.weights_identical = true;
-    std::printf("\n== final report ==\n");
-    std::printf("%-8s %-7s %-10s %-24s %-24s %s\n", "model", "ranks", "params", "train loss first -> last",
-                "eval loss first -> last", "weights on every rank of the model");
-    for (std::size_t m = 0; m < models_.size(); ++m) {
-      const std::vector<double>& l = losses_[m];
-      const std::size_t window = std::max<std::size_t>(1, std::min<std::size_t>(5, l.size() / 4));
-      const double first = MeanOf(l, 0, window);
-      const double last = MeanOf(l, l.size() - window, window);
-      const bool fell = last < 0.8 * first;
-      v.losses_fell = v.losses_fell && fell;
-      std::uint64_t sum = 0;
-      bool identical = true;
-      bool seen = false;
-      for (int r = 0; r < world_.size(); ++r) {
-        const std::uint64_t* f = all.data() + 6 * static_cast<std::size_t>(r);
-        if (f[0] != m) continue;
-        if (seen && f[1] != sum) identical = false;
-        sum = f[1];
-        seen = true;
-      }
-      v.weights_identical = v.weights_identical && identical;
-      const std::vector<double>& e = eval_losses_[m];
-      const std::string eval_text = e.empty() ? "-" : fmt::format("{:.4f} -> {:.4f}", e.front(), e.back());
-      std::printf("%-8s %-7s %-10s %-24s %-24s %s\n", models_[m].name.c_str(),
-                  RankRange(plan_.ranks_of_group[static_cast<std::size_t>(plan_.group_of_model[m])]).c_str(),
-                  fmt::format("{}", models_[m].shape.parameter_count()).c_str(),
-                  fmt::format("{:.4f} -> {:.4f}{}", first, last, fell ? "" : " (!)").c_str(),
-                  eval_text.c_str(),
-                  identical ? fmt::format("identical (checksum {:016x})", sum).c_str() : "DIFFER");
-    }
-    std::printf("\n%-5s %-8s %-8s %-22s %-14s %-16s\n", "rank", "model", "device", "peak reserved (pools)",
-                "reserved now", "peak allocated");
-    for (int r = 0; r < world_.size(); ++r) {
-      const std::uint64_t* f = all.data() + 6 * static_cast<std::size_t>(r);
-      const auto device = static_cast<std::int64_t>(f[5]);
-      std::printf("%-5d %-8s %-8s %-22s %-14s %-16s\n", r, models_[f[0]].name.c_str(),
-                  device < 0 ? "host" : fmt::format("cuda:{}", device).c_str(), Bytes(f[2]).c_str(),
-                  Bytes(f[3]).c_str(), Bytes(f[4]).c_str());
-    }
-    std::printf("\n");
-    for (const auto& [step, records] : trims_) {
-      std::uint64_t released = 0;
-      for (const StepRecord& r : records) released += r.released;
-      std::printf("trim at the end of step %lld: %zu/%d ranks, released %s in total\n",
-                  static_cast<long long>(step), records.size(), world_.size(), Bytes(released).c_str());
-    }
-    v.trims = static_cast<int>(trims_.size());
-    v.trims_aligned = !trims_.empty() && trims_aligned_;
-    if (trims_.empty()) std::printf("no coordinator trim happened during the run\n");
-    std::printf(
-        "losses fell: %s | weights identical within each model: %s | every trim on all ranks at one step: "
-        "%s\n",
-        v.losses_fell ? "yes" : "NO", v.weights_identical ? "yes" : "NO",
-        trims_.empty() ? "no trims" : (v.trims_aligned ? "yes" : "NO"));
-    std::fflush(stdout);
-    verdict[0] = v.losses_fell;
-    verdict[1] = v.weights_identical;
-    verdict[2] = v.trims_aligned;
-    verdict[3] = v.trims;
+namespace {
+
+constexpr std::size_t kSummaryFields = 6;
+
+// Every rank's summary, gathered over `world` (host memory) in rank order.
+Result<std::vector<RankSummary>> GatherSummaries(Communicator& world, const RankSummary& mine) {
+  const std::uint64_t packed[kSummaryFields] = {static_cast<std::uint64_t>(mine.model),
+                                                mine.checksum,
+                                                mine.peak_reserved,
+                                                mine.reserved,
+                                                mine.peak_allocated,
+                                                static_cast<std::uint64_t>(mine.device)};
+  std::vector<std::uint64_t> all(kSummaryFields * static_cast<std::size_t>(world.size()));
+  MEMCOORD_RETURN_IF_ERROR(world.allgather(packed, all.data(), kSummaryFields, DataType::kInt64));
+  std::vector<RankSummary> summaries(static_cast<std::size_t>(world.size()));
+  for (std::size_t r = 0; r < summaries.size(); ++r) {
+    const std::uint64_t* f = all.data() + kSummaryFields * r;
+    summaries[r] = {
+        static_cast<int>(f[0]), f[1], f[2], f[3], f[4], static_cast<int>(static_cast<std::int64_t>(f[5]))};
   }
-  MEMCOORD_RETURN_IF_ERROR(world_.broadcast(verdict, 4, DataType::kInt64, 0));
+  return summaries;
+}
+
+// Whether every rank training `model` holds the same weights, and their checksum.
+std::pair<bool, std::uint64_t> SameWeights(const std::vector<RankSummary>& ranks, std::size_t model) {
+  std::uint64_t sum = 0;
+  bool identical = true;
+  bool seen = false;
+  for (const RankSummary& r : ranks) {
+    if (static_cast<std::size_t>(r.model) != model) continue;
+    if (seen && r.checksum != sum) identical = false;
+    sum = r.checksum;
+    seen = true;
+  }
+  return {identical, sum};
+}
+
+void PrintRankTable(const std::vector<RankSummary>& ranks, const std::vector<ModelConfig>& models) {
+  std::printf("\n%-5s %-8s %-8s %-22s %-14s %-16s\n", "rank", "model", "device", "peak reserved (pools)",
+              "reserved now", "peak allocated");
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const RankSummary& f = ranks[r];
+    std::printf("%-5zu %-8s %-8s %-22s %-14s %-16s\n", r,
+                models[static_cast<std::size_t>(f.model)].name.c_str(),
+                f.device < 0 ? "host" : fmt::format("cuda:{}", f.device).c_str(),
+                Bytes(f.peak_reserved).c_str(), Bytes(f.reserved).c_str(), Bytes(f.peak_allocated).c_str());
+  }
+  std::printf("\n");
+}
+
+// Rank 0's verdict, broadcast so that every rank returns the same one.
+Result<Verdict> ShareVerdict(Communicator& world, const Verdict& mine) {
+  std::int64_t verdict[4] = {mine.losses_fell, mine.weights_identical, mine.trims_aligned, mine.trims};
+  MEMCOORD_RETURN_IF_ERROR(world.broadcast(verdict, 4, DataType::kInt64, 0));
   Verdict v;
   v.losses_fell = verdict[0] != 0;
   v.weights_identical = verdict[1] != 0;
   v.trims_aligned = verdict[2] != 0;
   v.trims = static_cast<int>(verdict[3]);
   return v;
+}
+
+}  // namespace
+
+// Per model: the training loss over the first and last few steps (it must fall by 20%), the evaluations,
+// and whether its ranks' weights agree.
+void StepReporter::PrintModelTable(const std::vector<RankSummary>& ranks, Verdict& v) const {
+  std::printf("\n== final report ==\n");
+  std::printf("%-8s %-7s %-10s %-24s %-24s %s\n", "model", "ranks", "params", "train loss first -> last",
+              "eval loss first -> last", "weights on every rank of the model");
+  for (std::size_t m = 0; m < models_.size(); ++m) {
+    const std::vector<double>& l = losses_[m];
+    const std::size_t window = std::max<std::size_t>(1, std::min<std::size_t>(5, l.size() / 4));
+    const double first = MeanOf(l, 0, window);
+    const double last = MeanOf(l, l.size() - window, window);
+    const bool fell = last < 0.8 * first;
+    v.losses_fell = v.losses_fell && fell;
+    const auto [identical, sum] = SameWeights(ranks, m);
+    v.weights_identical = v.weights_identical && identical;
+    const std::vector<double>& e = eval_losses_[m];
+    const std::string eval_text = e.empty() ? "-" : fmt::format("{:.4f} -> {:.4f}", e.front(), e.back());
+    std::printf("%-8s %-7s %-10s %-24s %-24s %s\n", models_[m].name.c_str(),
+                RankRange(plan_.ranks_of_group[static_cast<std::size_t>(plan_.group_of_model[m])]).c_str(),
+                fmt::format("{}", models_[m].shape.parameter_count()).c_str(),
+                fmt::format("{:.4f} -> {:.4f}{}", first, last, fell ? "" : " (!)").c_str(), eval_text.c_str(),
+                identical ? fmt::format("identical (checksum {:016x})", sum).c_str() : "DIFFER");
+  }
+}
+
+// The trims seen during the run and the closing verdict line.
+void StepReporter::PrintTrimsAndVerdict(Verdict& v) const {
+  for (const auto& [step, records] : trims_) {
+    std::uint64_t released = 0;
+    for (const StepRecord& r : records) released += r.released;
+    std::printf("trim at the end of step %lld: %zu/%d ranks, released %s in total\n",
+                static_cast<long long>(step), records.size(), world_.size(), Bytes(released).c_str());
+  }
+  v.trims = static_cast<int>(trims_.size());
+  v.trims_aligned = !trims_.empty() && trims_aligned_;
+  if (trims_.empty()) std::printf("no coordinator trim happened during the run\n");
+  std::printf(
+      "losses fell: %s | weights identical within each model: %s | every trim on all ranks at one step: "
+      "%s\n",
+      v.losses_fell ? "yes" : "NO", v.weights_identical ? "yes" : "NO",
+      trims_.empty() ? "no trims" : (v.trims_aligned ? "yes" : "NO"));
+  std::fflush(stdout);
+}
+
+Result<Verdict> StepReporter::finish(const RankSummary& mine) {
+  MEMCOORD_ASSIGN_OR_RETURN(const std::vector<RankSummary> ranks, GatherSummaries(world_, mine));
+  Verdict v;  // rank 0's; the others take it from the broadcast
+  if (world_.rank() == 0) {
+    v.losses_fell = true;
+    v.weights_identical = true;
+    PrintModelTable(ranks, v);
+    PrintRankTable(ranks, models_);
+    PrintTrimsAndVerdict(v);
+  }
+  return ShareVerdict(world_, v);
 }
 
 }  // namespace memcoord::train

@@ -58,6 +58,8 @@ class StepReporter {
 
  private:
   void Print(const std::vector<StepRecord>& all);
+  void PrintModelTable(const std::vector<RankSummary>& ranks, Verdict& v) const;
+  void PrintTrimsAndVerdict(Verdict& v) const;
   Communicator& world_;
   std::vector<ModelConfig> models_;
   GroupPlan plan_;
