@@ -74,28 +74,25 @@ TEST(ModelUnitsTest, UnknownPresetListsTheAcceptedOnes) {
 }
 
 TEST(ModelUnitsTest, BadSpecFieldsAreNamed) {
-  const auto error = [](const char* text) {
-    Result<ModelSpec> s = ParseModelSpec(nlohmann::json::parse(text));
-    return s.ok() ? std::string("ok") : s.status().message();
+  struct Case {
+    const char* spec;
+    const char* names;  // what the error must name
   };
-  EXPECT_NE(error(R"({"family": "gpt2", "hidden": -768, "layers": 12, "heads": 12, "vocab": 50257})")
-                .find("spec.hidden"),
-            std::string::npos);
-  EXPECT_NE(
-      error(R"({"family": "t5", "hidden": 768, "layers": 12, "heads": 12, "vocab": 1})").find("spec.family"),
-      std::string::npos);
-  EXPECT_NE(error(R"({"family": "llama", "hidden": 768, "layers": 12, "heads": 7, "ffn": 10, "vocab": 1})")
-                .find("spec.heads"),
-            std::string::npos);
-  EXPECT_NE(
-      error(R"({"family": "llama", "hidden": 768, "layers": 12, "heads": 12, "vocab": 1})").find("spec.ffn"),
-      std::string::npos);
-  EXPECT_NE(error(R"({"family": "gpt2", "hidden": 768, "layers": 12, "heads": 12, "vocab": 5, "hiden": 3})")
-                .find("hiden"),
-            std::string::npos);
-  EXPECT_NE(error(R"({"family": "gpt2", "hidden": "big", "layers": 12, "heads": 12, "vocab": 5})")
-                .find("spec.hidden"),
-            std::string::npos);
+  const Case cases[] = {
+      {R"({"family": "gpt2", "hidden": -768, "layers": 12, "heads": 12, "vocab": 50257})", "spec.hidden"},
+      {R"({"family": "t5", "hidden": 768, "layers": 12, "heads": 12, "vocab": 1})", "spec.family"},
+      {R"({"family": "llama", "hidden": 768, "layers": 12, "heads": 7, "ffn": 10, "vocab": 1})",
+       "spec.heads"},
+      {R"({"family": "llama", "hidden": 768, "layers": 12, "heads": 12, "vocab": 1})", "spec.ffn"},
+      {R"({"family": "gpt2", "hidden": 768, "layers": 12, "heads": 12, "vocab": 5, "hiden": 3})", "hiden"},
+      {R"({"family": "gpt2", "hidden": "big", "layers": 12, "heads": 12, "vocab": 5})", "spec.hidden"},
+  };
+  for (const Case& c : cases) {
+    Result<ModelSpec> s = ParseModelSpec(nlohmann::json::parse(c.spec));
+    ASSERT_FALSE(s.ok()) << c.spec;
+    EXPECT_NE(s.status().message().find(c.names), std::string::npos)
+        << c.spec << ": " << s.status().message();
+  }
 }
 
 }  // namespace
