@@ -74,7 +74,7 @@ Status PendingCollective::wait() {
 Communicator::Communicator(int rank, int size, CommunicatorOptions options)
     : rank_(rank), size_(size), options_(options), abort_state_(std::make_shared<AbortState>()) {}
 
-Status Communicator::order_after(StreamId /*producer*/) { return abort_state_->status(); }
+Status Communicator::order_after(CommStream /*producer*/) { return abort_state_->status(); }
 
 std::string Communicator::Describe(std::string_view operation, std::size_t count, DataType type,
                                    const ReduceOp* op) {

@@ -39,8 +39,8 @@
 #include <string>
 #include <string_view>
 
-#include "allocator/device_backend.h"
 #include "collectives/data_type.h"
+#include "collectives/stream.h"
 #include "common/result.h"
 
 namespace memcoord {
@@ -106,10 +106,10 @@ class Communicator {
   virtual std::string_view backend() const = 0;  // "mpi", "nccl"
   // True when buffers must be device memory (NCCL); false for host memory (MPI).
   virtual bool device_buffers() const = 0;
-  // The stream collectives run on (kDefaultStream for MPI).
-  virtual StreamId stream() const { return kDefaultStream; }
+  // The stream collectives run on (kDefaultCommStream for MPI).
+  virtual CommStream stream() const { return kDefaultCommStream; }
   // Makes later collectives wait for work queued so far on `producer` (a device-side wait; no-op on MPI).
-  virtual Status order_after(StreamId producer);
+  virtual Status order_after(CommStream producer);
 
   Status allreduce(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op);
   Result<std::unique_ptr<PendingCollective>> start_allreduce(const void* send, void* recv, std::size_t count,

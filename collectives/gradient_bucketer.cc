@@ -30,7 +30,7 @@ class Fingerprint {
 
 }  // namespace
 
-Result<std::unique_ptr<GradientBucketer>> GradientBucketer::Create(Communicator& comm, CachingPool& pool,
+Result<std::unique_ptr<GradientBucketer>> GradientBucketer::Create(Communicator& comm, BucketMemory& memory,
                                                                    std::vector<ParameterSpec> parameters,
                                                                    BucketerOptions options) {
   if (parameters.empty()) return InvalidArgument("GradientBucketer: no parameters registered");
@@ -48,7 +48,7 @@ Result<std::unique_ptr<GradientBucketer>> GradientBucketer::Create(Communicator&
     }
   }
 
-  std::unique_ptr<GradientBucketer> self(new GradientBucketer(comm, pool, options));
+  std::unique_ptr<GradientBucketer> self(new GradientBucketer(comm, memory, options));
   self->slots_.resize(parameters.size());
   // Plan: walk parameters backwards (backward order), closing a bucket when the next parameter would take
   // it past its cap or has another type.
@@ -78,8 +78,6 @@ Result<std::unique_ptr<GradientBucketer>> GradientBucketer::Create(Communicator&
   MEMCOORD_RETURN_IF_ERROR(self->CheckLayoutAcrossRanks(parameters));
 
   // Allocate.
-  Result<TagId> tag = pool.tag("gradients");
-  if (!tag.ok()) return tag.status();
   self->state_.resize(self->buckets_.size());
   for (std::size_t b = 0; b < self->buckets_.size(); ++b) {
     Bucket& state = self->state_[b];
@@ -87,14 +85,14 @@ Result<std::unique_ptr<GradientBucketer>> GradientBucketer::Create(Communicator&
     state.elements = info.bytes / SizeOf(info.type);
     state.waiting = info.parameters.size();
     if (info.bytes == 0) continue;
-    Result<void*> data = pool.allocate(info.bytes, options.compute_stream, *tag);
+    Result<void*> data = memory.allocate(info.bytes, options.compute_stream);
     if (!data.ok()) {
       return data.status().WithContext(fmt::format("GradientBucketer: bucket {} of {} ({} bytes): ", b,
                                                    self->buckets_.size(), info.bytes));
     }
     state.data = *data;
     if (comm.stream() != options.compute_stream) {
-      MEMCOORD_RETURN_IF_ERROR(pool.record_stream(state.data, comm.stream()));
+      MEMCOORD_RETURN_IF_ERROR(memory.use_on(state.data, comm.stream()));
     }
     // Host buckets start zeroed so padding is never uninitialized memory on the wire.
     if (!comm.device_buffers()) std::memset(state.data, 0, info.bytes);
@@ -102,8 +100,8 @@ Result<std::unique_ptr<GradientBucketer>> GradientBucketer::Create(Communicator&
   return self;
 }
 
-GradientBucketer::GradientBucketer(Communicator& comm, CachingPool& pool, BucketerOptions options)
-    : comm_(comm), pool_(pool), options_(options) {}
+GradientBucketer::GradientBucketer(Communicator& comm, BucketMemory& memory, BucketerOptions options)
+    : comm_(comm), memory_(memory), options_(options) {}
 
 Status GradientBucketer::CheckLayoutAcrossRanks(const std::vector<ParameterSpec>& parameters) {
   if (!comm_.options().verify_arguments) return Status::Ok();
@@ -130,11 +128,11 @@ Status GradientBucketer::CheckLayoutAcrossRanks(const std::vector<ParameterSpec>
 }
 
 GradientBucketer::~GradientBucketer() {
-  (void)WaitAll();  // memory must not go back to the pool while a collective may still touch it
+  (void)WaitAll();  // memory must not go back while a collective may still touch it
   for (Bucket& bucket : state_) {
     // A bucket whose collective failed may still be written by the backend (an MPI request cannot be
     // cancelled): it is leaked rather than handed to someone else.
-    if (bucket.data != nullptr && !bucket.unsafe_to_free) (void)pool_.deallocate(bucket.data);
+    if (bucket.data != nullptr && !bucket.unsafe_to_free) (void)memory_.deallocate(bucket.data);
   }
 }
 

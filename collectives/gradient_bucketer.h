@@ -1,11 +1,11 @@
 // GradientBucketer: DDP-style gradient buckets. Parameters are registered in order (forward order: count and
-// type each); gradients live directly inside a few large buckets allocated from the worker's CachingPool with
-// tag "gradients", so gradient(p) is a view into its bucket: there is no copy and no second gradient buffer.
-// Backward produces gradients roughly in reverse registration order, so buckets are filled from the last
-// parameter backwards, as PyTorch DDP does: bucket 0 holds the last parameters and is small
-// (first_bucket_cap_bytes, 1 MiB by default) so the first allreduce starts early; the others are up to
-// bucket_cap_bytes (25 MiB). A bucket holds one type only; a parameter larger than the cap gets a bucket of
-// its own.
+// type each); gradients live directly inside a few large buckets allocated from a BucketMemory (the worker's
+// CachingPool through PoolBucketMemory, tag "gradients"), so gradient(p) is a view into its bucket: there is
+// no copy and no second gradient buffer. Backward produces gradients roughly in reverse registration order,
+// so buckets are filled from the last parameter backwards, as PyTorch DDP does: bucket 0 holds the last
+// parameters and is small (first_bucket_cap_bytes, 1 MiB by default) so the first allreduce starts early; the
+// others are up to bucket_cap_bytes (25 MiB). A bucket holds one type only; a parameter larger than the cap
+// gets a bucket of its own.
 //
 // Each step: write the gradients (through gradient(p)), call mark_ready(p) as each is done, then finish().
 // When the last parameter of a bucket is marked ready its allreduce (avg) starts at once, without blocking,
@@ -23,12 +23,12 @@
 // host for the other ranks or for queued GPU work, and communication overlaps backward. verify_every_launch
 // restores one check per launch (a host wait each; for debugging and for the overlap bench).
 //
-// Device buffers: with a device communicator (NCCL) the pool must hand out device memory; each bucket waits
+// Device buffers: with a device communicator (NCCL) the memory must be device memory; each bucket waits
 // for work queued on options.compute_stream (Communicator::order_after) before its allreduce.
 // Thread safety: one thread at a time (the backward thread). Ownership: does not own the communicator or
-// pool, which must outlive it; owns its buckets (returned to the pool on destruction, after any collective in
-// flight has finished or failed). Failure: Status at every call; a failed collective leaves the communicator
-// aborted (see Communicator) and every later finish() returns that error.
+// memory, which must outlive it; owns its buckets (returned to the memory on destruction, after any
+// collective in flight has finished or failed). Failure: Status at every call; a failed collective leaves the
+// communicator aborted (see Communicator) and every later finish() returns that error.
 #pragma once
 
 #include <cstddef>
@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-#include "allocator/caching_pool.h"
+#include "collectives/bucket_memory.h"
 #include "collectives/communicator.h"
 
 namespace memcoord {
@@ -49,13 +49,13 @@ struct ParameterSpec {
 struct BucketerOptions {
   std::size_t bucket_cap_bytes = std::size_t{25} << 20;
   std::size_t first_bucket_cap_bytes = std::size_t{1} << 20;
-  std::size_t alignment_bytes = 16;          // each gradient view starts at a multiple of this in its bucket
-  StreamId compute_stream = kDefaultStream;  // where gradients are written (device communicators)
-  bool verify_every_launch = false;          // per-launch cross-rank check (see above); off: layout once
+  std::size_t alignment_bytes = 16;  // each gradient view starts at a multiple of this in its bucket
+  CommStream compute_stream = kDefaultCommStream;  // where gradients are written (device communicators)
+  bool verify_every_launch = false;  // per-launch cross-rank check (see above); off: layout once
 };
 
 struct BucketInfo {
-  std::size_t bytes = 0;  // as allocated from the pool
+  std::size_t bytes = 0;  // as allocated from the BucketMemory
   DataType type = DataType::kFloat32;
   std::vector<std::size_t> parameters;  // registration indices, in the order they sit in the bucket
 };
@@ -65,8 +65,8 @@ class GradientBucketer {
   // Plans the buckets, checks the layout across ranks (collective when verify_arguments is on) and allocates
   // them. Errors: INVALID_ARGUMENT (no parameters, an invalid type, a zero cap, an alignment that is not a
   // power of two multiple of every element size; a layout that differs across ranks, named); the
-  // communicator's errors from the check; the pool's RESOURCE_EXHAUSTED.
-  static Result<std::unique_ptr<GradientBucketer>> Create(Communicator& comm, CachingPool& pool,
+  // communicator's errors from the check; the memory's errors (RESOURCE_EXHAUSTED).
+  static Result<std::unique_ptr<GradientBucketer>> Create(Communicator& comm, BucketMemory& memory,
                                                           std::vector<ParameterSpec> parameters,
                                                           BucketerOptions options = {});
   ~GradientBucketer();
@@ -105,7 +105,7 @@ class GradientBucketer {
     bool unsafe_to_free = false;  // its collective failed: the backend may still write it
   };
 
-  GradientBucketer(Communicator& comm, CachingPool& pool, BucketerOptions options);
+  GradientBucketer(Communicator& comm, BucketMemory& memory, BucketerOptions options);
   Status CheckLayoutAcrossRanks(const std::vector<ParameterSpec>& parameters);
   Status LaunchReadyBuckets();
   Status PollInFlight();
@@ -113,7 +113,7 @@ class GradientBucketer {
   void ResetStep();
 
   Communicator& comm_;
-  CachingPool& pool_;
+  BucketMemory& memory_;
   const BucketerOptions options_;
   std::vector<Slot> slots_;
   std::vector<BucketInfo> buckets_;

@@ -55,8 +55,8 @@ class NcclCommunicator final : public Communicator {
 
   std::string_view backend() const override { return "nccl"; }
   bool device_buffers() const override { return true; }
-  StreamId stream() const override;
-  Status order_after(StreamId producer) override;
+  CommStream stream() const override;
+  Status order_after(CommStream producer) override;
   int device() const { return device_; }
 
  private:

@@ -21,6 +21,7 @@
 #include "collectives/mpi_communicator.h"
 #include "collectives/mpi_environment.h"
 #include "common/bytes.h"
+#include "worker/pool_bucket_memory.h"
 
 namespace memcoord::bench {
 namespace {
@@ -145,7 +146,9 @@ int Run(int argc, char** argv) {
   }
   HostBackend backend(std::uint64_t{8} << 30);
   CachingPool pool(backend, PoolOptions{});
-  auto bucketer = GradientBucketer::Create(**ours, pool, model);
+  auto memory = PoolBucketMemory::Create(pool);
+  if (!memory.ok()) return 1;
+  auto bucketer = GradientBucketer::Create(**ours, **memory, model);
   if (!bucketer.ok()) {
     std::fprintf(stderr, "%s\n", bucketer.status().ToString().c_str());
     return 1;

@@ -25,6 +25,7 @@
 #include "collectives/mpi_rendezvous.h"
 #include "collectives/nccl_communicator.h"
 #include "common/bytes.h"
+#include "worker/pool_bucket_memory.h"
 
 namespace memcoord::bench {
 namespace {
@@ -157,6 +158,7 @@ int Run(int argc, char** argv) {
       bucketer_json = {{"error", backend.status().ToString()}};
     } else {
       CachingPool pool(**backend, PoolOptions{});
+      auto memory = PoolBucketMemory::Create(pool);
       std::vector<ParameterSpec> model;
       const std::size_t pattern[] = {(2u << 20) + 4, 512u << 10,      3u << 20,
                                      64u << 10,      (1u << 20) + 12, 8u << 20};
@@ -167,7 +169,8 @@ int Run(int argc, char** argv) {
         model.push_back({bytes / 4, DataType::kFloat32});
         total += bytes;
       }
-      auto bucketer = GradientBucketer::Create(**ours, pool, model);
+      auto bucketer = memory.ok() ? GradientBucketer::Create(**ours, **memory, model)
+                                  : Result<std::unique_ptr<GradientBucketer>>(memory.status());
       if (!bucketer.ok()) {
         bucketer_json = {{"error", bucketer.status().ToString()}};
       } else {

@@ -39,6 +39,7 @@
 #include "collectives/mpi_communicator.h"
 #include "collectives/mpi_environment.h"
 #include "common/bytes.h"
+#include "worker/pool_bucket_memory.h"
 #ifdef MEMCOORD_HAVE_NCCL
 #include <cuda_runtime_api.h>
 
@@ -76,6 +77,7 @@ struct Rig {
   std::unique_ptr<Communicator> unverified;
   std::unique_ptr<DeviceBackend> backend;
   std::unique_ptr<CachingPool> pool;
+  std::unique_ptr<PoolBucketMemory> memory;  // over pool
   ComputeLayer compute;
   std::function<void()> wait_compute = [] {};
   StreamId compute_stream = kDefaultStream;
@@ -171,6 +173,7 @@ Status MakeRig(const Config& config, Rig& rig) {
 }
 
 Result<std::vector<Mode>> MakeModes(const Config& config, Rig& rig) {
+  MEMCOORD_ASSIGN_OR_RETURN(rig.memory, PoolBucketMemory::Create(*rig.pool));
   std::vector<ParameterSpec> model(static_cast<std::size_t>(config.layers),
                                    ParameterSpec{config.layer_bytes / sizeof(float), DataType::kFloat32});
   std::vector<Mode> modes;
@@ -181,7 +184,7 @@ Result<std::vector<Mode>> MakeModes(const Config& config, Rig& rig) {
     options.compute_stream = rig.compute_stream;
     options.verify_every_launch = std::string(name) == "every_launch";
     Communicator& comm = std::string(name) == "off" ? *rig.unverified : *rig.verified;
-    MEMCOORD_ASSIGN_OR_RETURN(auto bucketer, GradientBucketer::Create(comm, *rig.pool, model, options));
+    MEMCOORD_ASSIGN_OR_RETURN(auto bucketer, GradientBucketer::Create(comm, *rig.memory, model, options));
     modes.push_back(Mode{name, std::move(bucketer), {}});
   }
   return modes;

@@ -8,9 +8,10 @@ Result<std::unique_ptr<GradientPath>> GradientPath::Create(Communicator& comm, T
   BucketerOptions options;
   options.first_bucket_cap_bytes = std::size_t{64} << 10;  // small models: several buckets even so
   options.bucket_cap_bytes = std::size_t{1} << 20;
+  MEMCOORD_ASSIGN_OR_RETURN(std::unique_ptr<PoolBucketMemory> memory, PoolBucketMemory::Create(bucket_pool));
   MEMCOORD_ASSIGN_OR_RETURN(std::unique_ptr<GradientBucketer> bucketer,
-                            GradientBucketer::Create(comm, bucket_pool, model.parameter_specs(), options));
-  std::unique_ptr<GradientPath> path(new GradientPath(math, std::move(bucketer)));
+                            GradientBucketer::Create(comm, *memory, model.parameter_specs(), options));
+  std::unique_ptr<GradientPath> path(new GradientPath(math, std::move(memory), std::move(bucketer)));
   if (math.on_device() && !comm.device_buffers()) {
     MEMCOORD_ASSIGN_OR_RETURN(TagId tag, scratch_pool.tag("gradients"));
     for (std::size_t p = 0; p < model.parameter_count(); ++p) {

@@ -14,6 +14,7 @@
 
 #include "collectives/gradient_bucketer.h"
 #include "examples/train/mlp.h"
+#include "worker/pool_bucket_memory.h"
 
 namespace memcoord::train {
 
@@ -30,11 +31,13 @@ class GradientPath {
   std::size_t buckets() const { return bucketer_->buckets().size(); }
 
  private:
-  GradientPath(TensorMath& math, std::unique_ptr<GradientBucketer> bucketer)
-      : math_(math), bucketer_(std::move(bucketer)) {}
+  GradientPath(TensorMath& math, std::unique_ptr<PoolBucketMemory> memory,
+               std::unique_ptr<GradientBucketer> bucketer)
+      : math_(math), memory_(std::move(memory)), bucketer_(std::move(bucketer)) {}
   float* view(std::size_t p) const;
 
   TensorMath& math_;
+  std::unique_ptr<PoolBucketMemory> memory_;  // bucket_pool as the bucketer's BucketMemory; outlives it
   std::unique_ptr<GradientBucketer> bucketer_;
   std::vector<PoolBuffer> scratch_;  // per parameter, when staged
 };

@@ -6,14 +6,18 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "allocator/host_backend.h"
 #include "collectives/gradient_bucketer.h"
 #include "collectives/mpi_communicator.h"
 #include "typed_values.h"
+#include "worker/pool_bucket_memory.h"
 
 namespace memcoord {
 namespace {
@@ -47,15 +51,19 @@ class GradientBucketerTest : public ::testing::Test {
     comm_ = World();
     ASSERT_NE(comm_, nullptr);
     pool_ = std::make_unique<CachingPool>(backend_, PoolOptions{});
+    auto memory = PoolBucketMemory::Create(*pool_);
+    ASSERT_TRUE(memory.ok()) << memory.status().ToString();
+    memory_ = std::move(*memory);
   }
   HostBackend backend_{std::uint64_t{1} << 30};
   std::unique_ptr<MpiCommunicator> comm_;
   std::unique_ptr<CachingPool> pool_;
+  std::unique_ptr<PoolBucketMemory> memory_;  // over pool_
 };
 
 TEST_F(GradientBucketerTest, PlansBucketsInReverseOrderWithCapsAndOneTypeEach) {
   const auto model = Model();
-  auto bucketer = GradientBucketer::Create(*comm_, *pool_, model, SmallBuckets());
+  auto bucketer = GradientBucketer::Create(*comm_, *memory_, model, SmallBuckets());
   ASSERT_TRUE(bucketer.ok()) << bucketer.status().ToString();
   const auto& buckets = (*bucketer)->buckets();
   ASSERT_FALSE(buckets.empty());
@@ -101,7 +109,7 @@ TEST_F(GradientBucketerTest, PlansBucketsInReverseOrderWithCapsAndOneTypeEach) {
 TEST_F(GradientBucketerTest, DefaultCapsAre25MiBAnd1MiBFirst) {
   // 40 parameters of 1 MiB (fp32): bucket 0 holds one, then buckets of up to 25 MiB.
   std::vector<ParameterSpec> model(40, ParameterSpec{1 << 18, DataType::kFloat32});
-  auto bucketer = GradientBucketer::Create(*comm_, *pool_, model);
+  auto bucketer = GradientBucketer::Create(*comm_, *memory_, model);
   ASSERT_TRUE(bucketer.ok()) << bucketer.status().ToString();
   const auto& buckets = (*bucketer)->buckets();
   ASSERT_EQ(buckets.size(), 3u);
@@ -114,7 +122,7 @@ TEST_F(GradientBucketerTest, DefaultCapsAre25MiBAnd1MiBFirst) {
 // an unbucketed allreduce(avg) of each parameter on its own and the serial reference.
 TEST_F(GradientBucketerTest, EqualsUnbucketedReductionWhateverTheReadyOrder) {
   const auto model = Model();
-  auto created = GradientBucketer::Create(*comm_, *pool_, model, SmallBuckets());
+  auto created = GradientBucketer::Create(*comm_, *memory_, model, SmallBuckets());
   ASSERT_TRUE(created.ok()) << created.status().ToString();
   GradientBucketer& bucketer = **created;
   std::mt19937 rng(static_cast<unsigned>(comm_->rank()) * 7919u + 1u);
@@ -153,14 +161,14 @@ TEST_F(GradientBucketerTest, EqualsUnbucketedReductionWhateverTheReadyOrder) {
 
 TEST_F(GradientBucketerTest, BadUseIsNamed) {
   const auto model = Model();
-  EXPECT_EQ(GradientBucketer::Create(*comm_, *pool_, {}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(GradientBucketer::Create(*comm_, *memory_, {}).status().code(), StatusCode::kInvalidArgument);
   BucketerOptions odd = SmallBuckets();
   odd.alignment_bytes = 12;
-  EXPECT_EQ(GradientBucketer::Create(*comm_, *pool_, model, odd).status().code(),
+  EXPECT_EQ(GradientBucketer::Create(*comm_, *memory_, model, odd).status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(GradientBucketer::Create(*comm_, *pool_, {{4, static_cast<DataType>(9)}}).status().code(),
+  EXPECT_EQ(GradientBucketer::Create(*comm_, *memory_, {{4, static_cast<DataType>(9)}}).status().code(),
             StatusCode::kInvalidArgument);
-  auto created = GradientBucketer::Create(*comm_, *pool_, model, SmallBuckets());
+  auto created = GradientBucketer::Create(*comm_, *memory_, model, SmallBuckets());
   ASSERT_TRUE(created.ok());
   GradientBucketer& bucketer = **created;
   EXPECT_EQ(bucketer.gradient(model.size()).status().code(), StatusCode::kInvalidArgument);
@@ -189,7 +197,7 @@ TEST_F(GradientBucketerTest, BadUseIsNamed) {
 TEST_F(GradientBucketerTest, AbortedCommunicatorFailsTheStep) {
   auto sub = comm_->split(0, comm_->rank());
   ASSERT_TRUE(sub.ok());
-  auto created = GradientBucketer::Create(**sub, *pool_, Model(), SmallBuckets());
+  auto created = GradientBucketer::Create(**sub, *memory_, Model(), SmallBuckets());
   ASSERT_TRUE(created.ok());
   (*sub)->abort("worker told to stop");
   // Bucket 0 holds parameter 11 alone (the next one has another type): marking it starts the bucket.
@@ -204,7 +212,7 @@ TEST_F(GradientBucketerTest, AbortedCommunicatorFailsTheStep) {
 TEST_F(GradientBucketerTest, LayoutThatDiffersAcrossRanksIsRefusedAtCreationOnEveryRank) {
   auto model = Model();
   if (comm_->rank() == 1) model.push_back({5, DataType::kFloat32});
-  auto extra = GradientBucketer::Create(*comm_, *pool_, model, SmallBuckets());
+  auto extra = GradientBucketer::Create(*comm_, *memory_, model, SmallBuckets());
   ASSERT_FALSE(extra.ok());
   EXPECT_EQ(extra.status().code(), StatusCode::kInvalidArgument) << extra.status().ToString();
   EXPECT_NE(extra.status().message().find(
@@ -214,7 +222,7 @@ TEST_F(GradientBucketerTest, LayoutThatDiffersAcrossRanksIsRefusedAtCreationOnEv
       << extra.status().message();
   model = Model();
   if (comm_->rank() == 1) model[4].type = model[5].type = DataType::kFloat16;  // same sizes and buckets
-  auto retyped = GradientBucketer::Create(*comm_, *pool_, model, SmallBuckets());
+  auto retyped = GradientBucketer::Create(*comm_, *memory_, model, SmallBuckets());
   ASSERT_FALSE(retyped.ok());
   EXPECT_NE(retyped.status().message().find("fingerprint of parameter counts, types and bucket caps"),
             std::string::npos)
@@ -233,7 +241,7 @@ TEST_F(GradientBucketerTest, SteadyStateLaunchesDoNoHostSideWait) {
     SCOPED_TRACE(every_launch ? "verify_every_launch" : "layout checked once");
     BucketerOptions options = SmallBuckets();
     options.verify_every_launch = every_launch;
-    auto created = GradientBucketer::Create(*comm_, *pool_, model, options);
+    auto created = GradientBucketer::Create(*comm_, *memory_, model, options);
     ASSERT_TRUE(created.ok()) << created.status().ToString();
     GradientBucketer& bucketer = **created;
     ASSERT_GE(bucketer.buckets().size(), 3u);
@@ -255,6 +263,62 @@ TEST_F(GradientBucketerTest, SteadyStateLaunchesDoNoHostSideWait) {
       }
     }
   }
+}
+
+// A BucketMemory that is no pool at all (malloc), recording what the bucketer does with it.
+class RecordingMemory final : public BucketMemory {
+ public:
+  ~RecordingMemory() override {
+    for (void* p : live) std::free(p);
+  }
+  Result<void*> allocate(std::size_t bytes, CommStream) override {
+    void* p = std::malloc(bytes);
+    if (p == nullptr) return ResourceExhausted("malloc");
+    live.insert(p);
+    ++allocations;
+    return p;
+  }
+  Status use_on(void*, CommStream) override { return Status::Ok(); }
+  Status deallocate(void* p) override {
+    if (live.erase(p) == 0) return InvalidArgument("not allocated here");
+    std::free(p);
+    ++deallocations;
+    return Status::Ok();
+  }
+  std::set<void*> live;
+  int allocations = 0;
+  int deallocations = 0;
+};
+
+// The bucketer needs nothing but BucketMemory (collectives/ does not depend on the allocator): each non-empty
+// bucket is allocated once, the averages are right, and every bucket comes back once at destruction.
+TEST_F(GradientBucketerTest, AnyBucketMemoryServesAndGetsEveryBucketBack) {
+  RecordingMemory memory;
+  const auto model = Model();
+  {
+    auto created = GradientBucketer::Create(*comm_, memory, model, SmallBuckets());
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+    GradientBucketer& bucketer = **created;
+    const auto non_empty = std::count_if(bucketer.buckets().begin(), bucketer.buckets().end(),
+                                         [](const BucketInfo& b) { return b.bytes > 0; });
+    EXPECT_EQ(memory.allocations, non_empty);
+    const int n = comm_->size();
+    for (std::size_t p = 0; p < model.size(); ++p) {
+      const Bytes mine = RankData(model[p].type, comm_->rank(), model[p].count, static_cast<int>(p));
+      if (model[p].count > 0) std::memcpy(*bucketer.gradient(p), mine.data(), mine.size());
+    }
+    for (std::size_t p = model.size(); p-- > 0;) ASSERT_TRUE(bucketer.mark_ready(p).ok());
+    ASSERT_TRUE(bucketer.finish().ok());
+    for (std::size_t p = 0; p < model.size(); ++p) {
+      const Bytes want =
+          ReducedReference(model[p].type, ReduceOp::kAvg, n, model[p].count, static_cast<int>(p));
+      Bytes got(want.size());
+      if (model[p].count > 0) std::memcpy(got.data(), *bucketer.gradient(p), got.size());
+      EXPECT_TRUE(SameBytes(got, want, got.size())) << "parameter " << p;
+    }
+  }
+  EXPECT_EQ(memory.deallocations, memory.allocations);
+  EXPECT_TRUE(memory.live.empty());
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "collectives/key_value_bootstrap.h"
 #include "collectives/nccl_communicator.h"
 #include "typed_values.h"
+#include "worker/pool_bucket_memory.h"
 
 namespace memcoord {
 namespace {
@@ -247,6 +248,8 @@ TEST(NcclCommunicator, BucketerOverADevicePool) {
   auto backend = MakeCudaBackend("cuda", 0);
   ASSERT_TRUE(backend.ok()) << backend.status().ToString();
   CachingPool pool(**backend, PoolOptions{});
+  auto memory = PoolBucketMemory::Create(pool);
+  ASSERT_TRUE(memory.ok()) << memory.status().ToString();
   std::vector<ParameterSpec> model = {{1000, DataType::kFloat32},
                                       {3001, DataType::kBFloat16},
                                       {1 << 20, DataType::kFloat32},
@@ -254,7 +257,7 @@ TEST(NcclCommunicator, BucketerOverADevicePool) {
   BucketerOptions options;
   options.first_bucket_cap_bytes = 4096;
   options.bucket_cap_bytes = 1 << 20;
-  auto bucketer = GradientBucketer::Create(**comm, pool, model, options);
+  auto bucketer = GradientBucketer::Create(**comm, **memory, model, options);
   ASSERT_TRUE(bucketer.ok()) << bucketer.status().ToString();
   for (std::size_t p = 0; p < model.size(); ++p) {
     const Bytes host = RankData(model[p].type, 0, model[p].count, static_cast<int>(p));
@@ -287,6 +290,8 @@ TEST(NcclCommunicator, BucketLaunchesDoNotWaitForQueuedCompute) {
   auto backend = MakeCudaBackend("cuda", 0);
   ASSERT_TRUE(backend.ok()) << backend.status().ToString();
   CachingPool pool(**backend, PoolOptions{});
+  auto memory = PoolBucketMemory::Create(pool);
+  ASSERT_TRUE(memory.ok()) << memory.status().ToString();
   cudaStream_t compute = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking), cudaSuccess);
   const std::vector<ParameterSpec> model(6, ParameterSpec{1 << 16, DataType::kFloat32});
@@ -297,7 +302,7 @@ TEST(NcclCommunicator, BucketLaunchesDoNotWaitForQueuedCompute) {
     options.bucket_cap_bytes = 1 << 19;
     options.compute_stream = reinterpret_cast<StreamId>(compute);
     options.verify_every_launch = every_launch;
-    auto bucketer = GradientBucketer::Create(**comm, pool, model, options);
+    auto bucketer = GradientBucketer::Create(**comm, **memory, model, options);
     ASSERT_TRUE(bucketer.ok()) << bucketer.status().ToString();
     ASSERT_GE((*bucketer)->buckets().size(), 3u);
     for (int step = 0; step < 2; ++step) {
