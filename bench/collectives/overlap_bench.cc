@@ -289,7 +289,8 @@ Status ParseArgs(int argc, char** argv, Config& config) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return InvalidArgument(e.what());
+    app.exit(e);  // prints the help or the error
+    return InvalidArgument(e.get_exit_code() == 0 ? "help printed" : e.what());
   }
   MEMCOORD_ASSIGN_OR_RETURN(config.layer_bytes, ParseBytes(layer_bytes));
   MEMCOORD_ASSIGN_OR_RETURN(config.first_bucket_cap, ParseBytes(first_cap));
