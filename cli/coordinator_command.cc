@@ -1,4 +1,4 @@
-// memcoord coordinator --listen 127.0.0.1:PORT [--token-file F] [--metrics-listen ADDR]
+// memcoord coordinator --listen 127.0.0.1:PORT [--token-file F] [--metrics-listen ADDR] [--dead-after 3s]
 // Runs the gRPC coordinator until SIGINT or SIGTERM. Prints one line with the bound address (useful with
 // port 0) once it serves.
 #include <signal.h>
@@ -22,6 +22,7 @@ Subcommand AddCoordinatorCommand(CLI::App& root) {
     std::string metrics_listen;
     std::string tls_cert;
     std::string tls_key;
+    std::string dead_after = "3s";
   };
   auto args = std::make_shared<Args>();
   CLI::App* app = root.add_subcommand("coordinator", "run the gRPC coordinator");
@@ -31,6 +32,9 @@ Subcommand AddCoordinatorCommand(CLI::App& root) {
   app->add_option("--metrics-listen", args->metrics_listen,
                   "serve Prometheus metrics over HTTP on HOST:PORT");
   app->add_option("--tls-cert", args->tls_cert, "TLS certificate (not supported yet)");
+  app->add_option("--dead-after", args->dead_after,
+                  "a worker silent this long is dead and its group aborted (3s, 500ms, 2m; default 3s); "
+                  "after 3 missed reports it is only suspect");
   app->add_option("--tls-key", args->tls_key, "TLS key (not supported yet)");
   return {app, [args]() -> int {
 #ifdef MEMCOORD_HAVE_COORDINATOR
@@ -42,6 +46,12 @@ Subcommand AddCoordinatorCommand(CLI::App& root) {
             coordinator::CoordinatorOptions options;
             options.listen = args->listen;
             options.metrics_listen = args->metrics_listen;
+            Result<std::chrono::milliseconds> dead_after = coordinator::ParseDeadAfter(args->dead_after);
+            if (!dead_after.ok()) {
+              std::fprintf(stderr, "memcoord coordinator: %s\n", dead_after.status().ToString().c_str());
+              return 2;
+            }
+            options.dead_after = *dead_after;
             if (!args->token_file.empty()) {
               Result<std::string> token = coordinator::ReadTokenFile(args->token_file);
               if (!token.ok()) {

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <stdexcept>
 
 namespace memcoord::coordinator {
 namespace {
@@ -15,6 +17,42 @@ std::uint64_t MillisBetween(Clock::time_point from, Clock::time_point to) {
 }
 
 }  // namespace
+
+Result<std::chrono::milliseconds> ParseDeadAfter(std::string_view text) {
+  const auto bad = [&] {
+    return InvalidArgument(fmt::format(
+        "--dead-after '{}': expected a duration such as 3s, 500ms, 1.5s or 2m (plain numbers are ms), from "
+        "100ms to 1h",
+        text));
+  };
+  std::size_t digits = 0;
+  while (digits < text.size() &&
+         (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) {
+    ++digits;
+  }
+  if (digits == 0 || digits > 12) return bad();
+  double value = 0;
+  try {
+    std::size_t used = 0;
+    value = std::stod(std::string(text.substr(0, digits)), &used);
+    if (used != digits) return bad();
+  } catch (const std::exception&) {
+    return bad();
+  }
+  const std::string_view unit = text.substr(digits);
+  double ms = 0;
+  if (unit.empty() || unit == "ms") {
+    ms = value;
+  } else if (unit == "s") {
+    ms = value * 1000.0;
+  } else if (unit == "m") {
+    ms = value * 60000.0;
+  } else {
+    return bad();
+  }
+  if (!(ms >= 100.0 && ms <= 3600000.0)) return bad();
+  return std::chrono::milliseconds(static_cast<std::int64_t>(ms));
+}
 
 ClusterStateOptions ClusterState::Normalized(ClusterStateOptions options) {
   // Keep liveness usable rather than failing: a worker is never dead before it could miss one report.

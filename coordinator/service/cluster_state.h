@@ -10,8 +10,8 @@
 //
 // "Silent" is the time since the last report. sweep() moves workers along the silent edges; mark_dead (the
 // session's stream broke or closed: the process died) is immediate from either state. The dead bound is
-// max(dead_after, the suspect bound), so a worker is never dead before it was suspect for a report interval
-// longer than its own. Defaults: 3 x the interval (100 ms from workers: suspect after 300 ms), dead after 3
+// max(dead_after, the suspect bound), so a worker with a long report interval is never dead before it could
+// be suspect. Defaults: 3 x the interval (100 ms from workers: suspect after 300 ms), dead after 3
 // s. A suspect still holds its rank (HoldsRank): it is targeted by trims and quotas, gets aborts, and a
 // second Register for its rank is refused. A dead rank may be claimed again by a new Register; a held one may
 // not (ALREADY_EXISTS). Sessions are identified by the id register_worker returns, so a stale session cannot
@@ -27,6 +27,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/result.h"
@@ -48,6 +49,10 @@ struct RankProgress {
   double steps_per_second = 0.0;
   std::uint64_t report_age_ms = 0;
 };
+
+// Parses the coordinator's --dead-after: "3s", "500ms", "1.5s", "2m", or plain milliseconds ("3000").
+// INVALID_ARGUMENT naming the text and what is accepted: a number with ms, s or m, from 100 ms to 1 hour.
+Result<std::chrono::milliseconds> ParseDeadAfter(std::string_view text);
 
 class ClusterState {
  public:

@@ -23,7 +23,8 @@ struct CoordinatorOptions {
   std::string token;                   // empty: no authentication
   std::string metrics_listen;          // "127.0.0.1:9400": Prometheus text over HTTP; empty: off
   std::chrono::milliseconds liveness_period{25};
-  int silence_factor = 3;
+  int silence_factor = 3;                      // missed report intervals: suspect
+  std::chrono::milliseconds dead_after{3000};  // silent this long: dead, its group aborted (--dead-after)
   TrimOrchestratorOptions trim;
   LeakWatchOptions leak;
 };

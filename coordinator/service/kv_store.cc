@@ -18,7 +18,14 @@ Status KvStore::put(const std::string& key, const std::string& value) {
   }
   {
     std::lock_guard lock(mu_);
-    values_[key] = value;
+    auto [it, inserted] = values_.emplace(key, value);
+    if (!inserted && it->second != value) {
+      return AlreadyExists(fmt::format(
+          "key '{}' already holds a different value ({} bytes, this Put {} bytes); bootstrap keys are "
+          "write-once (use a new key, e.g. with a round number)",
+          key, it->second.size(), value.size()));
+    }
+    if (!inserted) return Status::Ok();  // the same value again: idempotent
   }
   cv_.notify_all();
   return Status::Ok();

@@ -3,7 +3,9 @@
 // when the store shuts down or the caller's call is cancelled.
 //
 // Contract: keys have 1 to kMaxKeyBytes bytes, values at most kMaxValueBytes, waits at most kMaxWaitMs;
-// anything else is INVALID_ARGUMENT naming the limit. Put stores the value (a later Put replaces it).
+// anything else is INVALID_ARGUMENT naming the limit. Keys are write-once (the bootstrap contract, as in
+// collectives/key_value_bootstrap.h): a Put of an existing key with a different value is ALREADY_EXISTS
+// naming the key and changes nothing; the same value again is OK (a retried Put is harmless).
 // Thread safety: every method is thread-safe; get() blocks only its caller.
 #pragma once
 

@@ -1,5 +1,7 @@
 #include "coordinator/service/liveness_sweeper.h"
 
+#include <spdlog/spdlog.h>
+
 namespace memcoord::coordinator {
 
 LivenessSweeper::LivenessSweeper(ServiceState& state, WorkerEvents& events)
@@ -14,7 +16,14 @@ void LivenessSweeper::join() {
 }
 
 void LivenessSweeper::sweep_once() {
-  for (const DeadWorker& dead : state_.cluster.sweep(Clock::now())) {
+  std::vector<int> suspects;
+  std::vector<DeadWorker> dead_workers = state_.cluster.sweep(Clock::now(), &suspects);
+  for (int rank : suspects) {
+    spdlog::warn(
+        "coordinator: rank {} is suspect: no report for {} report intervals; dead after {} ms without one",
+        rank, state_.options.silence_factor, state_.options.dead_after.count());
+  }
+  for (const DeadWorker& dead : dead_workers) {
     state_.sessions.cancel(dead.session_id);
     events_.on_dead(dead);
   }

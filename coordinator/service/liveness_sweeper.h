@@ -1,6 +1,7 @@
-// LivenessSweeper: a thread that, every `liveness_period`, marks dead the workers silent for
-// silence_factor x their report interval (ClusterState::sweep), cancels their sessions and hands each to
-// WorkerEvents::on_dead (which aborts its group). It stops when the service's stop signal is raised.
+// LivenessSweeper: a thread that, every `liveness_period`, moves silent workers along ClusterState's
+// two-stage liveness (sweep): suspect after silence_factor x their report interval (logged, nothing else),
+// dead after dead_after without a report: it cancels their sessions and hands each to WorkerEvents::on_dead
+// (which aborts its group). It stops when the service's stop signal is raised.
 //
 // Thread safety: start/join from the owning thread only; the sweep itself uses only thread-safe parts.
 #pragma once

@@ -32,6 +32,11 @@ Result<std::vector<QuotaChange>> SplitBudget(std::uint64_t budget_bytes,
   std::vector<QuotaChange> changes;
   for (const PoolQuotaView& p : pools) {
     const std::uint64_t limit = RoundUp(p.allocated_bytes) + share / kQuotaGranuleBytes * kQuotaGranuleBytes;
+    if (limit == 0) {  // 0 would mean "no quota": the opposite of what a budget asks
+      return FailedPrecondition(
+          fmt::format("a budget of {} cannot give each of the device's {} pools at least {}",
+                      FormatBytes(budget_bytes), pools.size(), FormatBytes(kQuotaGranuleBytes)));
+    }
     changes.push_back(QuotaChange{p.rank, p.pool, limit, p.limit_bytes == 0 || limit < p.limit_bytes});
   }
   return changes;
@@ -65,16 +70,20 @@ Result<std::vector<QuotaChange>> RelievePressure(std::uint64_t budget_bytes,
   std::uint64_t got = std::min(unassigned, need);
 
   // Take from the pools with the most idle quota (limit above live bytes), largest first.
+  // A donor keeps its live bytes and at least one granule: a limit of 0 would mean "no quota".
+  const auto keep = [](const PoolQuotaView* p) {
+    return std::max(RoundUp(p->allocated_bytes), kQuotaGranuleBytes);
+  };
   std::vector<const PoolQuotaView*> donors;
   for (const PoolQuotaView& p : pools) {
-    if (&p != &*who && p.limit_bytes > RoundUp(p.allocated_bytes)) donors.push_back(&p);
+    if (&p != &*who && p.limit_bytes > keep(&p)) donors.push_back(&p);
   }
-  std::sort(donors.begin(), donors.end(), [](const PoolQuotaView* a, const PoolQuotaView* b) {
-    return a->limit_bytes - RoundUp(a->allocated_bytes) > b->limit_bytes - RoundUp(b->allocated_bytes);
+  std::sort(donors.begin(), donors.end(), [&](const PoolQuotaView* a, const PoolQuotaView* b) {
+    return a->limit_bytes - keep(a) > b->limit_bytes - keep(b);
   });
   for (const PoolQuotaView* d : donors) {
     if (got >= need) break;
-    const std::uint64_t idle = d->limit_bytes - RoundUp(d->allocated_bytes);
+    const std::uint64_t idle = d->limit_bytes - keep(d);
     const std::uint64_t take = std::min(idle, RoundUp(need - got));
     changes.push_back(QuotaChange{d->rank, d->pool, d->limit_bytes - take, true});
     got += take;

@@ -36,6 +36,12 @@ struct QuotaChange {
   bool shrinks = false;  // lower than before: the worker trims the pool's cache to fit first
 };
 
+// A pool at 90% of its quota or more: quota moves toward it before it runs out. False without a quota.
+// Never overflows (allocated >= limit - limit/10, not allocated*10 >= limit*9, which wrapped near 2^64).
+constexpr bool NearLimit(std::uint64_t allocated_bytes, std::uint64_t limit_bytes) {
+  return limit_bytes > 0 && allocated_bytes >= limit_bytes - limit_bytes / 10;
+}
+
 // Every budget and request is rounded up to this granularity.
 constexpr std::uint64_t kQuotaGranuleBytes = 2ull << 20;
 

@@ -31,7 +31,7 @@ ServiceState::ServiceState(const CoordinatorOptions& service_options)
     : options(service_options),
       coordinator_id(MakeCoordinatorId()),
       started_at(Clock::now()),
-      cluster(ClusterStateOptions{service_options.silence_factor, 1 << 16}),
+      cluster(ClusterStateOptions{service_options.silence_factor, 1 << 16, service_options.dead_after}),
       trims(acks, service_options.trim),
       leaks(service_options.leak) {}
 

@@ -6,8 +6,7 @@
 namespace memcoord::coordinator {
 namespace {
 
-constexpr std::uint32_t kMaxDeadlineMs = 600000;
-constexpr std::uint32_t kDefaultDeadlineMs = 5000;
+constexpr auto kMaxDeadlineMs = static_cast<std::uint32_t>(kMaxTrimDeadline.count());
 
 bool SendTrimCommand(ServiceState& state, int rank, const TrimCommandSpec& command) {
   v1::CoordinatorMessage message;
@@ -36,6 +35,9 @@ void FillTrimResponse(const TrimOutcome& outcome, v1::TrimResponse* reply) {
   reply->set_released_bytes(outcome.released_bytes);
   reply->set_fanout_ms(outcome.fanout_ms);
   reply->set_total_ms(outcome.total_ms);
+  reply->set_deadline_ms(static_cast<std::uint32_t>(outcome.deadline.count()));
+  for (int rank : outcome.late_ranks) reply->add_late_ranks(rank);
+  for (int rank : outcome.failed_ranks) reply->add_failed_ranks(rank);
 }
 
 }  // namespace
@@ -55,8 +57,7 @@ Status HandleTrim(ServiceState& state, const v1::TrimRequest& request, v1::TrimR
   spec.target_bytes = request.target_bytes();
   spec.now = request.now();
   spec.pool = request.pool();
-  spec.deadline =
-      std::chrono::milliseconds(request.deadline_ms() == 0 ? kDefaultDeadlineMs : request.deadline_ms());
+  spec.deadline = std::chrono::milliseconds(request.deadline_ms());  // 0: scaled (trim_orchestrator.h)
   TrimOutcome outcome = state.trims.run(
       state.next_command_id(), spec, state.cluster.progress(ranks, Clock::now()),
       [&state](int rank, const TrimCommandSpec& command) { return SendTrimCommand(state, rank, command); });

@@ -55,7 +55,7 @@ Status WorkerEvents::on_report(WorkerSession& session, const v1::Report& report)
   std::vector<PoolUsage> pools = FromProto(report.pools());
   if (report.at_step_end()) state_.leaks.observe(session.rank, report.step(), pools);
   const bool near_limit = std::any_of(pools.begin(), pools.end(), [](const PoolUsage& p) {
-    return p.limit_bytes > 0 && p.allocated_bytes * 10 >= p.limit_bytes * 9;
+    return NearLimit(p.allocated_bytes, p.limit_bytes);
   });
   std::vector<PoolUsage> hot;
   if (near_limit) hot = pools;

@@ -188,6 +188,20 @@ TEST(ClusterState, SlowStepsAreMeasuredAsSlowNotAsBurstsAndPauses) {
   EXPECT_NEAR(progress[0].steps_per_second, 0.1, 0.005);
 }
 
+TEST(ClusterState, DeadAfterFlagParsesDurationsAndRefusesNonsense) {
+  EXPECT_EQ(*ParseDeadAfter("3s"), milliseconds(3000));
+  EXPECT_EQ(*ParseDeadAfter("500ms"), milliseconds(500));
+  EXPECT_EQ(*ParseDeadAfter("1.5s"), milliseconds(1500));
+  EXPECT_EQ(*ParseDeadAfter("2m"), milliseconds(120000));
+  EXPECT_EQ(*ParseDeadAfter("3000"), milliseconds(3000));
+  for (const char* bad : {"", "s", "3h", "-1s", "50ms", "2h", "1.2.3s", "3 s", "99999999999999s", "abc"}) {
+    auto parsed = ParseDeadAfter(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(parsed.status().message().find("3s, 500ms"), std::string::npos) << parsed.status().message();
+  }
+}
+
 TEST(ClusterState, DeviceBudgetsArePerDevice) {
   ClusterState state;
   const auto t0 = Clock::now();

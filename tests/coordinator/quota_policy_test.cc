@@ -54,5 +54,23 @@ TEST(QuotaPolicy, PressureBeyondTheBudgetIsExhaustedAndUnknownPoolNotFound) {
   EXPECT_EQ(RelievePressure(64 * kMiB, pools, 0, "zz", 1).status().code(), StatusCode::kNotFound);
 }
 
+TEST(QuotaPolicy, ADonorIsNeverShrunkToZeroWhichWouldMeanNoQuotaAndAnUnlimitedPoolIsNeverCapped) {
+  // a: empty, 24 MiB limit. Before, giving b 24 MiB set a's limit to 0: no quota at all.
+  std::vector<PoolQuotaView> pools = {{0, "a", 0, 0, 24 * kMiB}, {0, "b", 24 * kMiB, 24 * kMiB, 24 * kMiB}};
+  auto changes = RelievePressure(48 * kMiB, pools, 0, "b", 24 * kMiB);
+  EXPECT_EQ(changes.status().code(), StatusCode::kResourceExhausted);  // 22 MiB idle, not 24
+  changes = RelievePressure(48 * kMiB, pools, 0, "b", 22 * kMiB);
+  ASSERT_TRUE(changes.ok()) << changes.status().ToString();
+  EXPECT_EQ((*changes)[0].limit_bytes, kQuotaGranuleBytes);
+  // No quota on c: its OOM is the device's; before, it got a cap of live + requested bytes.
+  pools.push_back({0, "c", 16 * kMiB, 16 * kMiB, 0});
+  auto capped = RelievePressure(48 * kMiB, pools, 0, "c", 8 * kMiB);
+  EXPECT_EQ(capped.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(capped.status().message().find("no quota"), std::string::npos) << capped.status().message();
+  // A budget too small to give every pool a granule is refused rather than split into "no quota" (0).
+  EXPECT_EQ(SplitBudget(kQuotaGranuleBytes, {{0, "x", 0, 0, 0}, {0, "y", 0, 0, 0}}).status().code(),
+            StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace memcoord::coordinator
