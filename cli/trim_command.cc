@@ -5,7 +5,8 @@
 // answered. Exit code 0 only when every rank trimmed at S (with --now: every rank acked OK), 1 otherwise
 // or on an error. Without --deadline-ms the coordinator scales the deadline with the slowest rank's step.
 //
-// Human output, a late rank:
+// Human output, complete: "trimmed at the end of step 42: released 96.0 MiB on 4 ranks in 30.1 ms (deadline
+// 5000 ms)" and a line per rank. A late rank:
 //   NOT synchronized: asked for the end of step 42; trimmed there: ranks 0, 1, 3; late: rank 2 at step 44
 //   released 96.0 MiB on 4 ranks in 812.4 ms (deadline 5000 ms)
 //     rank    2: step       44  released      32.0 MiB  1.20 ms  late by 2 steps
@@ -84,11 +85,9 @@ nlohmann::json TrimJson(const TrimOutcome& outcome) {
           {"acks", acks}};
 }
 
-// The headline says what happened, never just what was asked.
+// The headline of a trim that was not complete: what happened, never just what was asked.
 std::string Headline(const TrimOutcome& outcome) {
   const bool now = outcome.step < 0;
-  const std::string where = now ? std::string("now") : fmt::format("at the end of step {}", outcome.step);
-  if (outcome.complete) return fmt::format("trimmed {} on all {} ranks", where, outcome.acks.size());
   std::vector<int> at_step;
   for (const RankAck& a : outcome.acks) {
     if (AtStep(outcome, a)) at_step.push_back(a.rank);
@@ -96,7 +95,7 @@ std::string Headline(const TrimOutcome& outcome) {
   std::string text = now ? std::string("partial: asked to trim now")
                          : fmt::format("NOT synchronized: asked for the end of step {}", outcome.step);
   text += at_step.empty() ? std::string("; no rank trimmed there")
-                          : fmt::format("; trimmed {}: ranks {}", now ? "" : "there", RankList(at_step));
+                          : fmt::format("; trimmed{}: ranks {}", now ? "" : " there", RankList(at_step));
   if (!outcome.late_ranks.empty()) {
     std::string late;
     for (int r : outcome.late_ranks) {
@@ -112,10 +111,14 @@ std::string Headline(const TrimOutcome& outcome) {
 }
 
 std::string TrimText(const TrimOutcome& outcome) {
-  std::string out = Headline(outcome) + "\n";
-  out += fmt::format("released {} on {} ranks in {:.1f} ms (deadline {} ms)\n",
-                     FormatBytes(outcome.released_bytes), outcome.acks.size(), outcome.total_ms,
-                     outcome.deadline.count());
+  // Complete: one line, "trimmed at the end of step S: released X on N ranks in T ms" (scripts match it).
+  const std::string totals = fmt::format("released {} on {} ranks in {:.1f} ms (deadline {} ms)",
+                                         FormatBytes(outcome.released_bytes), outcome.acks.size(),
+                                         outcome.total_ms, outcome.deadline.count());
+  const std::string where = outcome.step < 0 ? std::string("trimmed now")
+                                             : fmt::format("trimmed at the end of step {}", outcome.step);
+  std::string out =
+      outcome.complete ? where + ": " + totals + "\n" : Headline(outcome) + "\n" + totals + "\n";
   for (const RankAck& a : outcome.acks) {
     std::string note;
     if (a.code != 0) {
