@@ -266,6 +266,7 @@ Result<Block*> Arena::map_and_take(const Placement& p, std::size_t size, std::ui
   MEMCOORD_RETURN_IF_ERROR(backend_.map(p.map_address, p.map_bytes));
   reserved_bytes_ += p.map_bytes;
   ++backend_allocations_;
+  backend_allocated_bytes_ += p.map_bytes;
   Block* cur = p.hole;
   remove_hole(cur);
   if (p.map_address > cur->address) {
@@ -293,6 +294,7 @@ Result<Block*> Arena::grow_segment(std::size_t size, std::uint8_t stream) {
   }
   MEMCOORD_ASSIGN_OR_RETURN(void* base, backend_.allocate(segment_bytes));
   ++backend_allocations_;
+  backend_allocated_bytes_ += segment_bytes;
   reserved_bytes_ += segment_bytes;
   std::uint32_t index = 0;
   while (index < segments_.size() && segments_[index].live) ++index;
@@ -316,7 +318,7 @@ void Arena::release(Block* b) {
 std::uint64_t Arena::release_free_memory(std::uint64_t want_bytes, bool synchronize, const Block* keep_a,
                                          const Block* keep_b) {
   std::uint64_t released = 0;
-  if (synchronize) settle_streams();
+  if (synchronize) settle_streams(keep_a, keep_b);
   for (auto& index : free_) {
     if (released >= want_bytes) break;
     index->for_each_largest_first([&](Block* b) {
@@ -331,6 +333,7 @@ std::uint64_t Arena::release_free_memory(std::uint64_t want_bytes, bool synchron
         remove_free(b);
         backend_.release(reinterpret_cast<void*>(seg.base), seg.size);
         ++backend_frees_;
+        backend_released_bytes_ += seg.size;
         reserved_bytes_ -= seg.size;
         released += seg.size;
         seg.live = false;
@@ -341,11 +344,14 @@ std::uint64_t Arena::release_free_memory(std::uint64_t want_bytes, bool synchron
       const std::uintptr_t lo = chunk_ceil(b->address);
       const std::uintptr_t hi = chunk_floor(b->end());
       if (hi <= lo) return true;
-      const std::size_t take_bytes = std::min<std::size_t>(hi - lo, chunk_ceil(want_bytes - released));
+      // Rounding the remainder up to a chunk must not wrap: "everything" is asked as UINT64_MAX bytes.
+      const std::uint64_t remaining = want_bytes - released;
+      const std::size_t take_bytes = remaining >= hi - lo ? hi - lo : chunk_ceil(remaining);
       const std::uintptr_t cut = hi - take_bytes;
       remove_free(b);
       backend_.unmap(cut, take_bytes);
       ++backend_frees_;
+      backend_released_bytes_ += take_bytes;
       reserved_bytes_ -= take_bytes;
       released += take_bytes;
       Block* hole = b;
@@ -365,7 +371,7 @@ std::uint64_t Arena::release_free_memory(std::uint64_t want_bytes, bool synchron
   return released;
 }
 
-void Arena::settle_streams() {
+void Arena::settle_streams(const Block* keep_a, const Block* keep_b) {
   std::uint64_t owners = 0;
   for (std::size_t i = 0; i < free_.size(); ++i) {
     if (!free_[i]->empty()) owners |= 1ULL << i;
@@ -377,9 +383,10 @@ void Arena::settle_streams() {
   for (Segment& seg : segments_) {
     if (!seg.live) continue;
     for (Block* b = seg.first; b != nullptr; b = b->next) {
-      if (b->state != BlockState::kFree) continue;
+      if (b->state != BlockState::kFree || b == keep_a || b == keep_b) continue;
       while (b->next != nullptr && b->next->state == BlockState::kFree) {
         Block* next = b->next;
+        if (next == keep_a || next == keep_b) break;  // merging would recycle a block the caller holds
         if (!streams_idle(next) && !synchronize_streams(next).ok()) break;
         remove_free(b);
         remove_free(next);

@@ -66,8 +66,9 @@ class Arena {
   std::uint64_t release_free_memory(std::uint64_t want_bytes, bool synchronize, const Block* keep_a = nullptr,
                                     const Block* keep_b = nullptr);
   // Synchronizes every stream that owns cached memory here, then merges adjacent free blocks of different
-  // streams (once their streams are idle, ownership no longer matters). Trim and OOM recovery only.
-  void settle_streams();
+  // streams (once their streams are idle, ownership no longer matters). `keep_a`/`keep_b` are never merged
+  // (so never recycled). Trim and OOM recovery only.
+  void settle_streams(const Block* keep_a = nullptr, const Block* keep_b = nullptr);
   // Frees address ranges that are entirely unmapped (after a trim).
   void release_empty_segments();
 
@@ -76,6 +77,8 @@ class Arena {
   std::size_t largest_free() const;
   std::uint64_t backend_allocations() const { return backend_allocations_; }
   std::uint64_t backend_frees() const { return backend_frees_; }
+  std::uint64_t backend_allocated_bytes() const { return backend_allocated_bytes_; }  // mapped or allocated
+  std::uint64_t backend_released_bytes() const { return backend_released_bytes_; }    // unmapped or released
   bool mapping() const { return config_.mapping; }
 
   // Walks every segment and checks the invariants of block.h plus the byte accounting; returns the first
@@ -118,6 +121,8 @@ class Arena {
   std::uint64_t reserved_bytes_ = 0;
   std::uint64_t backend_allocations_ = 0;
   std::uint64_t backend_frees_ = 0;
+  std::uint64_t backend_allocated_bytes_ = 0;
+  std::uint64_t backend_released_bytes_ = 0;
 };
 
 }  // namespace memcoord::detail
