@@ -6,6 +6,10 @@
 #include <cstdio>
 
 namespace memcoord {
+namespace {
+// The writer wakes once this much is buffered (or at close): fewer, larger writes.
+constexpr std::size_t kWakeBytes = 64 << 10;
+}  // namespace
 
 struct TraceRecorder::File {
   bool gzip = false;
@@ -13,6 +17,15 @@ struct TraceRecorder::File {
   std::FILE* plain = nullptr;
   bool failed = false;
   std::string path;
+
+  void write(const std::string& data) {
+    if (data.empty()) return;
+    const bool ok =
+        gzip ? gzwrite(gz, data.data(), static_cast<unsigned>(data.size())) == static_cast<int>(data.size())
+             : std::fwrite(data.data(), 1, data.size(), plain) == data.size();
+    if (!ok) failed = true;
+  }
+  bool finish() { return (gzip ? gzclose(gz) == Z_OK : std::fclose(plain) == 0) && !failed; }
 };
 
 TraceRecorder::TraceRecorder() = default;
@@ -20,7 +33,7 @@ TraceRecorder::~TraceRecorder() { (void)close(); }
 
 Status TraceRecorder::open(const std::string& path, const std::string& workload) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (file_) return FailedPrecondition(fmt::format("trace recorder already writing {}", file_->path));
+  if (open_) return FailedPrecondition(fmt::format("trace recorder already writing {}", file_->path));
   auto f = std::make_unique<File>();
   f->path = path;
   f->gzip = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
@@ -32,46 +45,86 @@ Status TraceRecorder::open(const std::string& path, const std::string& workload)
     if (f->plain == nullptr) return InvalidArgument(fmt::format("cannot write trace file '{}'", path));
   }
   file_ = std::move(f);
-  const std::string header = fmt::format("# memcoord workload={}; code addr size stream\n", workload);
-  if (file_->gzip) {
-    gzputs(file_->gz, header.c_str());
-  } else {
-    std::fputs(header.c_str(), file_->plain);
-  }
+  buffer_ = fmt::format("# memcoord workload={}; code addr size stream\n", workload);
+  dropped_ = 0;
+  closing_ = false;
+  open_ = true;
+  writer_ = std::thread([this] { writer_loop(); });
   return Status::Ok();
 }
 
-void TraceRecorder::write_line(char code, std::uintptr_t address, std::size_t bytes, StreamId stream) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!file_) return;
+void TraceRecorder::append_line(char code, std::uintptr_t address, std::size_t bytes, StreamId stream) {
   char line[96];
   const int n = std::snprintf(line, sizeof line, "%c %lx %zu %lu\n", code,
                               static_cast<unsigned long>(address), bytes, static_cast<unsigned long>(stream));
-  const bool ok = file_->gzip ? gzwrite(file_->gz, line, static_cast<unsigned>(n)) == n
-                              : std::fwrite(line, 1, static_cast<std::size_t>(n), file_->plain) ==
-                                    static_cast<std::size_t>(n);
-  if (!ok) file_->failed = true;
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!open_ || closing_) return;
+    // After one drop everything is dropped: the file stays a valid prefix (no free without its allocation).
+    if (dropped_ > 0 || buffer_.size() + static_cast<std::size_t>(n) > kMaxBufferedBytes) {
+      ++dropped_;
+      return;
+    }
+    const bool was_below = buffer_.size() < kWakeBytes;
+    buffer_.append(line, static_cast<std::size_t>(n));
+    wake = was_below && buffer_.size() >= kWakeBytes;
+  }
+  if (wake) wake_.notify_one();
 }
 
 void TraceRecorder::record_alloc(std::uintptr_t address, std::size_t bytes, StreamId stream) {
-  write_line('a', address, bytes, stream);
+  append_line('a', address, bytes, stream);
 }
 void TraceRecorder::record_free(std::uintptr_t address, std::size_t bytes, StreamId stream) {
-  write_line('f', address, bytes, stream);
+  append_line('f', address, bytes, stream);
+}
+
+// Takes the whole buffer under the lock and writes it without the lock, so recording goes on meanwhile.
+// One writer and one buffer: lines reach the file in the order they were recorded.
+void TraceRecorder::writer_loop() {
+  std::string batch;
+  while (true) {
+    bool last = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [this] { return closing_ || buffer_.size() >= kWakeBytes; });
+      batch.swap(buffer_);
+      buffer_.clear();
+      last = closing_;
+    }
+    file_->write(batch);
+    batch.clear();
+    if (last) return;
+  }
 }
 
 Status TraceRecorder::close() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!file_) return Status::Ok();
-  bool ok = !file_->failed;
-  if (file_->gzip) {
-    ok = gzclose(file_->gz) == Z_OK && ok;
-  } else {
-    ok = std::fclose(file_->plain) == 0 && ok;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!open_ || closing_) return Status::Ok();
+    closing_ = true;
   }
+  wake_.notify_one();
+  writer_.join();  // writes what was buffered before closing_ was set
+  const bool ok = file_->finish();
   const std::string path = file_->path;
-  file_.reset();
+  std::uint64_t dropped = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    file_.reset();
+    open_ = false;
+    closing_ = false;
+    buffer_.clear();
+    dropped = dropped_;
+  }
   if (!ok) return DataLoss(fmt::format("writing trace file '{}' failed", path));
+  if (dropped > 0) {
+    return DataLoss(
+        fmt::format("trace file '{}' is incomplete: {} events dropped because writing fell more "
+                    "than {} bytes behind recording",
+                    path, dropped, kMaxBufferedBytes));
+  }
   return Status::Ok();
 }
 

@@ -1,15 +1,23 @@
 // TraceRecorder: writes a pool's allocation trace in the format of the shared traces (one event a line,
 // `a ADDR SIZE STREAM` for an allocation, `f ADDR SIZE STREAM` for a free, addresses in hex), gzip-compressed
 // when the path ends in ".gz". `memcoord replay` reads what it writes.
-// Thread safety: calls are serialized internally. Failure: open() reports an unwritable path; a later write
-// error is reported by close().
+//
+// Recording never does I/O on the caller's thread: record_alloc/record_free format the line into an
+// in-memory buffer (the pool calls them under its mutex, so they must stay cheap), and a writer thread the
+// recorder owns compresses and writes the buffer outside any lock the pool holds. A slow or stalled file
+// therefore never blocks an allocation. If the writer falls behind by more than kMaxBufferedBytes, that event
+// and every later one are dropped and close() reports how many: the file is then a valid prefix of the trace.
+// Thread safety: every method may be called from any thread. Failure: open() reports an unwritable path; a
+// write error or dropped events are reported by close().
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "allocator/device_backend.h"
 #include "common/status.h"
@@ -18,6 +26,9 @@ namespace memcoord {
 
 class TraceRecorder {
  public:
+  // Events buffered while the writer is busy before new ones are dropped.
+  static constexpr std::size_t kMaxBufferedBytes = 256ULL << 20;
+
   TraceRecorder();
   ~TraceRecorder();  // closes the file
   TraceRecorder(const TraceRecorder&) = delete;
@@ -26,14 +37,22 @@ class TraceRecorder {
   Status open(const std::string& path, const std::string& workload = "memcoord");
   void record_alloc(std::uintptr_t address, std::size_t bytes, StreamId stream);
   void record_free(std::uintptr_t address, std::size_t bytes, StreamId stream);
+  // Writes everything buffered so far, waits for the writer to finish, and closes the file.
   Status close();
 
  private:
-  void write_line(char code, std::uintptr_t address, std::size_t bytes, StreamId stream);
-
-  std::mutex mu_;
   struct File;
-  std::unique_ptr<File> file_;  // guarded by mu_
+  void append_line(char code, std::uintptr_t address, std::size_t bytes, StreamId stream);
+  void writer_loop();
+
+  std::mutex mu_;  // guards the fields below; never held during I/O
+  std::condition_variable wake_;
+  std::string buffer_;         // formatted lines not yet handed to the writer
+  std::uint64_t dropped_ = 0;  // events not recorded because the writer fell too far behind
+  bool open_ = false;
+  bool closing_ = false;
+  std::unique_ptr<File> file_;  // touched by the writer thread only while it runs
+  std::thread writer_;
 };
 
 }  // namespace memcoord
