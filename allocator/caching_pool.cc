@@ -242,6 +242,9 @@ class CachingPool::Impl {
     s.cache_hits = cache_hits_.load();
     s.backend_allocations = backend_allocations_.load();
     s.backend_frees = backend_frees_.load();
+    s.backend_allocated_bytes = backend_allocated_bytes_.load();
+    s.backend_released_bytes = backend_released_bytes_.load();
+    s.maps_chunks = large_.mapping();
     s.trims = trims_.load();
     s.trimmed_bytes = trimmed_bytes_.load();
     s.ooms = ooms_.load();
@@ -431,6 +434,8 @@ class CachingPool::Impl {
   void sync_backend_counters() {
     backend_allocations_.store(small_.backend_allocations() + large_.backend_allocations());
     backend_frees_.store(small_.backend_frees() + large_.backend_frees());
+    backend_allocated_bytes_.store(small_.backend_allocated_bytes() + large_.backend_allocated_bytes());
+    backend_released_bytes_.store(small_.backend_released_bytes() + large_.backend_released_bytes());
   }
 
   TrimResult trim_locked(std::uint64_t target) {
@@ -494,8 +499,9 @@ class CachingPool::Impl {
   std::array<std::string, kMaxTags> tag_names_;
 
   Gauge allocated_, requested_, reserved_, active_;
-  Counter live_blocks_, allocations_, cache_hits_, backend_allocations_, backend_frees_, trims_,
-      trimmed_bytes_, ooms_, largest_free_, free_bytes_, limit_;
+  Counter live_blocks_, allocations_, cache_hits_, backend_allocations_, backend_frees_,
+      backend_allocated_bytes_, backend_released_bytes_, trims_, trimmed_bytes_, ooms_, largest_free_,
+      free_bytes_, limit_;
   std::atomic<std::size_t> tag_count_{0};
   std::array<Counter, kMaxTags> tag_bytes_;
   std::array<Counter, kMaxTags> tag_blocks_;

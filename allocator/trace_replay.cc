@@ -65,6 +65,14 @@ Result<ReplayResult> Replay(const Trace& trace, CachingPool& pool) {
   r.cache_hits = after.cache_hits - before.cache_hits;
   r.backend_allocations = after.backend_allocations - before.backend_allocations;
   r.backend_frees = after.backend_frees - before.backend_frees;
+  r.backend_allocated_bytes = after.backend_allocated_bytes - before.backend_allocated_bytes;
+  r.backend_released_bytes = after.backend_released_bytes - before.backend_released_bytes;
+  PoolStats calls = after;  // the model reads the counters of this replay only
+  calls.backend_allocations = r.backend_allocations;
+  calls.backend_frees = r.backend_frees;
+  calls.backend_allocated_bytes = r.backend_allocated_bytes;
+  calls.backend_released_bytes = r.backend_released_bytes;
+  r.modeled_driver_ms = ModeledDriverMs(calls);
   return r;
 }
 

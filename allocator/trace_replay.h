@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "allocator/caching_pool.h"
+#include "allocator/driver_cost.h"
 #include "allocator/trace.h"
 
 namespace memcoord {
@@ -22,7 +23,11 @@ struct ReplayResult {
   double wall_ns_per_event = 0.0;  // wall-clock time per operation
   std::uint64_t cache_hits = 0;
   std::uint64_t backend_allocations = 0;
-  std::uint64_t backend_frees = 0;
+  std::uint64_t backend_frees = 0;            // unmap calls (mapping) or segment releases
+  std::uint64_t backend_allocated_bytes = 0;  // what the map calls (or segment allocations) covered
+  std::uint64_t backend_released_bytes = 0;   // what the unmap calls (or segment releases) covered
+  // What those calls would cost on an H200 (allocator/driver_cost.h), whatever backend replayed them.
+  double modeled_driver_ms = 0.0;
 };
 
 // Errors: RESOURCE_EXHAUSTED (with the pool's message) when an allocation fails; the pool is left with

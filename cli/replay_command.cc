@@ -11,6 +11,7 @@
 
 #include "allocator/backend_factory.h"
 #include "allocator/caching_pool.h"
+#include "allocator/driver_cost.h"
 #include "allocator/trace.h"
 #include "allocator/trace_replay.h"
 #include "cli/command.h"
@@ -24,6 +25,7 @@ struct ReplayArgs {
   std::string backend = "virtual";
   std::string capacity;
   std::string growth = "auto";
+  std::string remap = "under-pressure";
   int repeat = 3;
   bool json = false;
 };
@@ -61,6 +63,7 @@ int ReplayOne(const ReplayArgs& args, const std::string& path, const BackendOpti
   options.growth = args.growth == "segments"  ? PoolGrowth::kSegments
                    : args.growth == "mapping" ? PoolGrowth::kMapping
                                               : PoolGrowth::kAuto;
+  options.remap = args.remap == "every-miss" ? RemapPolicy::kEveryMiss : RemapPolicy::kUnderPressure;
   // Each repetition replays through a fresh pool; the figures are deterministic except the timings, whose
   // median is reported.
   std::vector<ReplayResult> runs;
@@ -96,6 +99,7 @@ nlohmann::json ToJson(const ReplayArgs& args, const TraceOutcome& o) {
       {"workload", o.trace.workload},
       {"format", o.trace.format},
       {"backend", args.backend},
+      {"remap", args.remap},
       {"events", r.events},
       {"allocations", r.allocations},
       {"frees", r.frees},
@@ -108,6 +112,14 @@ nlohmann::json ToJson(const ReplayArgs& args, const TraceOutcome& o) {
       {"cache_hits", r.cache_hits},
       {"backend_allocations", r.backend_allocations},
       {"backend_frees", r.backend_frees},
+      // Driver calls: map (or segment allocation) and unmap (or segment release) calls, the bytes they
+      // covered, and what they would cost on an H200 (driver_model names the model).
+      {"maps", r.backend_allocations},
+      {"unmaps", r.backend_frees},
+      {"mapped_bytes", r.backend_allocated_bytes},
+      {"unmapped_bytes", r.backend_released_bytes},
+      {"modeled_driver_ms", r.modeled_driver_ms},
+      {"driver_model", DriverCostModelSummary()},
   };
   if (PyTorchBestRatio(o.trace.workload) > 0) j["pytorch_best_ratio"] = PyTorchBestRatio(o.trace.workload);
   return j;
@@ -116,23 +128,28 @@ nlohmann::json ToJson(const ReplayArgs& args, const TraceOutcome& o) {
 void PrintTable(const ReplayArgs& args, const std::vector<TraceOutcome>& outcomes) {
   std::cout << fmt::format(
       "memcoord pool on the {} backend: peak reserved / peak requested (lower is better)\n\n", args.backend);
-  std::cout << fmt::format("{:<20} {:>9} {:>15} {:>15} {:>9} {:>13} {:>10}\n", "trace", "events",
-                           "peak requested", "peak reserved", "ratio", "PyTorch best", "ns/event");
-  std::cout << "(ns/event: pool operations only, thread CPU time, median of the repetitions)\n";
+  std::cout << fmt::format("{:<20} {:>9} {:>15} {:>15} {:>9} {:>13} {:>7} {:>7} {:>10} {:>10}\n", "trace",
+                           "events", "peak requested", "peak reserved", "ratio", "PyTorch best", "maps",
+                           "unmaps", "driver ms", "ns/event");
   double log_sum = 0;
   for (const TraceOutcome& o : outcomes) {
     const ReplayResult& r = o.result;
     const double anchor = PyTorchBestRatio(o.trace.workload);
-    std::cout << fmt::format("{:<20} {:>9} {:>15} {:>15} {:>9.4f} {:>13} {:>10.1f}\n",
+    std::cout << fmt::format("{:<20} {:>9} {:>15} {:>15} {:>9.4f} {:>13} {:>7} {:>7} {:>10.1f} {:>10.1f}\n",
                              o.trace.workload.empty() ? o.path : o.trace.workload, r.events,
                              FormatBytes(r.peak_requested_bytes), FormatBytes(r.peak_reserved_bytes), r.ratio,
-                             anchor > 0 ? fmt::format("{:.4f}", anchor) : std::string("-"), r.ns_per_event);
+                             anchor > 0 ? fmt::format("{:.4f}", anchor) : std::string("-"),
+                             r.backend_allocations, r.backend_frees, r.modeled_driver_ms, r.ns_per_event);
     log_sum += std::log(r.ratio);
   }
   if (outcomes.size() > 1) {
     std::cout << fmt::format("{:<20} {:>9} {:>15} {:>15} {:>9.4f}\n", "geometric mean", "", "", "",
                              std::exp(log_sum / static_cast<double>(outcomes.size())));
   }
+  std::cout
+      << "\nmaps, unmaps: the pool's backend (driver) calls; driver ms: what they would cost on an H200,\n"
+      << "modelled from measured costs: " << DriverCostModelSummary() << ".\n"
+      << "ns/event: pool operations only, thread CPU time, median of the repetitions.\n";
 }
 
 int RunReplay(const ReplayArgs& args) {
@@ -177,7 +194,14 @@ Subcommand AddReplayCommand(CLI::App& root) {
   app->add_option("--backend", args->backend, "virtual | host | cuda | cuda-vmm | pinned-host | auto")
       ->capture_default_str();
   app->add_option("--capacity", args->capacity, "simulated device size for virtual/host (e.g. 80GB)");
-  app->add_option("--growth", args->growth, "auto | mapping | segments")->capture_default_str();
+  app->add_option("--growth", args->growth, "auto | mapping | segments")
+      ->check(CLI::IsMember({"auto", "mapping", "segments"}))
+      ->capture_default_str();
+  app->add_option("--remap", args->remap,
+                  "when the pool packs its cache: under-pressure (default) | every-miss (the former default: "
+                  "at the high-water mark on every miss, for comparison)")
+      ->check(CLI::IsMember({"under-pressure", "every-miss"}))
+      ->capture_default_str();
   app->add_option("--repeat", args->repeat, "replays per trace (fresh pool each); timings are the median")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
