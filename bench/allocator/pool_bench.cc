@@ -4,45 +4,25 @@
 //                             <= 1,000 live blocks, sizes (2^k + r) & ~255, k in 8..26), per operation,
 //                             after a warm-up pass; mapping (default) next to PyTorch-style segments.
 //   MallocMixedPattern        the same pattern through glibc malloc/free, as a reference point.
+//   SteadyLoop                issue 11's loop over 512 B, 4 KiB, 1 MiB, 8 MiB (one live block).
+// The pool benchmarks count driver calls per pass after their warm-up (maps_per_pass, unmaps_per_pass).
 // Run: pool_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true (medians).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdlib>
-#include <random>
 #include <vector>
 
 #include "allocator/caching_pool.h"
 #include "allocator/virtual_backend.h"
+#include "bench/gpu/mixed_pattern.h"
 
 namespace memcoord {
 namespace {
 
-struct MixedOp {
-  bool alloc;
-  std::size_t size_or_victim;  // bytes for an allocation, index into the live list for a free
-};
-
 // The mixed pattern, generated once so the timed loop measures the allocator only.
-const std::vector<MixedOp>& MixedPattern() {
-  static const std::vector<MixedOp> ops = [] {
-    std::vector<MixedOp> out;
-    std::mt19937_64 rng(42);
-    std::size_t live = 0;
-    for (int i = 0; i < 200'000; ++i) {
-      bool alloc = live < 1000 && (live == 0 || rng() % 2 == 0);
-      if (alloc) {
-        const int k = std::uniform_int_distribution<int>(8, 26)(rng);
-        const std::size_t r = std::uniform_int_distribution<std::size_t>(0, (std::size_t{1} << k) - 1)(rng);
-        std::size_t size = ((std::size_t{1} << k) + r) & ~std::size_t{255};
-        out.push_back({true, size});
-        ++live;
-      } else {
-        out.push_back({false, std::uniform_int_distribution<std::size_t>(0, live - 1)(rng)});
-        --live;
-      }
-    }
-    return out;
-  }();
+const std::vector<bench::MixedOp>& MixedPattern() {
+  static const std::vector<bench::MixedOp> ops = bench::MakeMixedPattern(200'000, 42);
   return ops;
 }
 
@@ -50,16 +30,17 @@ template <typename Alloc, typename Free>
 void RunMixed(Alloc&& alloc, Free&& free) {
   std::vector<void*> live;
   live.reserve(1000);
-  for (const MixedOp& op : MixedPattern()) {
-    if (op.alloc) {
-      live.push_back(alloc(op.size_or_victim));
-    } else {
-      free(live[op.size_or_victim]);
-      live[op.size_or_victim] = live.back();
-      live.pop_back();
-    }
-  }
+  bench::ReplayMixedPattern(MixedPattern(), live, alloc, free);
   for (void* p : live) free(p);
+}
+
+// Driver calls made while the benchmark loop ran (after its warm-up), per pass over the pattern.
+void CountDriverCalls(benchmark::State& state, const PoolStats& before, const PoolStats& after) {
+  const auto passes = static_cast<double>(std::max<std::int64_t>(state.iterations(), 1));
+  state.counters["maps_per_pass"] =
+      static_cast<double>(after.backend_allocations - before.backend_allocations) / passes;
+  state.counters["unmaps_per_pass"] =
+      static_cast<double>(after.backend_frees - before.backend_frees) / passes;
 }
 
 void BM_CacheHitPair(benchmark::State& state) {
@@ -83,7 +64,9 @@ void BM_MixedPattern(benchmark::State& state) {
   auto alloc = [&](std::size_t n) { return *pool.allocate(n); };
   auto free = [&](void* p) { (void)pool.deallocate(p); };
   RunMixed(alloc, free);  // warm-up pass fills the cache
+  const PoolStats warm = pool.stats();
   for (auto _ : state) RunMixed(alloc, free);
+  CountDriverCalls(state, warm, pool.stats());
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(MixedPattern().size() + 0));
   state.counters["ns_per_op"] =
       benchmark::Counter(static_cast<double>(state.iterations() * MixedPattern().size()),
@@ -92,6 +75,23 @@ void BM_MixedPattern(benchmark::State& state) {
   state.SetLabel(growth == PoolGrowth::kMapping ? "mapping (default)" : "segments (PyTorch-style)");
 }
 BENCHMARK(BM_MixedPattern)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// Issue 11's steady loop: 512 B, 4 KiB, 1 MiB, 8 MiB, one block live at a time. After the warm-up round
+// every call is a cache hit: maps_per_pass and unmaps_per_pass are 0.
+void BM_SteadyLoop(benchmark::State& state) {
+  VirtualBackend backend;
+  CachingPool pool(backend);
+  constexpr std::size_t kSizes[] = {512, 4 << 10, 1 << 20, 8 << 20};
+  auto round = [&] {
+    for (std::size_t bytes : kSizes) (void)pool.deallocate(*pool.allocate(bytes));
+  };
+  round();
+  const PoolStats warm = pool.stats();
+  for (auto _ : state) round();
+  CountDriverCalls(state, warm, pool.stats());
+  state.SetItemsProcessed(state.iterations() * 8);
+}
+BENCHMARK(BM_SteadyLoop);
 
 void BM_MallocMixedPattern(benchmark::State& state) {
   auto alloc = [](std::size_t n) { return std::malloc(n); };

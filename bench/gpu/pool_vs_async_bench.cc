@@ -6,7 +6,8 @@
 // median. Blocks still live at the end of a repetition are freed untimed. Prints one JSON object on stdout.
 // Target (issue 3): ours at least 4x faster than cudaMallocAsync (1.06 us an op measured on an H200).
 // Without a GPU (or with --kinds host,virtual) it runs the pool on host-side backends only, without
-// cudaMallocAsync, which times the pool's own bookkeeping: a smoke test CI can run.
+// cudaMallocAsync, which times the pool's own bookkeeping: a smoke test CI can run. Each pool's facts give
+// its driver calls (maps, unmaps) in the warm-up and in the timed passes, and their modelled H200 cost.
 #include <cuda_runtime_api.h>
 
 #include <CLI/CLI.hpp>
@@ -24,6 +25,7 @@
 #include "allocator/caching_pool.h"
 #include "allocator/cuda/cuda_backends.h"
 #include "allocator/cuda/cuda_status.h"
+#include "allocator/driver_cost.h"
 #include "bench/gpu/mixed_pattern.h"
 
 namespace memcoord::bench {
@@ -37,6 +39,8 @@ class Contender {
   // Runs the pattern; returns seconds spent in the operations, or a failure naming the call.
   virtual Result<double> run(const std::vector<MixedOp>& ops) = 0;
   virtual nlohmann::json facts() const { return nlohmann::json::object(); }
+  // Called once after the untimed warm-up pass: what happens later is the steady state.
+  virtual void end_warm_up() {}
 };
 
 class PoolContender final : public Contender {
@@ -71,12 +75,27 @@ class PoolContender final : public Contender {
     return seconds;
   }
 
+  void end_warm_up() override { after_warm_up_ = pool_->stats(); }
+
+  // Driver calls (maps = backend allocations, unmaps = backend frees) in the warm-up pass and in the timed
+  // passes after it, and what the timed ones would cost on an H200 (allocator/driver_cost.h): a pool that
+  // caches makes none once warm.
   nlohmann::json facts() const override {
     const PoolStats stats = pool_->stats();
+    PoolStats timed = stats;
+    timed.backend_allocations -= after_warm_up_.backend_allocations;
+    timed.backend_frees -= after_warm_up_.backend_frees;
+    timed.backend_allocated_bytes -= after_warm_up_.backend_allocated_bytes;
+    timed.backend_released_bytes -= after_warm_up_.backend_released_bytes;
     return {{"allocations", stats.allocations},
             {"cache_hits", stats.cache_hits},
             {"backend_allocations", stats.backend_allocations},
             {"backend_frees", stats.backend_frees},
+            {"maps_warmup", after_warm_up_.backend_allocations},
+            {"unmaps_warmup", after_warm_up_.backend_frees},
+            {"maps_timed", timed.backend_allocations},
+            {"unmaps_timed", timed.backend_frees},
+            {"modeled_driver_ms_timed", ModeledDriverMs(timed)},
             {"peak_allocated_bytes", stats.peak_allocated_bytes},
             {"peak_reserved_bytes", stats.peak_reserved_bytes},
             {"reserved_bytes", stats.reserved_bytes}};
@@ -88,6 +107,7 @@ class PoolContender final : public Contender {
   std::unique_ptr<CachingPool> pool_;
   StreamId stream_;
   std::vector<void*> live_;
+  PoolStats after_warm_up_;
 };
 
 class MallocAsyncContender final : public Contender {
@@ -155,69 +175,86 @@ int Fail(const Status& status) {
   return 1;
 }
 
-int Main(int argc, char** argv) {
-  CLI::App app{"CachingPool (cuda, cuda-vmm) vs cudaMallocAsync on README's mixed pattern"};
+struct BenchArgs {
   std::size_t operations = 200000;
   int reps = 7;
   std::uint64_t seed = 42;
-  app.add_option("--ops", operations, "operations per repetition")->check(CLI::PositiveNumber);
-  app.add_option("--reps", reps, "timed repetitions per allocator (median reported)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--seed", seed, "std::mt19937_64 seed of the pattern");
-  std::vector<std::string> kinds;
+  std::vector<std::string> kinds;  // "KIND" or "KIND+every-miss"
   bool no_async = false;
-  app.add_option("--kinds", kinds, "pool backends to time (default: cuda,cuda-vmm with a GPU, host without)")
-      ->delimiter(',');
-  app.add_flag("--no-async", no_async, "leave cudaMallocAsync out");
-  CLI11_PARSE(app, argc, argv);
+};
 
-  const bool gpu = CudaGpuAvailable();
+// False when the program should exit with `exit_code` (help printed, or a bad argument explained).
+bool ParseArgs(int argc, char** argv, BenchArgs& args, int& exit_code) {
+  CLI::App app{"CachingPool (cuda, cuda-vmm) vs cudaMallocAsync on README's mixed pattern"};
+  app.add_option("--ops", args.operations, "operations per repetition")->check(CLI::PositiveNumber);
+  app.add_option("--reps", args.reps, "timed repetitions per allocator (median reported)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--seed", args.seed, "std::mt19937_64 seed of the pattern");
+  app.add_option("--kinds", args.kinds,
+                 "pool backends to time (default: cuda,cuda-vmm,cuda-vmm+every-miss with a GPU, host and "
+                 "host+every-miss without); KIND+every-miss runs RemapPolicy::kEveryMiss")
+      ->delimiter(',');
+  app.add_flag("--no-async", args.no_async, "leave cudaMallocAsync out");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    exit_code = app.exit(e);
+    return false;
+  }
+  return true;
+}
+
+// The pools under test, one per kind, plus cudaMallocAsync when there is a GPU and it is wanted.
+Result<std::vector<std::unique_ptr<Contender>>> MakeContenders(const BenchArgs& args, bool gpu,
+                                                               cudaStream_t stream, std::string& device) {
+  std::vector<std::string> kinds = args.kinds;
   if (kinds.empty())
     kinds = gpu ? std::vector<std::string>{"cuda", "cuda-vmm", "cuda-vmm+every-miss"}
                 : std::vector<std::string>{"host", "host+every-miss"};
-  const std::vector<MixedOp> ops = MakeMixedPattern(operations, seed);
-  cudaStream_t stream = nullptr;
-  if (gpu) {
-    if (Status s =
-            CudaRuntimeStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-        !s.ok()) {
-      return Fail(s);
-    }
-  }
-
-  std::string device = "host";
   std::vector<std::unique_ptr<Contender>> contenders;
-  // "KIND+every-miss" runs the pool with RemapPolicy::kEveryMiss (the former default) on backend KIND.
   for (const std::string& name : kinds) {
     const std::string kind = name.substr(0, name.find('+'));
-    Result<std::unique_ptr<DeviceBackend>> backend =
-        IsCudaBackendKind(kind) ? MakeCudaBackend(kind, 0) : MakeBackend(kind);
-    if (!backend.ok()) return Fail(backend.status());
-    if (IsCudaBackendKind(kind)) device = (*backend)->device_info().name;
-    contenders.push_back(std::make_unique<PoolContender>(name, std::move(backend).value(), stream));
+    MEMCOORD_ASSIGN_OR_RETURN(std::unique_ptr<DeviceBackend> backend,
+                              IsCudaBackendKind(kind) ? MakeCudaBackend(kind, 0) : MakeBackend(kind));
+    if (IsCudaBackendKind(kind)) device = backend->device_info().name;
+    contenders.push_back(std::make_unique<PoolContender>(name, std::move(backend), stream));
   }
-  const bool with_async = gpu && !no_async;
-  if (with_async) {
+  if (gpu && !args.no_async) {
     auto async = std::make_unique<MallocAsyncContender>(stream);
-    if (Status s = async->set_up(); !s.ok()) return Fail(s);
+    MEMCOORD_RETURN_IF_ERROR(async->set_up());
     contenders.push_back(std::move(async));
   }
+  return contenders;
+}
 
+// One untimed pass each (fills every cache, pays first-touch costs); returns ns per operation of each.
+Result<nlohmann::json> WarmUp(std::vector<std::unique_ptr<Contender>>& contenders,
+                              const std::vector<MixedOp>& ops) {
   nlohmann::json warmup = nlohmann::json::object();
-  for (auto& contender : contenders) {  // untimed warm-up: fills every cache
-    Result<double> seconds = contender->run(ops);
-    if (!seconds.ok()) return Fail(seconds.status());
-    warmup[contender->name()] = *seconds * 1e9 / static_cast<double>(ops.size());
+  for (auto& contender : contenders) {
+    MEMCOORD_ASSIGN_OR_RETURN(double seconds, contender->run(ops));
+    contender->end_warm_up();
+    warmup[contender->name()] = seconds * 1e9 / static_cast<double>(ops.size());
   }
+  return warmup;
+}
+
+// `reps` timed passes, taken in turn (a, b, c, a, b, c, ...) so that clock drift hits all alike.
+Result<std::vector<std::vector<double>>> TimeRepetitions(std::vector<std::unique_ptr<Contender>>& contenders,
+                                                         const std::vector<MixedOp>& ops, int reps) {
   std::vector<std::vector<double>> ns_per_op(contenders.size());
   for (int rep = 0; rep < reps; ++rep) {
     for (std::size_t c = 0; c < contenders.size(); ++c) {
-      Result<double> seconds = contenders[c]->run(ops);
-      if (!seconds.ok()) return Fail(seconds.status());
-      ns_per_op[c].push_back(*seconds * 1e9 / static_cast<double>(ops.size()));
+      MEMCOORD_ASSIGN_OR_RETURN(double seconds, contenders[c]->run(ops));
+      ns_per_op[c].push_back(seconds * 1e9 / static_cast<double>(ops.size()));
     }
   }
+  return ns_per_op;
+}
 
+nlohmann::json Report(const BenchArgs& args, const std::string& device, bool with_async,
+                      const std::vector<std::unique_ptr<Contender>>& contenders, const nlohmann::json& warmup,
+                      const std::vector<std::vector<double>>& ns_per_op, std::size_t operations) {
   nlohmann::json results = nlohmann::json::object();
   for (std::size_t c = 0; c < contenders.size(); ++c) {
     results[contenders[c]->name()] = {
@@ -230,8 +267,9 @@ int Main(int argc, char** argv) {
   nlohmann::json out = {
       {"bench", "pool_vs_async"},
       {"device", device},
-      {"pattern", {{"operations", ops.size()}, {"seed", seed}, {"max_live", 1000}, {"size_log2", {8, 26}}}},
-      {"reps", reps},
+      {"pattern",
+       {{"operations", operations}, {"seed", args.seed}, {"max_live", 1000}, {"size_log2", {8, 26}}}},
+      {"reps", args.reps},
       {"results", results}};
   if (with_async) {
     const double async_ns = Median(ns_per_op.back());
@@ -245,8 +283,31 @@ int Main(int argc, char** argv) {
     out["speedup_vs_async"] = speedup;
     out["target_4x_met"] = met;
   }
+  return out;
+}
+
+int Main(int argc, char** argv) {
+  BenchArgs args;
+  if (int exit_code = 0; !ParseArgs(argc, argv, args, exit_code)) return exit_code;
+  const bool gpu = CudaGpuAvailable();
+  cudaStream_t stream = nullptr;
+  if (gpu) {
+    Status s =
+        CudaRuntimeStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    if (!s.ok()) return Fail(s);
+  }
+  std::string device = "host";
+  Result<std::vector<std::unique_ptr<Contender>>> contenders = MakeContenders(args, gpu, stream, device);
+  if (!contenders.ok()) return Fail(contenders.status());
+  const std::vector<MixedOp> ops = MakeMixedPattern(args.operations, args.seed);
+  Result<nlohmann::json> warmup = WarmUp(*contenders, ops);
+  if (!warmup.ok()) return Fail(warmup.status());
+  Result<std::vector<std::vector<double>>> ns_per_op = TimeRepetitions(*contenders, ops, args.reps);
+  if (!ns_per_op.ok()) return Fail(ns_per_op.status());
+  const bool with_async = gpu && !args.no_async;
+  const nlohmann::json out = Report(args, device, with_async, *contenders, *warmup, *ns_per_op, ops.size());
   std::printf("%s\n", out.dump(2).c_str());
-  contenders.clear();
+  contenders->clear();
   if (stream != nullptr) (void)cudaStreamDestroy(stream);
   return 0;
 }
