@@ -13,6 +13,7 @@
 #include "allocator/host_backend.h"
 #include "allocator/virtual_backend.h"
 #include "common/bytes.h"
+#include "tests/allocator/stream_test_backend.h"
 
 namespace memcoord {
 namespace {
@@ -188,6 +189,93 @@ TEST(PoolProperty, ManyThreadsShareOnePool) {
   EXPECT_GE(s.allocations, static_cast<std::uint64_t>(kThreads) * kOps / 2 - 1000);
   pool.trim(0);
   EXPECT_EQ(backend.used_bytes(), 0u);
+}
+
+// Limits x streams x trims x OOM retries, against the model: three streams whose work is randomly still
+// queued (busy) when cache on them is needed, a limit that moves, trims, record_stream, and an OOM hook that
+// sometimes grants more room (the allocation is then retried). Checks after every operation that live
+// blocks never overlap, the stats match the model, reserved never exceeds the limit, and that an OOM is only
+// reported once the cache is gone: what is left free is at most the partly used chunks of live blocks.
+void RunLimitsStreamsTrimsOoms(std::uint64_t seed, int operations) {
+  testing::StreamTestBackend backend(2 * kGiB);
+  CachingPool pool(backend, PoolOptions{.limit_bytes = 256 * kMiB});
+  const StreamId streams[] = {kDefaultStream, 0x51, 0x52};
+  std::mt19937_64 rng(seed);
+  ReferenceModel model;
+  std::vector<void*> live;
+  int hook_calls = 0;
+  pool.set_oom_hook([&](const OomEvent& e) {
+    ++hook_calls;
+    if (rng() % 2 == 0) return false;
+    return pool.set_limit(std::min<std::uint64_t>(e.limit_bytes + 64 * kMiB, kGiB)).ok();
+  });
+  int ooms = 0;
+  std::uint64_t above_limit = 256 * kMiB;  // the most reserved may be: the limit, or above it after set_limit
+  for (int op = 0; op < operations; ++op) {
+    const int what = static_cast<int>(rng() % 100);
+    if (what < 2) {
+      pool.trim(rng() % 2 == 0 ? 0 : pool.stats().reserved_bytes / 2);
+    } else if (what < 4) {
+      const std::uint64_t limit = pool.stats().allocated_bytes + (rng() % 256) * kMiB;
+      ASSERT_TRUE(pool.set_limit(limit).ok());
+      // A limit between allocated and reserved bytes can leave partly used chunks above it (set_limit
+      // accepts any limit >= allocated); the pool may then only shrink until it fits.
+      above_limit = std::max(limit, pool.stats().reserved_bytes);
+    } else if (what < 10) {
+      const StreamId s = streams[rng() % 3];
+      if (backend.busy.count(s) != 0) {
+        backend.busy.erase(s);
+      } else {
+        backend.busy.insert(s);
+      }
+    } else if (what < 13 && !live.empty()) {
+      ASSERT_TRUE(pool.record_stream(live[rng() % live.size()], streams[rng() % 3]).ok());
+    } else if (live.empty() || (live.size() < 300 && what < 57)) {
+      const std::size_t bytes = RandomSize(rng);
+      Result<void*> p = pool.allocate(bytes, streams[rng() % 3]);
+      if (!p.ok()) {
+        ASSERT_EQ(p.status().code(), StatusCode::kResourceExhausted) << p.status().ToString();
+        ++ooms;
+        const PoolStats s = pool.stats();
+        // Out of memory only with the cache gone: at most two partly used chunks per live block stay free.
+        ASSERT_LE(s.reserved_bytes - s.allocated_bytes, (2 * live.size() + 2) * 2 * kMiB)
+            << "OOM while holding reclaimable cache: " << p.status().ToString();
+        continue;
+      }
+      model.add(reinterpret_cast<std::uintptr_t>(*p), *pool.block_size(*p), bytes);
+      live.push_back(*p);
+    } else {
+      const std::size_t i = rng() % live.size();
+      model.remove(reinterpret_cast<std::uintptr_t>(live[i]));
+      ASSERT_TRUE(pool.deallocate(live[i]).ok());
+      live[i] = live.back();
+      live.pop_back();
+    }
+    const PoolStats s = pool.stats();
+    ASSERT_EQ(s.allocated_bytes, model.bytes());
+    ASSERT_EQ(s.requested_bytes, model.requested());
+    ASSERT_EQ(s.live_blocks, live.size());
+    above_limit = std::max<std::uint64_t>(s.limit_bytes, std::min(above_limit, s.reserved_bytes));
+    ASSERT_LE(s.reserved_bytes, above_limit) << "after op " << op;
+    ASSERT_EQ(s.reserved_bytes, backend.used_bytes());
+    if (op % 1000 == 0) {
+      Status inv = pool.check_invariants();
+      ASSERT_TRUE(inv.ok()) << "after op " << op << ": " << inv.ToString();
+    }
+  }
+  for (void* p : live) ASSERT_TRUE(pool.deallocate(p).ok());
+  ASSERT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
+  EXPECT_GT(ooms, 0) << "the run never reached its limit: it tests nothing";
+  EXPECT_GT(hook_calls, 0);
+  pool.trim(0);
+  EXPECT_EQ(backend.used_bytes(), 0u);
+}
+
+TEST(PoolProperty, LimitsStreamsTrimsAndOomRetriesAgainstTheModel) {
+  for (std::uint64_t seed : {11, 12, 13}) {
+    SCOPED_TRACE(seed);
+    RunLimitsStreamsTrimsOoms(seed, 30'000);
+  }
 }
 
 }  // namespace
