@@ -1,123 +1,193 @@
 #!/usr/bin/env python3
-"""Measures the peak GPU memory of real training steps (and one-forward inference) for the estimator.
+"""Measures the peak GPU memory of the training loop people write, and of generation, for the estimator.
 
-Builds the real Hugging Face `transformers` models and torchvision's resnet50 from their configs with random
-weights (no downloads), runs a few full training steps (zero_grad, forward with the loss, backward, optimizer
-step) and records torch.cuda.max_memory_allocated(). Step 3 is also split into phases (after forward, after
-backward, optimizer step) so the estimator's terms can be checked one by one.
+Every configuration runs in its own fresh Python process (fresh CUDA context, empty caching allocator, peak
+stats reset), builds the real Hugging Face `transformers` model or torchvision's resnet50 from its config with
+random weights (no downloads) and runs the usual loop, holding no model output across backward:
 
-Usage (GPU machine): python3 measure_peaks.py OUT.json [--set calibration|validation] [--only NAME_SUBSTRING]
-Prints one JSON line per configuration and writes the whole list to OUT.json.
+    loss = model(**batch).loss      # the output object (and its logits) is dropped here
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+three times, recording torch.cuda.max_memory_allocated() of every step (the peak is the largest) and, on
+the last step, the phases (after forward, forward peak, backward peak, optimizer-step peak). Mode
+"generate" runs model.generate(prompt, max_new_tokens=N, min_new_tokens=N, greedy) with the default KV
+cache; mode "inference" one no-grad forward. All figures are absolute max_memory_allocated() in the
+config's process, whose first step is a small matmul in each dtype (so the cuBLAS/cuBLASLt workspaces,
+`workspace_bytes`, are in every figure, as they are in any process that ran a matmul).
+
+Two disjoint sets: `--set fit` (the estimator's coefficients are fitted on these only) and `--set check`
+(measured after the fitted coefficients were committed, never used for fitting).
+
+Usage (GPU machine): python3 measure_peaks.py OUT.jsonl --set fit|check [--only SUBSTRING] [--timeout S]
+Writes JSON lines as it goes: first {"meta": ...} (PyTorch, transformers, device), then one row per
+configuration (a failed one carries "error"). Progress goes to stdout.
 """
-import gc
 import json
+import os
+import subprocess
 import sys
 import time
 
-import torch
-
-# role: "fit" configurations set the estimator's coefficients; "holdout" ones only check it.
-CONFIGS = [
-    # model, precision, optimizer, batch, seq, checkpointing, mode, role
-    ("gpt2", "fp32", "adamw", 8, 1024, "none", "training", "fit"),
-    ("gpt2", "bf16", "adamw", 8, 1024, "none", "training", "fit"),
-    ("gpt2", "amp-bf16", "adamw", 8, 1024, "none", "training", "fit"),
-    ("gpt2", "amp-bf16", "adamw", 8, 1024, "full", "training", "fit"),
-    ("gpt2", "fp32", "adamw", 4, 512, "none", "training", "holdout"),
-    ("gpt2", "bf16", "adamw", 16, 512, "full", "training", "holdout"),
-    ("gpt2", "amp-bf16", "adamw", 4, 256, "none", "training", "holdout"),
-    ("gpt2", "amp-fp16", "adamw", 8, 512, "none", "training", "holdout"),
-    ("gpt2", "fp32", "sgd", 8, 512, "none", "training", "holdout"),
-    ("gpt2", "amp-bf16", "sgd-momentum", 8, 1024, "none", "training", "holdout"),
-    ("gpt2", "bf16", "adamw", 8, 1024, "none", "inference", "holdout"),
-    ("gpt2-medium", "amp-bf16", "adamw", 4, 1024, "none", "training", "holdout"),
-    ("gpt2-medium", "bf16", "adamw", 8, 1024, "none", "training", "holdout"),
-    ("gpt2-medium", "fp32", "adamw", 4, 1024, "full", "training", "holdout"),
-    ("bert-base", "fp32", "adamw", 32, 512, "none", "training", "fit"),
-    ("bert-base", "amp-bf16", "adamw", 32, 512, "none", "training", "fit"),
-    ("bert-base", "bf16", "adamw", 32, 512, "none", "training", "fit"),
-    ("bert-base", "amp-bf16", "adamw", 64, 256, "none", "training", "holdout"),
-    ("bert-base", "bf16", "adamw", 32, 512, "full", "training", "holdout"),
-    ("bert-base", "fp32", "adamw", 16, 128, "none", "training", "holdout"),
-    ("llama-small", "bf16", "adamw", 4, 2048, "none", "training", "fit"),
-    ("llama-small", "amp-bf16", "adamw", 4, 2048, "none", "training", "fit"),
-    ("llama-small", "fp32", "adamw", 2, 1024, "none", "training", "fit"),
-    ("llama-small", "bf16", "adamw", 4, 2048, "full", "training", "fit"),
-    ("llama-small", "bf16", "adamw", 8, 1024, "none", "training", "holdout"),
-    ("llama-small", "amp-bf16", "adamw", 2, 4096, "full", "training", "holdout"),
-    ("llama-small", "fp32", "adamw", 4, 512, "full", "training", "holdout"),
-    ("llama-small", "bf16", "adamw", 8, 2048, "none", "inference", "holdout"),
-    ("llama-gqa", "bf16", "adamw", 4, 2048, "none", "training", "holdout"),
-    ("resnet50", "fp32", "adamw", 64, 0, "none", "training", "fit"),
-    ("resnet50", "amp-bf16", "adamw", 64, 0, "none", "training", "fit"),
-    ("resnet50", "bf16", "adamw", 64, 0, "none", "training", "fit"),
-    ("resnet50", "fp32", "adamw", 128, 0, "none", "training", "holdout"),
-    ("resnet50", "amp-bf16", "adamw", 256, 0, "none", "training", "holdout"),
-    ("resnet50", "bf16", "sgd-momentum", 32, 0, "none", "training", "holdout"),
-    ("resnet50", "fp32", "adamw", 256, 0, "none", "inference", "holdout"),
-]
-
-# Measured after the estimator was fitted on CONFIGS (run with --set validation): new geometries
-# (gpt2-large, bert-large, a GQA llama, a small mixtral), amp-fp16, SGD and more inference.
-VALIDATION = [
-    ("gpt2-large", "amp-bf16", "adamw", 4, 1024, "none", "training", "validation"),
-    ("gpt2", "bf16", "sgd", 32, 256, "full", "training", "validation"),
-    ("gpt2-medium", "bf16", "adamw", 16, 1024, "none", "inference", "validation"),
-    ("bert-large", "bf16", "adamw", 16, 512, "none", "training", "validation"),
-    ("bert-large", "fp32", "adamw", 8, 512, "full", "training", "validation"),
-    ("llama-mid", "bf16", "adamw", 8, 2048, "none", "training", "validation"),
-    ("llama-mid", "amp-fp16", "adamw", 4, 1024, "none", "training", "validation"),
-    ("llama-mid", "fp32", "sgd-momentum", 4, 1024, "full", "training", "validation"),
-    ("mixtral-small", "bf16", "adamw", 4, 1024, "none", "training", "validation"),
-    ("mixtral-small", "amp-bf16", "adamw", 2, 2048, "none", "training", "validation"),
-    ("mixtral-small", "bf16", "adamw", 4, 2048, "full", "training", "validation"),
-    ("resnet50", "amp-bf16", "adamw", 128, 0, "none", "inference", "validation"),
-    ("resnet50", "fp32", "sgd", 96, 0, "none", "training", "validation"),
-]
-
-# Geometries of the llama-like specs (memcoord spec-file fields), so the estimator sees the same numbers.
+# Geometries (memcoord spec-file fields), so the estimator sees exactly the measured models.
 SPECS = {
+    "gpt2": dict(family="gpt2", hidden=768, layers=12, heads=12, ffn=3072, vocab=50257),
+    "gpt2-medium": dict(family="gpt2", hidden=1024, layers=24, heads=16, ffn=4096, vocab=50257),
+    "gpt2-large": dict(family="gpt2", hidden=1280, layers=36, heads=20, ffn=5120, vocab=50257),
+    "bert-base": dict(family="bert", hidden=768, layers=12, heads=12, ffn=3072, vocab=30522),
+    "bert-large": dict(family="bert", hidden=1024, layers=24, heads=16, ffn=4096, vocab=30522),
     "llama-small": dict(family="llama", hidden=2048, layers=8, heads=16, kv_heads=16, ffn=5504, vocab=32000),
     "llama-gqa": dict(family="llama", hidden=2048, layers=6, heads=16, kv_heads=4, ffn=5504, vocab=32000),
     "llama-mid": dict(family="llama", hidden=1024, layers=16, heads=16, kv_heads=4, ffn=2816, vocab=32000),
     "mixtral-small": dict(family="mixtral", hidden=1024, layers=4, heads=16, kv_heads=4, ffn=3584, vocab=32000,
                           experts=4, experts_per_token=2),
+    "mixtral-8e": dict(family="mixtral", hidden=1024, layers=4, heads=16, kv_heads=8, ffn=2048, vocab=32000,
+                       experts=8, experts_per_token=2),
+    "resnet50": dict(family="resnet50"),
 }
 
 
-def build(name):
+def C(model, precision, batch, seq, ckpt="none", mode="training", head=None, optimizer="adamw", new_tokens=0):
+    """One configuration. seq is the prompt length in "generate" mode; 0 for resnet50 (224×224 images)."""
+    return dict(model=model, precision=precision, optimizer=optimizer, batch=batch, seq=seq,
+                checkpointing=ckpt, mode=mode, head=head or default_head(model), new_tokens=new_tokens)
+
+
+def default_head(model):
+    family = SPECS[model]["family"]
+    return {"bert": "masked-lm", "resnet50": "image-classification"}.get(family, "causal-lm")
+
+
+FIT = [
+    C("gpt2", "fp32", 8, 1024),
+    C("gpt2", "bf16", 8, 1024),
+    C("gpt2", "amp-bf16", 8, 1024),
+    C("gpt2", "amp-bf16", 8, 1024, ckpt="full"),
+    C("gpt2-medium", "bf16", 4, 1024),
+    C("gpt2", "fp32", 16, 512, head="sequence-classification"),
+    C("bert-base", "fp32", 32, 512),
+    C("bert-base", "amp-bf16", 32, 512),
+    C("bert-base", "bf16", 32, 512, head="sequence-classification"),
+    C("bert-base", "bf16", 32, 512, ckpt="full"),
+    C("bert-large", "amp-bf16", 8, 512, head="sequence-classification"),
+    C("llama-small", "bf16", 4, 2048),
+    C("llama-small", "amp-bf16", 4, 2048),
+    C("llama-small", "fp32", 2, 1024),
+    C("llama-small", "bf16", 4, 2048, ckpt="full"),
+    C("llama-gqa", "bf16", 4, 2048),
+    C("mixtral-small", "bf16", 4, 1024),
+    C("mixtral-small", "amp-bf16", 2, 2048),
+    C("resnet50", "fp32", 64, 0),
+    C("resnet50", "amp-bf16", 64, 0),
+    C("resnet50", "bf16", 64, 0),
+    C("resnet50", "fp32", 64, 0, ckpt="full"),
+    C("resnet50", "fp32", 256, 0, mode="inference"),
+    C("gpt2", "bf16", 8, 512, mode="generate", new_tokens=128),
+    C("llama-small", "bf16", 8, 1024, mode="generate", new_tokens=128),
+]
+
+CHECK = [
+    C("gpt2-large", "amp-bf16", 4, 1024),
+    C("gpt2-medium", "fp32", 4, 1024, ckpt="full"),
+    C("gpt2", "amp-fp16", 8, 512),
+    C("gpt2", "bf16", 32, 256, ckpt="full", optimizer="sgd"),
+    C("gpt2-medium", "amp-bf16", 8, 512, head="sequence-classification"),
+    C("bert-base", "amp-bf16", 64, 256),
+    C("bert-base", "fp32", 16, 512, ckpt="full", head="sequence-classification"),
+    C("bert-large", "bf16", 16, 512),
+    C("bert-large", "fp32", 8, 512, ckpt="full"),
+    C("bert-large", "amp-bf16", 16, 512, head="sequence-classification"),
+    C("llama-mid", "amp-bf16", 4, 2048),
+    C("llama-mid", "bf16", 8, 2048, ckpt="full"),
+    C("llama-gqa", "fp32", 2, 2048, ckpt="full"),
+    C("llama-small", "bf16", 8, 1024, optimizer="sgd-momentum"),
+    C("mixtral-small", "bf16", 4, 2048, ckpt="full"),
+    C("mixtral-small", "amp-bf16", 4, 1024),
+    C("mixtral-8e", "bf16", 4, 1024),
+    C("resnet50", "bf16", 128, 0, ckpt="full"),
+    C("resnet50", "amp-bf16", 128, 0, ckpt="full"),
+    C("resnet50", "fp32", 96, 0, optimizer="sgd"),
+    C("resnet50", "amp-bf16", 128, 0, mode="inference"),
+    C("gpt2-medium", "bf16", 16, 256, mode="generate", new_tokens=256),
+    C("llama-gqa", "bf16", 16, 512, mode="generate", new_tokens=256),
+    C("mixtral-small", "bf16", 8, 512, mode="generate", new_tokens=128),
+    C("gpt2", "fp32", 4, 128, mode="generate", new_tokens=256),
+]
+
+SETS = {"fit": FIT, "check": CHECK}
+
+
+# ---------------------------------------------------------------- child process: one configuration
+
+
+def build_transformer(cfg):
     import transformers as tf
-    if name in ("gpt2", "gpt2-medium", "gpt2-large"):
-        geometry = {"gpt2": (12, 768, 12), "gpt2-medium": (24, 1024, 16), "gpt2-large": (36, 1280, 20)}[name]
-        cfg = tf.GPT2Config(n_layer=geometry[0], n_embd=geometry[1], n_head=geometry[2])
-        return tf.GPT2LMHeadModel(cfg), "lm"
-    if name == "bert-base":
-        return tf.BertForSequenceClassification(tf.BertConfig(num_labels=2)), "cls"
-    if name == "bert-large":
-        cfg = tf.BertConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096,
-                            num_labels=2)
-        return tf.BertForSequenceClassification(cfg), "cls"
-    if name in SPECS and SPECS[name]["family"] == "mixtral":
-        s = SPECS[name]
-        cfg = tf.MixtralConfig(hidden_size=s["hidden"], intermediate_size=s["ffn"], num_hidden_layers=s["layers"],
-                               num_attention_heads=s["heads"], num_key_value_heads=s["kv_heads"],
-                               vocab_size=s["vocab"], num_local_experts=s["experts"],
-                               num_experts_per_tok=s["experts_per_token"], max_position_embeddings=4096,
-                               tie_word_embeddings=False)
-        return tf.MixtralForCausalLM(cfg), "lm"
-    if name in SPECS:
-        s = SPECS[name]
-        cfg = tf.LlamaConfig(hidden_size=s["hidden"], intermediate_size=s["ffn"], num_hidden_layers=s["layers"],
-                             num_attention_heads=s["heads"], num_key_value_heads=s["kv_heads"],
-                             vocab_size=s["vocab"], max_position_embeddings=4096, tie_word_embeddings=False)
-        return tf.LlamaForCausalLM(cfg), "lm"
-    if name == "resnet50":
-        import torchvision
-        return torchvision.models.resnet50(weights=None), "image"
-    raise ValueError(name)
+    s, head = SPECS[cfg["model"]], cfg["head"]
+    if s["family"] == "gpt2":
+        c = tf.GPT2Config(n_layer=s["layers"], n_embd=s["hidden"], n_head=s["heads"], n_inner=s["ffn"],
+                          vocab_size=s["vocab"], pad_token_id=0)
+        return tf.GPT2ForSequenceClassification(c) if head == "sequence-classification" else tf.GPT2LMHeadModel(c)
+    if s["family"] == "bert":
+        c = tf.BertConfig(hidden_size=s["hidden"], num_hidden_layers=s["layers"], num_attention_heads=s["heads"],
+                          intermediate_size=s["ffn"], vocab_size=s["vocab"], num_labels=2)
+        return tf.BertForSequenceClassification(c) if head == "sequence-classification" else tf.BertForMaskedLM(c)
+    common = dict(hidden_size=s["hidden"], intermediate_size=s["ffn"], num_hidden_layers=s["layers"],
+                  num_attention_heads=s["heads"], num_key_value_heads=s["kv_heads"], vocab_size=s["vocab"],
+                  max_position_embeddings=4096, tie_word_embeddings=False, pad_token_id=0)
+    if s["family"] == "mixtral":
+        return tf.MixtralForCausalLM(tf.MixtralConfig(num_local_experts=s["experts"],
+                                                      num_experts_per_tok=s["experts_per_token"], **common))
+    return tf.LlamaForCausalLM(tf.LlamaConfig(**common))
 
 
-def make_optimizer(kind, params):
+def checkpoint_resnet_blocks(model):
+    """Non-reentrant checkpoint around each of resnet50's 16 bottleneck blocks (the stem is not checkpointed)."""
+    from torch.utils.checkpoint import checkpoint
+    for stage in (model.layer1, model.layer2, model.layer3, model.layer4):
+        for block in stage:
+            inner = block.forward
+            block.forward = (lambda f: lambda x: checkpoint(f, x, use_reentrant=False))(inner)
+
+
+def build(cfg, torch):
+    with torch.device("cuda"):
+        if cfg["model"] == "resnet50":
+            import torchvision
+            model = torchvision.models.resnet50(weights=None)
+        else:
+            model = build_transformer(cfg)
+    if cfg["precision"] == "bf16":
+        model = model.to(torch.bfloat16)
+    if cfg["checkpointing"] == "full":
+        if cfg["model"] == "resnet50":
+            checkpoint_resnet_blocks(model)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
+def make_batch(cfg, model, torch):
+    """The keyword arguments of model(**batch); resnet50 gets (images, labels) for a CrossEntropyLoss."""
+    b, s = cfg["batch"], cfg["seq"]
+    if cfg["model"] == "resnet50":
+        dtype = torch.bfloat16 if cfg["precision"] == "bf16" else torch.float32
+        return dict(x=torch.randn(b, 3, 224, 224, device="cuda", dtype=dtype),
+                    labels=torch.randint(0, 1000, (b,), device="cuda"))
+    ids = torch.randint(1, model.config.vocab_size, (b, s), device="cuda")
+    batch = dict(input_ids=ids, attention_mask=torch.ones_like(ids))
+    if cfg["head"] == "sequence-classification":
+        batch["labels"] = torch.randint(0, 2, (b,), device="cuda")
+    elif cfg["head"] == "masked-lm":  # 15% of the positions carry a label, as in BERT's pretraining
+        labels = ids.clone()
+        labels[torch.rand(b, s, device="cuda") >= 0.15] = -100
+        batch["labels"] = labels
+    else:
+        batch["labels"] = ids
+    return batch
+
+
+def make_optimizer(kind, params, torch):
     if kind == "adamw":
         return torch.optim.AdamW(params, lr=1e-4)
     if kind == "sgd":
@@ -125,138 +195,174 @@ def make_optimizer(kind, params):
     return torch.optim.SGD(params, lr=1e-3, momentum=0.9)
 
 
-def measure(cfg):
-    name, precision, optimizer, batch, seq, ckpt, mode, role = cfg
-    gc.collect()
-    torch.cuda.empty_cache()
-    base = torch.cuda.memory_allocated()
-    with torch.device("cuda"):
-        model, kind = build(name)
-    if precision == "bf16":
-        model = model.to(torch.bfloat16)
-    n_params = sum(p.numel() for p in model.parameters())
-    attn = getattr(getattr(model, "config", None), "_attn_implementation", None)
-    if ckpt == "full":
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    in_dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    if kind == "image":
-        x = torch.randn(batch, 3, 224, 224, device="cuda", dtype=in_dtype)
-        y = torch.randint(0, 1000, (batch,), device="cuda")
-        loss_fn = torch.nn.CrossEntropyLoss()
-        def forward():
-            return loss_fn(model(x), y)
-    else:
-        vocab = model.config.vocab_size
-        ids = torch.randint(0, vocab, (batch, seq), device="cuda")
-        labels = ids if kind == "lm" else torch.randint(0, 2, (batch,), device="cuda")
-        def forward():
-            out = model(input_ids=ids, labels=labels)
-            return out.loss, out
-    amp_dtype = {"amp-bf16": torch.bfloat16, "amp-fp16": torch.float16}.get(precision)
-    row = dict(model=name, precision=precision, optimizer=optimizer, batch=batch, seq=seq,
-               checkpointing=ckpt, mode=mode, role=role, params=n_params, attn=attn, base_bytes=base)
-    t0 = time.time()
-    if mode == "inference":
-        model.eval()
-        torch.cuda.synchronize()
-        row["weights_bytes"] = torch.cuda.memory_allocated() - base
-        torch.cuda.reset_peak_memory_stats()
-        with torch.no_grad(), torch.autocast("cuda", dtype=amp_dtype, enabled=amp_dtype is not None):
-            if kind == "image":
-                out = model(x)
-            else:
-                out = model(input_ids=ids, **({"use_cache": True} if kind == "lm" else {}))
-        torch.cuda.synchronize()
-        row["after_forward_bytes"] = torch.cuda.memory_allocated() - base
-        row["peak_bytes"] = torch.cuda.max_memory_allocated() - base
-        del out
-    else:
-        model.train()
-        opt = make_optimizer(optimizer, model.parameters())
-        scaler = torch.amp.GradScaler("cuda") if precision == "amp-fp16" else None
-        torch.cuda.synchronize()
-        row["weights_bytes"] = torch.cuda.memory_allocated() - base
-        torch.cuda.reset_peak_memory_stats()
-        peak = 0
-        for step in range(3):
-            last = step == 2
-            if last:
-                peak = max(peak, torch.cuda.max_memory_allocated())
-                torch.cuda.reset_peak_memory_stats()
-            opt.zero_grad(set_to_none=True)
-            if last:
-                row["before_forward_bytes"] = torch.cuda.memory_allocated() - base
-            with torch.autocast("cuda", dtype=amp_dtype, enabled=amp_dtype is not None):
-                res = forward()
-            loss, out = res if isinstance(res, tuple) else (res, None)
-            if last:
-                torch.cuda.synchronize()
-                row["after_forward_bytes"] = torch.cuda.memory_allocated() - base
-                row["forward_peak_bytes"] = torch.cuda.max_memory_allocated() - base
-                peak = max(peak, torch.cuda.max_memory_allocated())
-                torch.cuda.reset_peak_memory_stats()
-            if scaler is not None:
-                scaler.scale(loss).backward()
-            else:
-                loss.backward()
-            del loss, out, res
-            if last:
-                torch.cuda.synchronize()
-                row["after_backward_bytes"] = torch.cuda.memory_allocated() - base
-                row["backward_peak_bytes"] = torch.cuda.max_memory_allocated() - base
-                peak = max(peak, torch.cuda.max_memory_allocated())
-                torch.cuda.reset_peak_memory_stats()
-            if scaler is not None:
-                scaler.step(opt)
-                scaler.update()
-            else:
-                opt.step()
-            if last:
-                torch.cuda.synchronize()
-                row["step_peak_bytes"] = torch.cuda.max_memory_allocated() - base
-                row["after_step_bytes"] = torch.cuda.memory_allocated() - base
-        torch.cuda.synchronize()
-        peak = max(peak, torch.cuda.max_memory_allocated())
-        row["peak_bytes"] = peak - base
-        del opt, scaler
-    row["seconds"] = round(time.time() - t0, 3)
-    del model
-    return row
+def mark(row, key, torch):
+    """Records current and peak bytes under key, then resets the peak so the next phase starts clean."""
+    torch.cuda.synchronize()
+    row[key + "_bytes"] = torch.cuda.memory_allocated()
+    row[key + "_peak_bytes"] = torch.cuda.max_memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
 
 
-def main():
-    out_path = sys.argv[1] if len(sys.argv) > 1 else "peaks.json"
-    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
-    which = sys.argv[sys.argv.index("--set") + 1] if "--set" in sys.argv else "calibration"
-    configs = VALIDATION if which == "validation" else CONFIGS
-    torch.manual_seed(0)
-    # Create the cuBLAS/cuBLASLt workspaces first so every configuration starts from the same base.
+def train(cfg, model, batch, row, torch):
+    model.train()
+    opt = make_optimizer(cfg["optimizer"], model.parameters(), torch)
+    amp = {"amp-bf16": torch.bfloat16, "amp-fp16": torch.float16}.get(cfg["precision"])
+    scaler = torch.amp.GradScaler("cuda") if cfg["precision"] == "amp-fp16" else None
+    loss_fn = torch.nn.CrossEntropyLoss()
+    step_peaks = []
+    for step in range(3):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        last = step == 2
+        if last:
+            row["before_forward_bytes"] = torch.cuda.memory_allocated()
+        with torch.autocast("cuda", dtype=amp, enabled=amp is not None):
+            if cfg["model"] == "resnet50":
+                loss = loss_fn(model(batch["x"]), batch["labels"])
+            else:
+                loss = model(**batch).loss
+        phase_peak = []
+        if last:
+            mark(row, "after_forward", torch)
+            phase_peak.append(row["after_forward_peak_bytes"])
+        (scaler.scale(loss) if scaler else loss).backward()
+        del loss
+        if last:
+            mark(row, "after_backward", torch)
+            phase_peak.append(row["after_backward_peak_bytes"])
+        if scaler:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        if last:
+            mark(row, "after_step", torch)
+            phase_peak.append(row["after_step_peak_bytes"])
+            step_peaks.append(max(phase_peak))
+        else:
+            step_peaks.append(torch.cuda.max_memory_allocated())
+    row["step_peaks_bytes"] = step_peaks
+    row["peak_bytes"] = max(step_peaks)
+
+
+def generate(cfg, model, batch, row, torch):
+    model.eval()
+    n = cfg["new_tokens"]
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    with torch.no_grad():
+        out = model.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                             max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0,
+                             return_dict_in_generate=True)
+    torch.cuda.synchronize()
+    row["peak_bytes"] = torch.cuda.max_memory_allocated()
+    row["generated_tokens"] = int(out.sequences.shape[1] - cfg["seq"])
+    row["cache_class"] = type(getattr(out, "past_key_values", None)).__name__
+
+
+def infer(cfg, model, batch, row, torch):
+    model.eval()
+    amp = {"amp-bf16": torch.bfloat16, "amp-fp16": torch.float16}.get(cfg["precision"])
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    with torch.no_grad(), torch.autocast("cuda", dtype=amp, enabled=amp is not None):
+        out = model(batch["x"]) if cfg["model"] == "resnet50" else model(input_ids=batch["input_ids"])
+    torch.cuda.synchronize()
+    row["after_forward_bytes"] = torch.cuda.memory_allocated()
+    row["peak_bytes"] = torch.cuda.max_memory_allocated()
+    del out
+
+
+def warm_up_workspaces(torch):
+    """A matmul with backward per dtype creates the cuBLAS/cuBLASLt workspaces every figure then includes."""
     a = torch.randn(256, 256, device="cuda", requires_grad=True)
     for dt in (torch.float32, torch.bfloat16, torch.float16):
         with torch.autocast("cuda", dtype=dt, enabled=dt != torch.float32):
             (a @ a).sum().backward()
     del a
     torch.cuda.synchronize()
-    meta = dict(torch=torch.__version__, device=torch.cuda.get_device_name(),
-                workspace_bytes=torch.cuda.memory_allocated())
-    try:
-        import transformers
-        meta["transformers"] = transformers.__version__
-    except ImportError:
-        pass
-    print(json.dumps({"meta": meta}), flush=True)
-    rows = []
-    for cfg in configs:
-        if only and only not in cfg[0]:
-            continue
+    return torch.cuda.memory_allocated()
+
+
+def run_one(cfg):
+    import torch
+    torch.manual_seed(0)
+    row = dict(cfg, torch=torch.__version__, device=torch.cuda.get_device_name())
+    row["workspace_bytes"] = warm_up_workspaces(torch)
+    model = build(cfg, torch)
+    torch.cuda.synchronize()
+    row["params"] = sum(p.numel() for p in model.parameters())
+    row["weights_bytes"] = torch.cuda.memory_allocated() - row["workspace_bytes"]
+    row["attn"] = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    experts = getattr(getattr(model, "config", None), "_experts_implementation", None)
+    if experts is not None:
+        row["experts_impl"] = str(experts)
+    batch = make_batch(cfg, model, torch)
+    row["inputs_bytes"] = torch.cuda.memory_allocated() - row["workspace_bytes"] - row["weights_bytes"]
+    t0 = time.time()
+    {"training": train, "generate": generate, "inference": infer}[cfg["mode"]](cfg, model, batch, row, torch)
+    row["seconds"] = round(time.time() - t0, 3)
+    return row
+
+
+# ---------------------------------------------------------------- parent process: the set
+
+
+def versions():
+    meta = {}
+    for name in ("torch", "transformers", "torchvision"):
         try:
-            row = measure(cfg)
-        except Exception as e:  # one failing configuration must not lose the others
-            row = dict(model=cfg[0], precision=cfg[1], batch=cfg[3], seq=cfg[4], error=repr(e)[:300])
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-        with open(out_path, "w") as f:
-            json.dump({"meta": meta, "specs": SPECS, "rows": rows}, f, indent=1)
+            meta[name] = __import__(name).__version__
+        except ImportError:
+            meta[name] = None
+    import torch  # no CUDA call here: the parent keeps no context; each row names its device
+    meta["cuda"] = torch.version.cuda
+    return meta
+
+
+def run_child(cfg, timeout):
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(cfg)]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return dict(cfg, error=f"timed out after {timeout}s")
+    for line in p.stdout.splitlines():
+        if line.startswith("ROW "):
+            return json.loads(line[4:])
+    return dict(cfg, error=f"exit {p.returncode}: {p.stderr[-600:]}")
+
+
+def arg(flag, default):
+    return sys.argv[sys.argv.index(flag) + 1] if flag in sys.argv else default
+
+
+def main():
+    if "--child" in sys.argv:
+        print("ROW " + json.dumps(run_one(json.loads(arg("--child", "")))), flush=True)
+        return
+    if len(sys.argv) < 2 or sys.argv[1].startswith("--"):
+        sys.exit(__doc__)
+    out_path, which, only = sys.argv[1], arg("--set", "fit"), arg("--only", None)
+    if which not in SETS:
+        sys.exit(f"--set must be one of {sorted(SETS)}, got {which!r}")
+    timeout = float(arg("--timeout", "90"))
+    meta = dict(versions(), set=which, started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    configs = [c for c in SETS[which] if not only or only in c["model"]]
+    start = time.time()
+    with open(out_path, "w") as out:
+        out.write(json.dumps({"meta": meta, "specs": SPECS}) + "\n")
+        out.flush()
+        print(json.dumps(meta), flush=True)
+        for i, cfg in enumerate(configs):
+            row = dict(run_child(cfg, timeout), set=which)
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+            summary = row.get("error") or f"peak {row['peak_bytes'] / 1e9:.3f} GB in {row['seconds']}s"
+            print(f"[{i + 1}/{len(configs)} {time.time() - start:5.0f}s] {cfg['model']} {cfg['precision']} "
+                  f"{cfg['mode']} b{cfg['batch']} s{cfg['seq']} {cfg['checkpointing']} {cfg['head']}: {summary}",
+                  flush=True)
 
 
 if __name__ == "__main__":
