@@ -3,8 +3,9 @@
 // (the handlers of rpc_handlers.h and QuotaBroker::set_quota), each message parsed from arbitrary bytes.
 //
 // Input: records of [op][session][length, 2 bytes little-endian][length bytes of a serialized message].
-//   op % 8: 0 a WorkerMessage on session `session % 4`; 1 that session ends (broken when session >= 128) and
-//   a new one takes its slot; 2 GetCluster; 3 Trim; 4 SetQuota; 5 Put; 6 Get; 7 Plan.
+//   op % 9: 0 a WorkerMessage on session `session % 4`; 1 that session ends (broken when session >= 128) and
+//   a new one takes its slot; 2 GetCluster; 3 Trim; 4 SetQuota; 5 Put; 6 Get; 7 Plan; 8 Watch (one snapshot:
+//   the writer then reports the stream closed, so it never sleeps).
 // Waits are cut short so an input runs in milliseconds: Trim's deadline is 1 ms, Get never waits, and the
 // fake sessions refuse sends during SetQuota (a worker that stopped reading) so it does not wait for acks.
 // After the input every session ends, as when the server stops: no session, no live rank may remain.
@@ -50,7 +51,7 @@ class Harness {
 
   void run(const std::uint8_t* data, std::size_t size) {
     while (size >= 4) {
-      const std::uint8_t op = data[0] % 8, who = data[1];
+      const std::uint8_t op = data[0] % 9, who = data[1];
       const std::size_t length = std::min<std::size_t>(data[2] | (std::size_t{data[3]} << 8), size - 4);
       step(op, who, data + 4, static_cast<int>(length));
       data += 4 + length;
@@ -124,6 +125,20 @@ class Harness {
         if (!request.ParseFromArray(payload, length)) return;
         v1::PlanReply reply;
         (void)HandlePlan(state_, request, &reply);
+        return;
+      }
+      case 8: {
+        v1::WatchRequest request;
+        if (!request.ParseFromArray(payload, length)) return;
+        int written = 0;
+        (void)HandleWatch(
+            state_, request,
+            [&written](const v1::ClusterSnapshot&) {
+              ++written;
+              return false;
+            },
+            [] { return false; });
+        if (written != 1) std::abort();  // a watcher gets a snapshot at once, before any wait
         return;
       }
     }

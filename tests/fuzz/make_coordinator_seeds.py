@@ -9,7 +9,7 @@ import subprocess
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PROTO = "memcoord/v1/coordinator.proto"
-OPS = {"worker": 0, "end": 1, "cluster": 2, "trim": 3, "quota": 4, "put": 5, "get": 6, "plan": 7}
+OPS = {"worker": 0, "end": 1, "cluster": 2, "trim": 3, "quota": 4, "put": 5, "get": 6, "plan": 7, "watch": 8}
 
 
 def encode(message_type, text):
@@ -56,6 +56,9 @@ SEEDS = {
                         'register { rank: 5 world_size: 2 }'), record("end", 1)],
     "plan_live": [register(0), register(1, host="h2"), record("plan", 0, "PlanRequest",
                   'request_json: "{\\"models\\": [{\\"preset\\": \\"gpt2\\"}]}"')],
+    "watch_while_joining": [record("watch", 0, "WatchRequest", "interval_ms: 50"), register(0),
+                            record("watch", 0, "WatchRequest", "interval_ms: 0"), report(0, 1), record("end", 0),
+                            record("watch", 0, "WatchRequest", "")],
 }
 
 
