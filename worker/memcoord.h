@@ -1,14 +1,28 @@
 /* memcoord C ABI: the worker runtime for programs that cannot use C++ (ctypes, PyTorch's pluggable
  * allocator). One process-wide worker, made by an explicit memcoord_init() (the only global state in
- * memcoord). Every call is thread-safe; no exception or C++ type crosses this boundary.
+ * memcoord). Every call is thread-safe; no exception or C++ type crosses this boundary: every entry point
+ * turns a failure (bad argument, call before memcoord_init() or after memcoord_shutdown(), host out of
+ * memory, an internal error) into a status code and memcoord_last_error(), never a crash.
  *
  * Environment read by memcoord_init(): rank discovery as Worker::init (MEMCOORD_RANK / Open MPI / PMIx /
  * Slurm), MEMCOORD_COORDINATOR (attach to a coordinator; unset: standalone), MEMCOORD_TOKEN(_FILE),
- * MEMCOORD_BACKEND (auto, host, cuda, cuda-vmm, virtual; default auto).
+ * MEMCOORD_BACKEND (auto, host, cuda, cuda-vmm, virtual; default auto), MEMCOORD_DEVICES (host/virtual:
+ * number of simulated devices, default 1).
  *
- * Errors: calls returning int give 0 on success, otherwise a status code (gRPC numbering: 3 invalid
- * argument, 5 not found, 8 out of memory, 9 failed precondition, 14 unavailable); memcoord_last_error()
- * then describes the last failure on the calling thread. */
+ * Errors: calls returning int give 0 on success, otherwise a status code (gRPC numbering, MEMCOORD_ERR_*
+ * below); memcoord_last_error() then describes the last failure on the calling thread.
+ *
+ * Devices: `device` is a CUDA ordinal (on host/virtual a simulated device index); -1 means the primary
+ * device (the one bound from the local rank). Each device has its own default pool, created on first use
+ * on that device.
+ *
+ * Lifetime: memcoord_shutdown() may run while other threads are inside any memcoord call. It first stops
+ * new calls from reaching the worker (they fail with MEMCOORD_ERR_FAILED_PRECONDITION, allocations return
+ * NULL, memcoord_wait_abort() returns at once), then waits for the calls in flight to leave, then destroys
+ * the worker and releases every pool. Blocks still live then are lost (their memory goes back to the
+ * device); freeing them afterwards is an error, not a crash. memcoord_shutdown() must not be called from the
+ * abort callback (MEMCOORD_ERR_FAILED_PRECONDITION). The allocation hot path (memcoord_torch_malloc/free,
+ * memcoord_alloc/free with a NULL pool) takes no global lock. */
 #ifndef MEMCOORD_WORKER_MEMCOORD_H_
 #define MEMCOORD_WORKER_MEMCOORD_H_
 
@@ -19,26 +33,152 @@
 extern "C" {
 #endif
 
+/* Status codes (the subset memcoord returns). */
+#define MEMCOORD_OK 0
+#define MEMCOORD_ERR_INVALID_ARGUMENT 3
+#define MEMCOORD_ERR_NOT_FOUND 5
+#define MEMCOORD_ERR_RESOURCE_EXHAUSTED 8
+#define MEMCOORD_ERR_FAILED_PRECONDITION 9
+#define MEMCOORD_ERR_ABORTED 10 /* the coordinator aborted this process's group: restart the job */
+#define MEMCOORD_ERR_UNIMPLEMENTED 12
+#define MEMCOORD_ERR_INTERNAL 13
+#define MEMCOORD_ERR_UNAVAILABLE 14
+#define MEMCOORD_ERR_DEADLINE_EXCEEDED 4
+
+/* The exit code a process uses when it ends because its group was aborted (a peer rank died), so launchers
+ * (torchrun, mpirun, memcoord-launch) can tell it from a crash (1), a signal (128+N) and success, and
+ * restart the job. 75 is EX_TEMPFAIL in <sysexits.h>: "try again later". */
+#define MEMCOORD_EXIT_ABORTED 75
+
 /* Creates the process's worker. Calling it again while initialized does nothing and returns 0. */
 int memcoord_init(void);
-/* Allocates from the named pool (NULL: "default"), created on first use. NULL on failure. */
+/* Allocates from the named pool (NULL or "default": the primary device's default pool; another name: an
+ * isolated pool on the primary device, created on first use). NULL on failure. */
 void* memcoord_alloc(const char* pool, size_t bytes, uintptr_t stream);
-/* Returns a block to its pool (NULL: "default"). 5 (not found) for a pointer the pool did not hand out. */
+/* Returns a block to its pool (NULL: whichever device default pool holds it). 5 (not found) for a pointer
+ * the pool did not hand out. */
 int memcoord_free(const char* pool, void* ptr);
-/* Safe points of the training loop: commands from the coordinator run inside memcoord_step_end(). */
+/* Safe points of the training loop: commands from the coordinator run inside memcoord_step_end(). After the
+ * coordinator aborted the group, memcoord_step_end() returns MEMCOORD_ERR_ABORTED (10) and
+ * memcoord_last_error() names the dead rank and the reason. */
 int memcoord_step_begin(void);
 int memcoord_step_end(void);
 /* Last completed step, -1 before memcoord_init(). */
 int64_t memcoord_step(void);
-/* Detaches from the coordinator and releases every pool. Blocks still live are lost. */
+/* Detaches from the coordinator and releases every pool (see Lifetime above). 0 also when not initialized. */
 int memcoord_shutdown(void);
 /* The last error on this thread ("" when none). Valid until the next memcoord call on this thread. */
 const char* memcoord_last_error(void);
 
-/* PyTorch pluggable allocator (torch.cuda.memory.CUDAPluggableAllocator(path, "memcoord_torch_malloc",
- * "memcoord_torch_free")): the "default" pool; memcoord_init() is called on first use. */
+/* --- devices and streams ---------------------------------------------------------------------------- */
+/* Devices this process may use (CUDA ordinals 0..n-1, or simulated devices); -1 before memcoord_init(). */
+int memcoord_device_count(void);
+/* Allocates from `device`'s default pool (-1: the primary device). NULL on failure. */
+void* memcoord_device_alloc(int device, size_t bytes, uintptr_t stream);
+/* Frees a block of `device`'s default pool. `stream` is the stream the caller last used the block on (the
+ * stream it was allocated on, in PyTorch): when it is not the allocation stream, the block is reused only
+ * after that stream's queued work. */
+int memcoord_device_free(int device, void* ptr, uintptr_t stream);
+/* Tensor.record_stream: the live block at `ptr` is also used on `stream`; when freed it is not reused
+ * before the work queued on `stream` up to the free is done. 5 (not found) when no pool holds ptr. */
+int memcoord_record_stream(void* ptr, uintptr_t stream);
+
+/* --- PyTorch pluggable allocator ------------------------------------------------------------------------
+ * torch.cuda.memory.CUDAPluggableAllocator(path, "memcoord_torch_malloc", "memcoord_torch_free"): `device`
+ * routes to that device's default pool; memcoord_init() is called on first use. The free's stream is used
+ * as memcoord_device_free() says. memcoord_torch_record_stream has the signature of PyTorch's
+ * record_stream hook (void(void* ptr, cudaStream_t stream)). */
 void* memcoord_torch_malloc(ptrdiff_t size, int device, void* stream);
 void memcoord_torch_free(void* ptr, ptrdiff_t size, int device, void* stream);
+void memcoord_torch_record_stream(void* ptr, void* stream);
+
+/* --- statistics and cache control ---------------------------------------------------------------------
+ * Versioned structs: the caller zeroes the struct and sets struct_size = sizeof(struct); memcoord fills only
+ * the fields that fit in struct_size and that it knows (a newer header's extra fields stay zero), and
+ * rejects a struct_size smaller than version 1 (MEMCOORD_ERR_INVALID_ARGUMENT). */
+typedef struct memcoord_device_stats {
+  size_t struct_size;
+  int32_t device; /* the device these figures are for (-1 resolved to the primary) */
+  int32_t pools;  /* pools summed here: the default pool, named pools and capture pools on this device */
+  /* Bytes. "Peak" fields are the sum of each pool's own peak (equal to the device's peak with one pool). */
+  uint64_t allocated_bytes; /* live blocks, rounded sizes */
+  uint64_t peak_allocated_bytes;
+  uint64_t requested_bytes; /* live blocks, sizes as asked */
+  uint64_t peak_requested_bytes;
+  uint64_t reserved_bytes; /* taken from the device (mapped chunks or segments) */
+  uint64_t peak_reserved_bytes;
+  uint64_t active_bytes; /* allocated plus freed blocks still awaiting other streams */
+  uint64_t peak_active_bytes;
+  uint64_t largest_free_bytes; /* largest block allocatable without calling the backend (max over pools) */
+  uint64_t limit_bytes;        /* sum of pool limits; 0 when no pool has one */
+  /* Counts since the pool was made. */
+  uint64_t live_blocks;
+  uint64_t allocations; /* successful allocations */
+  uint64_t frees;       /* allocations - live_blocks */
+  uint64_t cache_hits;  /* allocations served without the backend */
+  uint64_t ooms;
+  uint64_t backend_allocations; /* map calls or segment allocations */
+  uint64_t backend_frees;       /* unmap calls or segment releases */
+  uint64_t backend_allocated_bytes;
+  uint64_t backend_released_bytes;
+  uint64_t trims;
+  uint64_t trimmed_bytes;
+  uint64_t device_total_bytes; /* as the backend reports it */
+} memcoord_device_stats;
+#define MEMCOORD_DEVICE_STATS_V1_SIZE 192 /* bytes; sizeof(memcoord_device_stats) grows with later versions \
+                                           */
+
+/* Sums every pool on `device` (-1: primary). Reads counters only (no pool lock). */
+int memcoord_device_stats_get(int device, memcoord_device_stats* out);
+/* Resets the peak counters of every pool on `device` to their current values. */
+int memcoord_reset_peak_stats(int device);
+/* Returns every cached (free) byte of the pools on `device` to the device (trim to 0); live blocks stay.
+ * `released_bytes` (may be NULL) receives the bytes returned. */
+int memcoord_empty_cache(int device, uint64_t* released_bytes);
+/* A JSON snapshot of the pools on `device`: {"device":d,"pools":[{"name":..,"stats":{..},"segments":[{
+ * "address":..,"size":..,"blocks":[{"address":..,"size":..,"requested":..,"state":"active_allocated"|
+ * "inactive","stream":..}]}]}],"trace":[..]}. NULL on failure; free it with memcoord_free_string(). Fields
+ * the pool cannot give yet are absent (see "segments_available"). */
+char* memcoord_snapshot_json(int device);
+void memcoord_free_string(char* s);
+
+/* --- aborts ----------------------------------------------------------------------------------------------
+ * When the coordinator aborts this process's group (a rank died), the process learns it here. */
+typedef struct memcoord_abort_info {
+  size_t struct_size;
+  int32_t aborted;      /* 1 once the group was aborted, else 0 (the other fields are then empty) */
+  int32_t dead_rank;    /* the rank whose death caused it; -1 when the coordinator named none */
+  int64_t time_unix_ms; /* when this process learned it (Unix time, ms) */
+  char reason[512];     /* the coordinator's reason, NUL-terminated, truncated to fit */
+} memcoord_abort_info;
+#define MEMCOORD_ABORT_INFO_V1_SIZE 536 /* bytes */
+
+int memcoord_abort_info_get(memcoord_abort_info* out);
+/* Blocks until the group is aborted (returns MEMCOORD_ERR_ABORTED), `timeout_ms` passes (returns
+ * MEMCOORD_ERR_DEADLINE_EXCEEDED; a negative timeout waits forever), or memcoord_shutdown() begins (returns
+ * MEMCOORD_ERR_FAILED_PRECONDITION). For a watcher thread that must learn of a death while the training
+ * thread is blocked inside a collective. */
+int memcoord_wait_abort(int timeout_ms);
+/* Sets (NULL: clears) the function called once when the group is aborted, on a memcoord thread, with the
+ * same facts as memcoord_abort_info_get(); `user` is passed back. When the group was already aborted, it is
+ * called at once on the calling thread before this returns. It must not block for long nor call
+ * memcoord_shutdown(). */
+typedef void (*memcoord_abort_callback)(const memcoord_abort_info* info, void* user);
+int memcoord_set_abort_callback(memcoord_abort_callback callback, void* user);
+
+/* --- CUDA graph capture ---------------------------------------------------------------------------------
+ * PyTorch's beginAllocateToPool/endAllocateToPool/releasePool. Between begin and end, an allocation on
+ * `device` whose stream `filter(stream, user)` accepts (non-zero) comes from the private pool `pool_id`
+ * (made on first use), which never synchronizes a stream nor queries one while capturing; its blocks are
+ * kept for the graph's replays until memcoord_release_pool(). Several captures may be open at once.
+ * Without a begin, an allocation on a stream that is being captured (cuda backends) fails at once with
+ * MEMCOORD_ERR_FAILED_PRECONDITION saying why, instead of breaking the capture. */
+typedef int (*memcoord_stream_filter)(uintptr_t stream, void* user);
+int memcoord_begin_allocate_to_pool(int device, uint64_t pool_id_hi, uint64_t pool_id_lo,
+                                    memcoord_stream_filter filter, void* user);
+int memcoord_end_allocate_to_pool(int device, uint64_t pool_id_hi, uint64_t pool_id_lo);
+/* Releases the private pool once its last block is freed (at once when none is live). */
+int memcoord_release_pool(int device, uint64_t pool_id_hi, uint64_t pool_id_lo);
 
 #ifdef __cplusplus
 }

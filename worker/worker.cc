@@ -35,6 +35,27 @@ std::string EnvOr(const char* name, const std::string& fallback) {
   return value != nullptr && *value != '\0' ? std::string(value) : fallback;
 }
 
+// Simulated devices on host/virtual: the option, else $MEMCOORD_DEVICES, else 1.
+Result<int> SimulatedDevices(int option) {
+  constexpr int kMaxSimulated = 64;
+  if (option == 0) {
+    const std::string env = EnvOr("MEMCOORD_DEVICES", "1");
+    char* end = nullptr;
+    const long parsed = std::strtol(env.c_str(), &end, 10);
+    if (end == env.c_str() || *end != '\0' || parsed < 1 || parsed > kMaxSimulated) {
+      return InvalidArgument(
+          fmt::format("MEMCOORD_DEVICES must be a whole number of simulated devices in [1, {}], got '{}'",
+                      kMaxSimulated, env));
+    }
+    return static_cast<int>(parsed);
+  }
+  if (option < 1 || option > kMaxSimulated) {
+    return InvalidArgument(fmt::format("simulated_devices must be in [1, {}] (0: $MEMCOORD_DEVICES), got {}",
+                                       kMaxSimulated, option));
+  }
+  return option;
+}
+
 int VisibleDevices() {
 #ifdef MEMCOORD_HAVE_CUDA
   Result<int> count = CudaDeviceCount();
@@ -62,10 +83,19 @@ class Worker::Impl final : public detail::SessionHost {
   bool on_oom(const std::string& pool_name, const OomEvent& event);
   std::vector<CachingPool*> all_pools() const;
 
+  Result<CachingPool*> add_pool_locked(DeviceBackend& on, int device_index, PoolOptions pool_options);
+  Result<DeviceBackend*> backend_for_locked(int device_index);
+
   WorkerOptions options;
   Topology topology;
   int device = -1;
+  std::string backend_kind;  // resolved ("auto" replaced)
+  int primary_device = 0;    // device index of `backend`
+  int device_count = 1;
   std::unique_ptr<DeviceBackend> backend;
+  // Backends of the devices but the primary, guarded by pools_mu; declared before `pools` so every pool is
+  // destroyed before the backend it lives on.
+  std::vector<std::pair<int, std::unique_ptr<DeviceBackend>>> device_backends;
   std::unique_ptr<detail::CoordinatorSession> session;  // null when standalone
   std::atomic<std::int64_t> step{0};
   std::int64_t current_step = 0;  // training thread only
@@ -75,14 +105,44 @@ class Worker::Impl final : public detail::SessionHost {
   mutable std::mutex pools_mu;
   // pools_mu guards the following (the pools themselves are thread-safe and never removed).
   std::vector<std::unique_ptr<CachingPool>> pools;
+  std::vector<int> pool_devices;  // pool_devices[i]: the device index of pools[i]
 
   mutable std::mutex commands_mu;
   // commands_mu guards the following.
   std::vector<WorkerCommand> pending;
   std::deque<AppliedCommand> history;
   std::function<void(const std::string&)> abort_hook;
-  std::optional<std::string> abort_reason;
+  std::function<void(const AbortInfo&)> abort_info_hook;
+  std::optional<AbortInfo> abort;
 };
+
+Result<DeviceBackend*> Worker::Impl::backend_for_locked(int device_index) {
+  if (device_index == primary_device) return backend.get();
+  for (auto& [d, b] : device_backends) {
+    if (d == device_index) return b.get();
+  }
+  BackendOptions backend_options;
+  backend_options.device = device_index;
+  backend_options.capacity_bytes = options.capacity_bytes;
+  std::unique_ptr<DeviceBackend> made;
+  if (options.backend_factory) {
+    MEMCOORD_ASSIGN_OR_RETURN(made, options.backend_factory(device_index));
+  } else {
+    MEMCOORD_ASSIGN_OR_RETURN(made, MakeBackend(backend_kind, backend_options));
+  }
+  device_backends.emplace_back(device_index, std::move(made));
+  return device_backends.back().second.get();
+}
+
+Result<CachingPool*> Worker::Impl::add_pool_locked(DeviceBackend& on, int device_index,
+                                                   PoolOptions pool_options) {
+  const std::string name = pool_options.name;
+  auto pool = std::make_unique<CachingPool>(on, std::move(pool_options));
+  pool->set_oom_hook([this, name](const OomEvent& event) { return on_oom(name, event); });
+  pools.push_back(std::move(pool));
+  pool_devices.push_back(device_index);
+  return pools.back().get();
+}
 
 std::vector<CachingPool*> Worker::Impl::all_pools() const {
   std::lock_guard lock(pools_mu);
@@ -157,14 +217,18 @@ void Worker::Impl::deliver(const WorkerCommand& command) {
   switch (command.kind) {
     case WorkerCommand::Kind::kAbort: {
       std::function<void(const std::string&)> hook;
+      std::function<void(const AbortInfo&)> info_hook;
+      AbortInfo info{command.dead_rank, command.reason, std::chrono::system_clock::now()};
       {
         std::lock_guard lock(commands_mu);
-        if (abort_reason) return;  // the first abort wins; the hook runs once
-        abort_reason = command.reason;
+        if (abort) return;  // the first abort wins; the hooks run once
+        abort = info;
         hook = abort_hook;
+        info_hook = abort_info_hook;
       }
       spdlog::error("worker[{}]: aborted by the coordinator: {}", topology.rank, command.reason);
       if (hook) hook(command.reason);
+      if (info_hook) info_hook(info);
       return;
     }
     case WorkerCommand::Kind::kPlacement:
@@ -231,8 +295,22 @@ Result<std::unique_ptr<Worker>> Worker::init(WorkerOptions options) {
   BackendOptions backend_options;
   backend_options.device = std::max(impl->device, 0);
   backend_options.capacity_bytes = options.capacity_bytes;
-  MEMCOORD_ASSIGN_OR_RETURN(impl->backend, MakeBackend(kind, backend_options));
-  if (kind == "host" || kind == "virtual") impl->device = -1;
+  if (options.backend_factory) {
+    backend_options.device = 0;
+    MEMCOORD_ASSIGN_OR_RETURN(impl->backend, options.backend_factory(0));
+    kind = std::string(impl->backend->kind());
+  } else {
+    MEMCOORD_ASSIGN_OR_RETURN(impl->backend, MakeBackend(kind, backend_options));
+  }
+  impl->backend_kind = kind;
+  impl->primary_device = backend_options.device;
+  if (kind == "host" || kind == "virtual" || options.backend_factory) {
+    impl->device = -1;
+    impl->primary_device = 0;
+    MEMCOORD_ASSIGN_OR_RETURN(impl->device_count, SimulatedDevices(options.simulated_devices));
+  } else {
+    impl->device_count = std::max(visible, impl->primary_device + 1);
+  }
 
   if (options.coordinator.empty()) options.coordinator = EnvOr("MEMCOORD_COORDINATOR", "");
   impl->options = options;
@@ -280,12 +358,40 @@ Result<CachingPool*> Worker::create_pool(PoolOptions options) {
           fmt::format("pool '{}' already exists on rank {}", options.name, impl_->topology.rank));
     }
   }
-  const std::string name = options.name;
-  auto pool = std::make_unique<CachingPool>(*impl_->backend, std::move(options));
-  Impl* impl = impl_.get();
-  pool->set_oom_hook([impl, name](const OomEvent& event) { return impl->on_oom(name, event); });
-  impl_->pools.push_back(std::move(pool));
-  return impl_->pools.back().get();
+  return impl_->add_pool_locked(*impl_->backend, impl_->primary_device, std::move(options));
+}
+
+int Worker::device_count() const { return impl_->device_count; }
+int Worker::primary_device() const { return impl_->primary_device; }
+
+Result<CachingPool*> Worker::device_pool(int device) {
+  if (device < -1 || device >= impl_->device_count) {
+    return InvalidArgument(fmt::format(
+        "device {} is out of range: this process has {} device(s) on the {} backend (accepted: -1 for the "
+        "primary device, or 0..{}{})",
+        device, impl_->device_count, impl_->backend_kind, impl_->device_count - 1,
+        impl_->backend_kind == "host" || impl_->backend_kind == "virtual"
+            ? "; set MEMCOORD_DEVICES=N for more simulated devices"
+            : ""));
+  }
+  if (device == -1) device = impl_->primary_device;
+  const std::string name = device == impl_->primary_device ? "default" : fmt::format("default@{}", device);
+  std::lock_guard lock(impl_->pools_mu);
+  for (std::size_t i = 0; i < impl_->pools.size(); ++i) {
+    if (impl_->pool_devices[i] == device && impl_->pools[i]->name() == name) return impl_->pools[i].get();
+  }
+  MEMCOORD_ASSIGN_OR_RETURN(DeviceBackend * on, impl_->backend_for_locked(device));
+  PoolOptions options;
+  options.name = name;
+  return impl_->add_pool_locked(*on, device, std::move(options));
+}
+
+std::vector<std::pair<int, CachingPool*>> Worker::pools_with_devices() const {
+  std::lock_guard lock(impl_->pools_mu);
+  std::vector<std::pair<int, CachingPool*>> out;
+  for (std::size_t i = 0; i < impl_->pools.size(); ++i)
+    out.emplace_back(impl_->pool_devices[i], impl_->pools[i].get());
+  return out;
 }
 
 CachingPool* Worker::pool(std::string_view name) const {
@@ -336,9 +442,20 @@ void Worker::on_abort(std::function<void(const std::string& reason)> hook) {
   impl_->abort_hook = std::move(hook);
 }
 
+void Worker::on_abort_info(std::function<void(const AbortInfo& info)> hook) {
+  std::lock_guard lock(impl_->commands_mu);
+  impl_->abort_info_hook = std::move(hook);
+}
+
 std::optional<std::string> Worker::abort_reason() const {
   std::lock_guard lock(impl_->commands_mu);
-  return impl_->abort_reason;
+  if (!impl_->abort) return std::nullopt;
+  return impl_->abort->reason;
+}
+
+std::optional<AbortInfo> Worker::abort_info() const {
+  std::lock_guard lock(impl_->commands_mu);
+  return impl_->abort;
 }
 
 bool Worker::attached() const { return impl_->session && impl_->session->attached(); }

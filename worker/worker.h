@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "allocator/caching_pool.h"
@@ -49,6 +50,18 @@ struct WorkerOptions {
   std::chrono::milliseconds reconnect_min{20};
   std::chrono::milliseconds reconnect_max{250};
   std::optional<Topology> topology;  // set: skip environment discovery (tests, benchmarks)
+  // host/virtual backends: how many simulated devices device_pool() accepts; 0: $MEMCOORD_DEVICES, else 1.
+  int simulated_devices = 0;
+  // Set: makes the backend of every device instead of `backend` (tests inject instrumented backends). The
+  // primary device is 0 and there are simulated_devices (or $MEMCOORD_DEVICES) of them.
+  std::function<Result<std::unique_ptr<DeviceBackend>>(int device)> backend_factory;
+};
+
+// Why and when the coordinator aborted this worker's group (a rank died or was declared dead).
+struct AbortInfo {
+  int dead_rank = -1;  // the rank whose death caused the abort; -1 when the coordinator named none
+  std::string reason;  // the coordinator's text, e.g. "rank 1 (host h, pid 42) is dead: stream broke"
+  std::chrono::system_clock::time_point time;  // when this worker learned it
 };
 
 // A coordinator command as the worker applied it.
@@ -83,6 +96,19 @@ class Worker {
   Result<CachingPool*> create_pool(PoolOptions options);
   CachingPool* pool(std::string_view name) const;  // nullptr when unknown
 
+  // Devices this process may use: CUDA ordinals [0, device_count()) on the cuda kinds; on host/virtual,
+  // simulated devices (WorkerOptions::simulated_devices, $MEMCOORD_DEVICES; default 1), each its own backend.
+  int device_count() const;
+  // The index device_pool(-1) means: the CUDA ordinal bound from the local rank, 0 on host/virtual.
+  int primary_device() const;
+  // The default pool of `device` (-1: primary_device()), created on first use on that device with its own
+  // backend (one backend per device). The primary device's pool is named "default"; device d's "default@d".
+  // Pools are never destroyed before the Worker, so the pointer stays valid as long as the Worker.
+  // Errors: INVALID_ARGUMENT for a device outside [-1, device_count()); the backend's errors.
+  Result<CachingPool*> device_pool(int device);
+  // Every pool with the device it lives on, in creation order.
+  std::vector<std::pair<int, CachingPool*>> pools_with_devices() const;
+
   // Marks the start of the next step (step() + 1).
   void step_begin();
   // Ends the current step: applies pending commands due at this step, then queues a report. Never waits on
@@ -92,7 +118,10 @@ class Worker {
 
   // Called (from the session thread) when the coordinator aborts this worker's group.
   void on_abort(std::function<void(const std::string& reason)> hook);
+  // The same with the dead rank and time. Called at most once, on the session thread.
+  void on_abort_info(std::function<void(const AbortInfo& info)> hook);
   std::optional<std::string> abort_reason() const;
+  std::optional<AbortInfo> abort_info() const;
 
   bool attached() const;
   std::string coordinator_id() const;                    // empty when not attached

@@ -1,29 +1,53 @@
+// The C ABI (worker/memcoord.h) through libmemcoord_capi.so on the host backend: the basic cycle, device
+// routing, statistics and cache control, and failure handling (item 7 of issue 12: every bad call gets a
+// clear error and never a crash, and nothing is thrown across the boundary).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "worker/memcoord.h"
 
 namespace {
 
-TEST(CAbi, InitAllocateStepAndShutdown) {
-  setenv("MEMCOORD_BACKEND", "host", 1);
-  unsetenv("MEMCOORD_COORDINATOR");
+std::string LastError() { return memcoord_last_error(); }
+
+class CAbi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("MEMCOORD_BACKEND", "host", 1);
+    unsetenv("MEMCOORD_COORDINATOR");
+    unsetenv("MEMCOORD_DEVICES");
+  }
+  void TearDown() override { EXPECT_EQ(memcoord_shutdown(), 0); }
+};
+
+memcoord_device_stats Stats(int device) {
+  memcoord_device_stats s{};
+  s.struct_size = sizeof(s);
+  EXPECT_EQ(memcoord_device_stats_get(device, &s), 0) << memcoord_last_error();
+  return s;
+}
+
+TEST_F(CAbi, InitAllocateStepAndShutdown) {
   EXPECT_EQ(memcoord_step(), -1);
-  EXPECT_EQ(memcoord_step_end(), 9);  // FAILED_PRECONDITION before init
-  EXPECT_NE(std::string(memcoord_last_error()).find("memcoord_init"), std::string::npos);
+  EXPECT_EQ(memcoord_step_end(), MEMCOORD_ERR_FAILED_PRECONDITION);  // before init
+  EXPECT_NE(LastError().find("memcoord_init"), std::string::npos);
   ASSERT_EQ(memcoord_init(), 0) << memcoord_last_error();
   ASSERT_EQ(memcoord_init(), 0);  // idempotent
+  EXPECT_EQ(memcoord_device_count(), 1);
   void* a = memcoord_alloc(nullptr, 1 << 20, 0);
   ASSERT_NE(a, nullptr) << memcoord_last_error();
   void* b = memcoord_alloc("kv", 4096, 0);
   ASSERT_NE(b, nullptr);
-  EXPECT_EQ(memcoord_free("kv", a), 5);  // NOT_FOUND: a belongs to "default"
-  EXPECT_NE(std::string(memcoord_last_error()).find("NOT_FOUND"), std::string::npos);
+  EXPECT_EQ(memcoord_free("kv", a), MEMCOORD_ERR_NOT_FOUND);  // a belongs to "default"
+  EXPECT_NE(LastError().find("NOT_FOUND"), std::string::npos);
   EXPECT_EQ(memcoord_free(nullptr, a), 0);
   EXPECT_EQ(memcoord_free("kv", b), 0);
-  EXPECT_EQ(memcoord_alloc(nullptr, 0, 0), nullptr);  // INVALID_ARGUMENT, no crash
+  EXPECT_EQ(memcoord_alloc(nullptr, 0, 0), nullptr);
+  EXPECT_NE(LastError().find("INVALID_ARGUMENT"), std::string::npos);
   EXPECT_EQ(memcoord_step_begin(), 0);
   EXPECT_EQ(memcoord_step_end(), 0);
   EXPECT_EQ(memcoord_step(), 1);
@@ -32,6 +56,184 @@ TEST(CAbi, InitAllocateStepAndShutdown) {
   memcoord_torch_free(t, 256, 0, nullptr);
   EXPECT_EQ(memcoord_shutdown(), 0);
   EXPECT_EQ(memcoord_step(), -1);
+  EXPECT_EQ(memcoord_device_count(), -1);
+}
+
+TEST_F(CAbi, TorchHooksInitOnFirstUseAndFreeIntoTheDevicePool) {
+  void* p = memcoord_torch_malloc(1 << 20, 0, nullptr);  // no memcoord_init(): the first use makes it
+  ASSERT_NE(p, nullptr) << memcoord_last_error();
+  EXPECT_EQ(Stats(0).allocated_bytes, 1u << 20);
+  memcoord_torch_free(p, 1 << 20, 0, nullptr);
+  EXPECT_EQ(Stats(0).allocated_bytes, 0u);
+  EXPECT_EQ(Stats(0).frees, 1u);
+}
+
+TEST_F(CAbi, DevicesRouteToTheirOwnPools) {
+  setenv("MEMCOORD_DEVICES", "3", 1);
+  ASSERT_EQ(memcoord_init(), 0) << memcoord_last_error();
+  ASSERT_EQ(memcoord_device_count(), 3);
+  std::vector<void*> blocks;
+  for (int d = 0; d < 3; ++d) {
+    void* p = memcoord_torch_malloc((d + 1) << 20, d, nullptr);
+    ASSERT_NE(p, nullptr) << memcoord_last_error();
+    blocks.push_back(p);
+  }
+  for (int d = 0; d < 3; ++d) {
+    const memcoord_device_stats s = Stats(d);
+    EXPECT_EQ(s.device, d);
+    EXPECT_EQ(s.allocated_bytes, static_cast<std::uint64_t>(d + 1) << 20) << "device " << d;
+    EXPECT_EQ(s.live_blocks, 1u);
+  }
+  EXPECT_EQ(Stats(-1).device, 0);  // -1: the primary device
+  // A block freed on the wrong device is not found there, and the right device still holds it.
+  EXPECT_EQ(memcoord_device_free(0, blocks[1], 0), MEMCOORD_ERR_NOT_FOUND);
+  EXPECT_EQ(Stats(1).live_blocks, 1u);
+  for (int d = 0; d < 3; ++d) memcoord_torch_free(blocks[d], (d + 1) << 20, d, nullptr);
+  for (int d = 0; d < 3; ++d) EXPECT_EQ(Stats(d).allocated_bytes, 0u);
+  // memcoord_free(NULL, p) finds the device itself.
+  void* on2 = memcoord_device_alloc(2, 4096, 0);
+  ASSERT_NE(on2, nullptr);
+  EXPECT_EQ(memcoord_free(nullptr, on2), 0) << memcoord_last_error();
+  // Out of range: a clear error naming the devices there are.
+  EXPECT_EQ(memcoord_torch_malloc(4096, 3, nullptr), nullptr);
+  EXPECT_NE(LastError().find("device 3 is out of range"), std::string::npos) << LastError();
+  EXPECT_NE(LastError().find("MEMCOORD_DEVICES"), std::string::npos) << LastError();
+  EXPECT_EQ(memcoord_device_alloc(-7, 4096, 0), nullptr);
+  EXPECT_NE(LastError().find("INVALID_ARGUMENT"), std::string::npos) << LastError();
+}
+
+TEST_F(CAbi, StatsEmptyCacheAndSnapshotReportThePoolsCounters) {
+  ASSERT_EQ(memcoord_init(), 0) << memcoord_last_error();
+  void* a = memcoord_torch_malloc(8 << 20, 0, nullptr);
+  void* b = memcoord_torch_malloc(3 << 20, 0, nullptr);
+  ASSERT_TRUE(a != nullptr && b != nullptr);
+  memcoord_torch_free(a, 8 << 20, 0, nullptr);
+  memcoord_device_stats s = Stats(0);
+  EXPECT_EQ(s.allocated_bytes, 3u << 20);
+  EXPECT_EQ(s.peak_allocated_bytes, 11u << 20);
+  EXPECT_GE(s.reserved_bytes, 11u << 20);
+  EXPECT_EQ(s.allocations, 2u);
+  EXPECT_EQ(s.frees, 1u);
+  EXPECT_GE(s.backend_allocations, 1u);
+  EXPECT_GT(s.device_total_bytes, 0u);
+  uint64_t released = 0;
+  ASSERT_EQ(memcoord_empty_cache(0, &released), 0) << memcoord_last_error();
+  EXPECT_GE(released, 8u << 20);
+  const memcoord_device_stats after = Stats(0);
+  EXPECT_EQ(after.reserved_bytes, s.reserved_bytes - released);
+  EXPECT_LT(after.reserved_bytes, 8u << 20);  // only the live block's chunks stay
+  EXPECT_EQ(after.allocated_bytes, 3u << 20);
+
+  char* json = memcoord_snapshot_json(0);
+  ASSERT_NE(json, nullptr) << memcoord_last_error();
+  const auto doc = nlohmann::json::parse(json);
+  memcoord_free_string(json);
+  ASSERT_EQ(doc["pools"].size(), 1u);
+  EXPECT_EQ(doc["pools"][0]["name"], "default");
+  EXPECT_EQ(doc["pools"][0]["stats"]["allocated_bytes"].get<std::uint64_t>(), after.allocated_bytes);
+  EXPECT_EQ(doc["pools"][0]["stats"]["reserved_bytes"].get<std::uint64_t>(), after.reserved_bytes);
+  memcoord_torch_free(b, 3 << 20, 0, nullptr);
+}
+
+TEST_F(CAbi, VersionedStructsRejectTooSmallSizesAndKeepExtraBytes) {
+  ASSERT_EQ(memcoord_init(), 0);
+  memcoord_device_stats small{};
+  small.struct_size = 8;
+  EXPECT_EQ(memcoord_device_stats_get(0, &small), MEMCOORD_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("struct_size 8"), std::string::npos) << LastError();
+  // A caller built against a newer header passes a larger struct: the bytes past v1 stay as it set them.
+  struct Newer {
+    memcoord_device_stats v1;
+    std::uint64_t future = 0xabcdef;
+  } newer{};
+  newer.v1.struct_size = sizeof(newer);
+  newer.future = 0xabcdef;
+  ASSERT_EQ(memcoord_device_stats_get(0, &newer.v1), 0) << memcoord_last_error();
+  EXPECT_EQ(newer.future, 0xabcdefu);
+  EXPECT_EQ(newer.v1.struct_size, sizeof(newer));
+  memcoord_abort_info info{};
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(memcoord_abort_info_get(&info), 0);
+  EXPECT_EQ(info.aborted, 0);
+  EXPECT_EQ(info.dead_rank, -1);
+  info.struct_size = 4;
+  EXPECT_EQ(memcoord_abort_info_get(&info), MEMCOORD_ERR_INVALID_ARGUMENT);
+}
+
+// Every entry point, called wrongly: a status code and a message, never a crash.
+TEST_F(CAbi, BadCallsGetClearErrorsNeverACrash) {
+  // Before init.
+  EXPECT_EQ(memcoord_alloc(nullptr, 64, 0), nullptr);
+  EXPECT_NE(LastError().find("not initialized"), std::string::npos) << LastError();
+  EXPECT_EQ(memcoord_free(nullptr, reinterpret_cast<void*>(0x1000)), MEMCOORD_ERR_FAILED_PRECONDITION);
+  EXPECT_EQ(memcoord_device_alloc(0, 64, 0), nullptr);
+  EXPECT_EQ(memcoord_device_free(0, reinterpret_cast<void*>(0x1000), 0), MEMCOORD_ERR_FAILED_PRECONDITION);
+  EXPECT_EQ(memcoord_record_stream(reinterpret_cast<void*>(0x1000), 1), MEMCOORD_ERR_FAILED_PRECONDITION);
+  memcoord_torch_free(reinterpret_cast<void*>(0x1000), 64, 0, nullptr);
+  EXPECT_NE(LastError().find("memcoord_torch_free"), std::string::npos) << LastError();
+  EXPECT_EQ(memcoord_step_begin(), MEMCOORD_ERR_FAILED_PRECONDITION);
+  EXPECT_EQ(memcoord_empty_cache(0, nullptr), MEMCOORD_ERR_FAILED_PRECONDITION);
+  EXPECT_EQ(memcoord_reset_peak_stats(0), MEMCOORD_ERR_FAILED_PRECONDITION);
+  EXPECT_EQ(memcoord_snapshot_json(0), nullptr);
+  EXPECT_EQ(memcoord_wait_abort(0), MEMCOORD_ERR_FAILED_PRECONDITION);
+  EXPECT_EQ(memcoord_set_abort_callback(nullptr, nullptr), MEMCOORD_ERR_FAILED_PRECONDITION);
+  EXPECT_EQ(memcoord_begin_allocate_to_pool(0, 1, 2, nullptr, nullptr), MEMCOORD_ERR_FAILED_PRECONDITION);
+  EXPECT_EQ(memcoord_shutdown(), 0);  // nothing to shut down
+
+  ASSERT_EQ(memcoord_init(), 0);
+  // NULL pointers.
+  EXPECT_EQ(memcoord_free(nullptr, nullptr), MEMCOORD_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("NULL"), std::string::npos) << LastError();
+  EXPECT_EQ(memcoord_device_free(0, nullptr, 0), MEMCOORD_ERR_INVALID_ARGUMENT);
+  memcoord_torch_free(nullptr, 0, 0, nullptr);  // PyTorch never does this; it must not crash
+  EXPECT_EQ(memcoord_record_stream(nullptr, 1), MEMCOORD_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(memcoord_device_stats_get(0, nullptr), MEMCOORD_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(memcoord_abort_info_get(nullptr), MEMCOORD_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(memcoord_begin_allocate_to_pool(0, 1, 2, nullptr, nullptr), MEMCOORD_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("filter is NULL"), std::string::npos) << LastError();
+  memcoord_free_string(nullptr);
+  // Absurd and negative sizes.
+  EXPECT_EQ(memcoord_alloc(nullptr, SIZE_MAX, 0), nullptr);
+  EXPECT_NE(LastError().find("absurd"), std::string::npos) << LastError();
+  EXPECT_EQ(memcoord_torch_malloc(-5, 0, nullptr), nullptr);
+  EXPECT_NE(LastError().find("positive"), std::string::npos) << LastError();
+  EXPECT_EQ(memcoord_torch_malloc(PTRDIFF_MAX, 0, nullptr), nullptr);
+  EXPECT_NE(LastError().find("INVALID_ARGUMENT"), std::string::npos) << LastError();
+  // Bad devices.
+  EXPECT_EQ(memcoord_empty_cache(5, nullptr), MEMCOORD_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(memcoord_snapshot_json(-3), nullptr);
+  EXPECT_EQ(memcoord_end_allocate_to_pool(0, 9, 9), MEMCOORD_ERR_FAILED_PRECONDITION);
+  EXPECT_EQ(memcoord_release_pool(0, 9, 9), MEMCOORD_ERR_NOT_FOUND);
+  // Pointers memcoord never handed out, and double frees.
+  int on_stack = 0;
+  EXPECT_EQ(memcoord_free(nullptr, &on_stack), MEMCOORD_ERR_NOT_FOUND);
+  EXPECT_EQ(memcoord_record_stream(&on_stack, 1), MEMCOORD_ERR_NOT_FOUND);
+  memcoord_torch_free(&on_stack, 4, 0, nullptr);
+  EXPECT_NE(LastError().find("NOT_FOUND"), std::string::npos) << LastError();
+  void* p = memcoord_torch_malloc(4096, 0, nullptr);
+  ASSERT_NE(p, nullptr);
+  memcoord_torch_free(p, 4096, 0, nullptr);
+  EXPECT_EQ(memcoord_device_free(0, p, 0), MEMCOORD_ERR_NOT_FOUND);  // double free
+  EXPECT_EQ(memcoord_free("no-such-pool", p), MEMCOORD_ERR_NOT_FOUND);
+  EXPECT_NE(LastError().find("no-such-pool"), std::string::npos) << LastError();
+  // The abort wait with nothing aborted times out cleanly.
+  EXPECT_EQ(memcoord_wait_abort(10), MEMCOORD_ERR_DEADLINE_EXCEEDED);
+  // After shutdown, the block freed into the old worker is an error, not a crash.
+  void* live = memcoord_torch_malloc(4096, 0, nullptr);
+  ASSERT_NE(live, nullptr);
+  EXPECT_EQ(memcoord_shutdown(), 0);
+  EXPECT_EQ(memcoord_device_free(0, live, 0), MEMCOORD_ERR_FAILED_PRECONDITION);
+}
+
+TEST_F(CAbi, BadBackendAndDevicesEnvironmentFailInit) {
+  setenv("MEMCOORD_BACKEND", "quantum", 1);
+  EXPECT_EQ(memcoord_init(), MEMCOORD_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("quantum"), std::string::npos) << LastError();
+  EXPECT_EQ(memcoord_torch_malloc(64, 0, nullptr), nullptr);  // the first use fails the same way
+  setenv("MEMCOORD_BACKEND", "host", 1);
+  setenv("MEMCOORD_DEVICES", "zero", 1);
+  EXPECT_EQ(memcoord_init(), MEMCOORD_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("MEMCOORD_DEVICES"), std::string::npos) << LastError();
 }
 
 }  // namespace

@@ -1,0 +1,173 @@
+// Streams at the C ABI with an instrumented host backend (injected through capi::InitWith): the stream
+// given to a free is used, and memcoord_record_stream (Tensor.record_stream) keeps a block from being
+// reused on another stream before the recorded stream's work, by a device-side wait the backend records.
+// Also: several simulated devices each get their own backend, and capture routing on the host backend.
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "allocator/host_backend.h"
+#include "worker/capi/runtime.h"
+#include "worker/memcoord.h"
+
+namespace {
+
+using memcoord::StreamId;
+
+// HostBackend that records every wait_for(waiter, producer) and the device it serves.
+class RecordingBackend final : public memcoord::DeviceBackend {
+ public:
+  explicit RecordingBackend(int device) : device_(device), host_(1ull << 30) {}
+  std::size_t chunk_bytes() const override { return host_.chunk_bytes(); }
+  memcoord::Result<std::uintptr_t> reserve_address(std::size_t bytes) override {
+    return host_.reserve_address(bytes);
+  }
+  void free_address(std::uintptr_t base, std::size_t bytes) noexcept override {
+    host_.free_address(base, bytes);
+  }
+  memcoord::Status map(std::uintptr_t address, std::size_t bytes) override {
+    return host_.map(address, bytes);
+  }
+  void unmap(std::uintptr_t address, std::size_t bytes) noexcept override { host_.unmap(address, bytes); }
+  memcoord::Status wait_for(StreamId waiter, StreamId producer) override {
+    std::lock_guard lock(mu_);
+    waits_.emplace_back(waiter, producer);
+    return memcoord::Status::Ok();
+  }
+  memcoord::DeviceInfo device_info() override {
+    memcoord::DeviceInfo info = host_.device_info();
+    info.device = device_;
+    return info;
+  }
+  std::string_view kind() const override { return "host"; }
+
+  std::vector<std::pair<StreamId, StreamId>> waits() {
+    std::lock_guard lock(mu_);
+    return waits_;
+  }
+  void clear() {
+    std::lock_guard lock(mu_);
+    waits_.clear();
+  }
+
+ private:
+  memcoord::Result<void*> do_allocate(std::size_t bytes) override { return host_.allocate(bytes); }
+  void do_release(void* ptr, std::size_t bytes) noexcept override { host_.release(ptr, bytes); }
+
+  int device_;
+  memcoord::HostBackend host_;
+  std::mutex mu_;
+  std::vector<std::pair<StreamId, StreamId>> waits_;
+};
+
+class CAbiStreams : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    memcoord::WorkerOptions options;
+    options.topology = memcoord::Topology{0, 0, 1, "test"};
+    options.simulated_devices = 2;
+    options.backend_factory =
+        [this](int device) -> memcoord::Result<std::unique_ptr<memcoord::DeviceBackend>> {
+      auto backend = std::make_unique<RecordingBackend>(device);
+      backends_[device] = backend.get();
+      return std::unique_ptr<memcoord::DeviceBackend>(std::move(backend));
+    };
+    ASSERT_EQ(memcoord::capi::InitWith(std::move(options)), 0) << memcoord_last_error();
+  }
+  void TearDown() override { EXPECT_EQ(memcoord_shutdown(), 0); }
+
+  RecordingBackend* backends_[2] = {nullptr, nullptr};
+};
+
+void* Stream(std::uintptr_t id) { return reinterpret_cast<void*>(id); }
+
+TEST_F(CAbiStreams, RecordStreamMakesTheNextUserWaitForThatStream) {
+  void* p = memcoord_torch_malloc(1 << 20, 0, Stream(1));
+  ASSERT_NE(p, nullptr) << memcoord_last_error();
+  ASSERT_EQ(memcoord_record_stream(p, 2), 0) << memcoord_last_error();
+  memcoord_torch_free(p, 1 << 20, 0, Stream(1));
+  backends_[0]->clear();
+  void* again = memcoord_torch_malloc(1 << 20, 0, Stream(1));
+  ASSERT_EQ(again, p);  // reused on its own stream...
+  const auto waits = backends_[0]->waits();
+  ASSERT_EQ(waits.size(), 1u);  // ...after stream 1 waits (on the device) for stream 2's work
+  EXPECT_EQ(waits[0], std::make_pair(StreamId{1}, StreamId{2}));
+  memcoord_torch_free(again, 1 << 20, 0, Stream(1));
+}
+
+TEST_F(CAbiStreams, WithoutRecordStreamReuseOnTheSameStreamWaitsForNothing) {
+  void* p = memcoord_torch_malloc(1 << 20, 0, Stream(1));
+  ASSERT_NE(p, nullptr);
+  memcoord_torch_free(p, 1 << 20, 0, Stream(1));
+  backends_[0]->clear();
+  void* again = memcoord_torch_malloc(1 << 20, 0, Stream(1));
+  EXPECT_EQ(again, p);
+  EXPECT_TRUE(backends_[0]->waits().empty());
+  memcoord_torch_free(again, 1 << 20, 0, Stream(1));
+}
+
+TEST_F(CAbiStreams, TheFreesStreamIsUsed) {
+  // Allocated on stream 1, last used and freed on stream 3: reuse on 1 waits for 3's work.
+  void* p = memcoord_torch_malloc(1 << 20, 0, Stream(1));
+  ASSERT_NE(p, nullptr);
+  memcoord_torch_free(p, 1 << 20, 0, Stream(3));
+  backends_[0]->clear();
+  void* again = memcoord_torch_malloc(1 << 20, 0, Stream(1));
+  ASSERT_EQ(again, p);
+  const auto waits = backends_[0]->waits();
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_EQ(waits[0], std::make_pair(StreamId{1}, StreamId{3}));
+  memcoord_torch_free(again, 1 << 20, 0, Stream(1));
+}
+
+TEST_F(CAbiStreams, TorchRecordStreamHookOnAnotherDevicesBlock) {
+  void* p = memcoord_torch_malloc(4096, 1, Stream(5));
+  ASSERT_NE(p, nullptr) << memcoord_last_error();
+  ASSERT_NE(backends_[1], nullptr);  // device 1 got its own backend
+  memcoord_torch_record_stream(p, Stream(6));
+  memcoord_torch_free(p, 4096, 1, Stream(5));
+  backends_[1]->clear();
+  void* again = memcoord_torch_malloc(4096, 1, Stream(5));
+  ASSERT_EQ(again, p);
+  ASSERT_EQ(backends_[1]->waits().size(), 1u);
+  EXPECT_EQ(backends_[1]->waits()[0], std::make_pair(StreamId{5}, StreamId{6}));
+  EXPECT_TRUE(backends_[0]->waits().empty());
+  memcoord_torch_free(again, 4096, 1, Stream(5));
+}
+
+// Capture routing on the host backend: while a private pool routes stream 7, its allocations come from
+// that pool (counted in the device's stats), other streams still use the default pool, and releasing the
+// pool destroys it once its last block is freed.
+int OnlyStream7(std::uintptr_t stream, void*) { return stream == 7 ? 1 : 0; }
+
+memcoord_device_stats Stats(int device) {
+  memcoord_device_stats s{};
+  s.struct_size = sizeof(s);
+  EXPECT_EQ(memcoord_device_stats_get(device, &s), 0) << memcoord_last_error();
+  return s;
+}
+
+TEST_F(CAbiStreams, CaptureAllocationsGoToThePrivatePool) {
+  ASSERT_EQ(memcoord_begin_allocate_to_pool(0, 1, 42, OnlyStream7, nullptr), 0) << memcoord_last_error();
+  EXPECT_EQ(memcoord_begin_allocate_to_pool(0, 1, 42, OnlyStream7, nullptr),
+            MEMCOORD_ERR_FAILED_PRECONDITION);
+  void* captured = memcoord_torch_malloc(1 << 20, 0, Stream(7));
+  void* outside = memcoord_torch_malloc(1 << 20, 0, Stream(8));
+  ASSERT_TRUE(captured != nullptr && outside != nullptr) << memcoord_last_error();
+  EXPECT_EQ(Stats(0).pools, 2);  // the default pool and the capture's
+  EXPECT_EQ(Stats(0).allocated_bytes, 2u << 20);
+  ASSERT_EQ(memcoord_end_allocate_to_pool(0, 1, 42), 0) << memcoord_last_error();
+  void* after = memcoord_torch_malloc(4096, 0, Stream(7));  // routing ended: the default pool
+  ASSERT_NE(after, nullptr);
+  ASSERT_EQ(memcoord_release_pool(0, 1, 42), 0);
+  EXPECT_EQ(Stats(0).pools, 2);  // still holds `captured`
+  memcoord_torch_free(captured, 1 << 20, 0, Stream(7));
+  EXPECT_EQ(Stats(0).pools, 1);  // released with its last block
+  memcoord_torch_free(outside, 1 << 20, 0, Stream(8));
+  memcoord_torch_free(after, 4096, 0, Stream(7));
+  EXPECT_EQ(Stats(0).allocated_bytes, 0u);
+}
+
+}  // namespace

@@ -1,0 +1,183 @@
+// Allocation entry points (memcoord.h): one CallGuard, one acquire load for the device's pool, then the
+// pool. No global lock and no pool-name comparison unless a named pool is asked for.
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "worker/capi/capture.h"
+#include "worker/capi/errors.h"
+#include "worker/capi/runtime.h"
+
+namespace {
+
+using memcoord::Result;
+using memcoord::Status;
+using memcoord::StreamId;
+using memcoord::capi::Boundary;
+using memcoord::capi::CallGuard;
+using memcoord::capi::Fail;
+using memcoord::capi::FailNotInitialized;
+using memcoord::capi::Runtime;
+
+bool IsDefaultName(const char* pool) { return pool == nullptr || std::strcmp(pool, "default") == 0; }
+
+Result<void*> AllocateOnDevice(Runtime& runtime, int device, std::size_t bytes, StreamId stream) {
+  if (device >= 0 && device < memcoord::capi::kMaxDevices &&
+      runtime.devices[device].routing_captures.load(std::memory_order_acquire) > 0) {
+    if (auto routed = memcoord::capi::AllocateForCapture(runtime, device, bytes, stream)) return *routed;
+  }
+  if (runtime.cuda_streams) MEMCOORD_RETURN_IF_ERROR(memcoord::capi::CheckNotCapturing(runtime, stream));
+  MEMCOORD_ASSIGN_OR_RETURN(memcoord::CachingPool * pool, memcoord::capi::DevicePool(runtime, device));
+  return pool->allocate(bytes, stream);
+}
+
+// Frees `ptr` into `pool`, first recording `stream` when the caller names one it used the block on (the
+// pool ignores the block's own allocation stream).
+Status FreeInto(memcoord::CachingPool& pool, void* ptr, StreamId stream) {
+  if (stream != memcoord::kDefaultStream) MEMCOORD_RETURN_IF_ERROR(pool.record_stream(ptr, stream));
+  return pool.deallocate(ptr);
+}
+
+Status FreeOnDevice(Runtime& runtime, int device, void* ptr, StreamId stream) {
+  if (ptr == nullptr) return memcoord::InvalidArgument("free of a NULL pointer");
+  MEMCOORD_ASSIGN_OR_RETURN(memcoord::CachingPool * pool, memcoord::capi::DevicePool(runtime, device));
+  Status status = FreeInto(*pool, ptr, stream);
+  if (status.code() != memcoord::StatusCode::kNotFound) return status;
+  if (device == -1) device = runtime.primary_device;
+  Status captured = memcoord::capi::ReleaseFromCapture(runtime, device, ptr, stream, /*free_block=*/true);
+  return captured.code() == memcoord::StatusCode::kNotFound ? status : captured;
+}
+
+// A free without a device (memcoord_free(NULL, p)): the primary device first, then the others.
+Status FreeAnywhere(Runtime& runtime, void* ptr, StreamId stream) {
+  Status status = FreeOnDevice(runtime, -1, ptr, stream);
+  if (status.code() != memcoord::StatusCode::kNotFound) return status;
+  for (int d = 0; d < runtime.device_count && d < memcoord::capi::kMaxDevices; ++d) {
+    if (d == runtime.primary_device || runtime.devices[d].default_pool.load() == nullptr) continue;
+    Status other = FreeOnDevice(runtime, d, ptr, stream);
+    if (other.code() != memcoord::StatusCode::kNotFound) return other;
+  }
+  return status;
+}
+
+Result<memcoord::CachingPool*> NamedPool(Runtime& runtime, const char* name) {
+  if (memcoord::CachingPool* pool = runtime.worker->pool(name)) return pool;
+  memcoord::PoolOptions options;
+  options.name = name;
+  auto created = runtime.worker->create_pool(options);
+  if (created.ok()) return created;
+  if (memcoord::CachingPool* pool = runtime.worker->pool(name)) return pool;  // made by another thread
+  return created.status();
+}
+
+void* ReturnBlock(const Result<void*>& block) {
+  if (block.ok()) return *block;
+  (void)Fail(block.status());
+  return nullptr;
+}
+
+int ReturnStatus(const Status& status) { return status.ok() ? 0 : Fail(status); }
+
+Status RecordStreamAnywhere(Runtime& runtime, void* ptr, StreamId stream) {
+  if (ptr == nullptr) return memcoord::InvalidArgument("memcoord_record_stream: NULL pointer");
+  Status status =
+      memcoord::NotFound(fmt::format("memcoord_record_stream: {} is not a live block of any pool", ptr));
+  for (int d = 0; d < runtime.device_count && d < memcoord::capi::kMaxDevices; ++d) {
+    memcoord::CachingPool* pool = runtime.devices[d].default_pool.load(std::memory_order_acquire);
+    if (pool != nullptr) {
+      Status s = pool->record_stream(ptr, stream);
+      if (s.code() != memcoord::StatusCode::kNotFound) return s;
+    }
+    Status s = memcoord::capi::ReleaseFromCapture(runtime, d, ptr, stream, /*free_block=*/false);
+    if (s.code() != memcoord::StatusCode::kNotFound) return s;
+  }
+  return status;
+}
+
+}  // namespace
+
+extern "C" {
+
+void* memcoord_alloc(const char* pool, size_t bytes, uintptr_t stream) {
+  return Boundary("memcoord_alloc", static_cast<void*>(nullptr), [&]() -> void* {
+    CallGuard guard;
+    Runtime* runtime = guard.runtime();
+    if (runtime == nullptr) return (FailNotInitialized("memcoord_alloc"), nullptr);
+    if (IsDefaultName(pool)) return ReturnBlock(AllocateOnDevice(*runtime, -1, bytes, stream));
+    auto named = NamedPool(*runtime, pool);
+    if (!named.ok()) return ReturnBlock(named.status());
+    return ReturnBlock((*named)->allocate(bytes, stream));
+  });
+}
+
+int memcoord_free(const char* pool, void* ptr) {
+  return Boundary("memcoord_free", 13, [&] {
+    CallGuard guard;
+    Runtime* runtime = guard.runtime();
+    if (runtime == nullptr) return FailNotInitialized("memcoord_free");
+    if (ptr == nullptr) return Fail(memcoord::InvalidArgument("memcoord_free: NULL pointer"));
+    if (pool == nullptr) return ReturnStatus(FreeAnywhere(*runtime, ptr, memcoord::kDefaultStream));
+    if (IsDefaultName(pool)) return ReturnStatus(FreeOnDevice(*runtime, -1, ptr, memcoord::kDefaultStream));
+    memcoord::CachingPool* named = runtime->worker->pool(pool);
+    if (named == nullptr) {
+      return Fail(memcoord::NotFound(fmt::format("memcoord_free: no pool named '{}'", pool)));
+    }
+    return ReturnStatus(named->deallocate(ptr));
+  });
+}
+
+void* memcoord_device_alloc(int device, size_t bytes, uintptr_t stream) {
+  return Boundary("memcoord_device_alloc", static_cast<void*>(nullptr), [&]() -> void* {
+    CallGuard guard;
+    if (guard.runtime() == nullptr) return (FailNotInitialized("memcoord_device_alloc"), nullptr);
+    return ReturnBlock(AllocateOnDevice(*guard.runtime(), device, bytes, stream));
+  });
+}
+
+int memcoord_device_free(int device, void* ptr, uintptr_t stream) {
+  return Boundary("memcoord_device_free", 13, [&] {
+    CallGuard guard;
+    if (guard.runtime() == nullptr) return FailNotInitialized("memcoord_device_free");
+    return ReturnStatus(FreeOnDevice(*guard.runtime(), device, ptr, stream));
+  });
+}
+
+int memcoord_record_stream(void* ptr, uintptr_t stream) {
+  return Boundary("memcoord_record_stream", 13, [&] {
+    CallGuard guard;
+    if (guard.runtime() == nullptr) return FailNotInitialized("memcoord_record_stream");
+    return ReturnStatus(RecordStreamAnywhere(*guard.runtime(), ptr, stream));
+  });
+}
+
+void* memcoord_torch_malloc(ptrdiff_t size, int device, void* stream) {
+  return Boundary("memcoord_torch_malloc", static_cast<void*>(nullptr), [&]() -> void* {
+    CallGuard guard;
+    if (guard.runtime() == nullptr) {
+      if (memcoord_init() != 0) return nullptr;  // memcoord_last_error() says why
+      guard.refresh();
+      if (guard.runtime() == nullptr) return (FailNotInitialized("memcoord_torch_malloc"), nullptr);
+    }
+    if (size <= 0) {
+      (void)Fail(memcoord::InvalidArgument(
+          fmt::format("memcoord_torch_malloc: size must be positive, got {}", static_cast<long long>(size))));
+      return nullptr;
+    }
+    return ReturnBlock(AllocateOnDevice(*guard.runtime(), device, static_cast<std::size_t>(size),
+                                        reinterpret_cast<StreamId>(stream)));
+  });
+}
+
+void memcoord_torch_free(void* ptr, ptrdiff_t /*size*/, int device, void* stream) {
+  Boundary("memcoord_torch_free", 0, [&] {
+    CallGuard guard;
+    if (guard.runtime() == nullptr) return FailNotInitialized("memcoord_torch_free");
+    return ReturnStatus(FreeOnDevice(*guard.runtime(), device, ptr, reinterpret_cast<StreamId>(stream)));
+  });
+}
+
+void memcoord_torch_record_stream(void* ptr, void* stream) {
+  (void)memcoord_record_stream(ptr, reinterpret_cast<uintptr_t>(stream));
+}
+
+}  // extern "C"

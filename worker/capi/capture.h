@@ -1,0 +1,28 @@
+// CUDA graph capture at the C ABI (memcoord_begin_allocate_to_pool and friends). While a capture routes
+// allocations of a device, each allocation asks the open routes' filters whether its stream belongs to a
+// capture; accepted ones come from that capture's private CachingPool, entered with the thread's capture
+// mode relaxed so the pool may map memory while a stream is capturing. Without a route, an allocation on a
+// capturing stream (cuda backends) fails at once with a message saying why, before anything could break
+// the capture. Private pools are not reported to the coordinator; their counters are in the device stats.
+// Thread safety: DeviceSlot::captures_mu guards the routes; routing_captures is checked lock-free.
+#pragma once
+
+#include <optional>
+
+#include "worker/capi/runtime.h"
+
+namespace memcoord::capi {
+
+// nullopt when no open capture on `device` accepts `stream`.
+std::optional<Result<void*>> AllocateForCapture(Runtime& runtime, int device, std::size_t bytes,
+                                                StreamId stream);
+// FAILED_PRECONDITION when `stream` is being captured (checked only on CUDA backends).
+Status CheckNotCapturing(const Runtime& runtime, StreamId stream);
+// Frees (or, with free_block false, records `stream` on) `ptr` if a private pool of `device` holds it;
+// NOT_FOUND otherwise. Destroys a released private pool once its last block is freed.
+Status ReleaseFromCapture(Runtime& runtime, int device, void* ptr, StreamId stream, bool free_block);
+// Every private pool of `device` (for stats; valid while the caller holds its CallGuard and no pool is
+// released meanwhile, so callers copy what they need under the lock through this visitor).
+void ForEachCapturePool(Runtime& runtime, int device, const std::function<void(CachingPool&)>& visit);
+
+}  // namespace memcoord::capi

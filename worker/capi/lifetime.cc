@@ -1,0 +1,133 @@
+// Entry points for the worker's lifetime and the training loop's safe points (memcoord.h).
+// g_init_mu serializes memcoord_init and memcoord_shutdown (never taken on the allocation path).
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include "worker/capi/errors.h"
+#include "worker/capi/runtime.h"
+
+namespace {
+
+using memcoord::capi::Boundary;
+using memcoord::capi::CallGuard;
+using memcoord::capi::Fail;
+using memcoord::capi::FailNotInitialized;
+using memcoord::capi::Runtime;
+
+std::mutex g_init_mu;
+
+int InitLocked(memcoord::WorkerOptions options) {
+  CallGuard probe;
+  if (probe.runtime() != nullptr) return 0;
+  auto worker = memcoord::Worker::init(options);
+  if (!worker.ok()) return Fail(worker.status());
+  auto runtime = std::make_unique<Runtime>();
+  runtime->worker = *std::move(worker);
+  runtime->primary_device = runtime->worker->primary_device();
+  runtime->device_count = runtime->worker->device_count();
+  const std::string_view kind = runtime->worker->backend().kind();
+  runtime->cuda_streams = kind.rfind("cuda", 0) == 0;
+  // The primary device's pool exists from the start, so the first allocation takes no lock.
+  if (auto pool = memcoord::capi::DevicePool(*runtime, -1); !pool.ok()) return Fail(pool.status());
+  Runtime* raw = runtime.get();
+  runtime->worker->on_abort_info([raw](const memcoord::AbortInfo& info) { DeliverAbort(*raw, info); });
+  memcoord::capi::Publish(runtime.release());
+  return 0;
+}
+
+int ShutdownLocked() {
+  Runtime* runtime = memcoord::capi::Unpublish();
+  if (runtime == nullptr) return 0;
+  {
+    std::lock_guard lock(runtime->abort.mu);
+    runtime->abort.closing = true;
+  }
+  runtime->abort.cv.notify_all();
+  runtime->worker->shutdown();  // stops the session thread: no abort delivery after this
+  memcoord::capi::WaitUntilUnused(runtime);
+  delete runtime;  // the worker, its pools and backends
+  return 0;
+}
+
+}  // namespace
+
+int memcoord::capi::InitWith(WorkerOptions options) {
+  return Boundary("memcoord_init", 13, [&] {
+    std::lock_guard lock(g_init_mu);
+    return InitLocked(std::move(options));
+  });
+}
+
+extern "C" {
+
+int memcoord_init(void) {
+  memcoord::WorkerOptions options;
+  if (const char* backend = std::getenv("MEMCOORD_BACKEND"); backend != nullptr && *backend != '\0') {
+    options.backend = backend;
+  }
+  return memcoord::capi::InitWith(std::move(options));
+}
+
+int memcoord_shutdown(void) {
+  return Boundary("memcoord_shutdown", 13, [] {
+    if (memcoord::capi::InAbortCallback()) {
+      return Fail(memcoord::FailedPrecondition(
+          "memcoord_shutdown: called from the abort callback, which runs on memcoord's own thread; "
+          "call it from another thread"));
+    }
+    if (memcoord::capi::InsideCall()) {
+      // An outer memcoord call on this thread (a capture filter calling back) holds the runtime: waiting
+      // for it to leave would never end.
+      return Fail(memcoord::FailedPrecondition(
+          "memcoord_shutdown: called from inside another memcoord call on this thread (a stream filter)"));
+    }
+    std::lock_guard lock(g_init_mu);
+    return ShutdownLocked();
+  });
+}
+
+int memcoord_step_begin(void) {
+  return Boundary("memcoord_step_begin", 13, [] {
+    CallGuard guard;
+    if (guard.runtime() == nullptr) return FailNotInitialized("memcoord_step_begin");
+    guard.runtime()->worker->step_begin();
+    return 0;
+  });
+}
+
+int memcoord_step_end(void) {
+  return Boundary("memcoord_step_end", 13, [] {
+    CallGuard guard;
+    if (guard.runtime() == nullptr) return FailNotInitialized("memcoord_step_end");
+    memcoord::Worker& worker = *guard.runtime()->worker;
+    memcoord::Status status = worker.step_end();
+    if (!status.ok()) return Fail(status);
+    if (std::optional<memcoord::AbortInfo> abort = worker.abort_info()) {
+      return Fail(memcoord::Aborted(fmt::format(
+          "the coordinator aborted this group: dead rank {}: {}; end the process with exit code {} "
+          "(MEMCOORD_EXIT_ABORTED) so the launcher restarts the job",
+          abort->dead_rank, abort->reason, MEMCOORD_EXIT_ABORTED)));
+    }
+    return 0;
+  });
+}
+
+int64_t memcoord_step(void) {
+  return Boundary("memcoord_step", int64_t{-1}, [] {
+    CallGuard guard;
+    return guard.runtime() == nullptr ? int64_t{-1} : guard.runtime()->worker->step();
+  });
+}
+
+int memcoord_device_count(void) {
+  return Boundary("memcoord_device_count", -1, [] {
+    CallGuard guard;
+    return guard.runtime() == nullptr ? -1 : guard.runtime()->device_count;
+  });
+}
+
+const char* memcoord_last_error(void) { return memcoord::capi::LastError(); }
+
+}  // extern "C"

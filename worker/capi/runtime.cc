@@ -1,0 +1,71 @@
+// Runtime helpers shared by the entry points: the per-device default pool table and abort delivery.
+#include "worker/capi/runtime.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace memcoord::capi {
+namespace {
+thread_local bool t_in_abort_callback = false;
+}  // namespace
+
+Result<CachingPool*> DevicePool(Runtime& runtime, int device) {
+  if (device == -1) device = runtime.primary_device;
+  if (device >= 0 && device < kMaxDevices) {
+    if (CachingPool* pool = runtime.devices[device].default_pool.load(std::memory_order_acquire)) return pool;
+  }
+  // First use on this device (or a bad index, which the worker names in its error).
+  MEMCOORD_ASSIGN_OR_RETURN(CachingPool * pool, runtime.worker->device_pool(device));
+  if (device < 0 || device >= kMaxDevices) {
+    return InvalidArgument(
+        fmt::format("device {} is out of range (at most {} devices)", device, kMaxDevices));
+  }
+  runtime.devices[device].default_pool.store(pool, std::memory_order_release);
+  return pool;
+}
+
+bool InAbortCallback() noexcept { return t_in_abort_callback; }
+
+void FillAbortInfo(const std::optional<AbortInfo>& info, memcoord_abort_info& out) noexcept {
+  const std::size_t size = out.struct_size;
+  memcoord_abort_info filled{};
+  filled.struct_size = size;
+  filled.dead_rank = -1;
+  if (info) {
+    filled.aborted = 1;
+    filled.dead_rank = info->dead_rank;
+    filled.time_unix_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(info->time.time_since_epoch()).count();
+    std::strncpy(filled.reason, info->reason.c_str(), sizeof(filled.reason) - 1);
+  }
+  std::memcpy(&out, &filled, std::min(size, sizeof(filled)));
+}
+
+void RunAbortCallback(memcoord_abort_callback callback, void* user, const AbortInfo& info) noexcept {
+  memcoord_abort_info c{};
+  c.struct_size = sizeof(c);
+  FillAbortInfo(info, c);
+  t_in_abort_callback = true;
+  callback(&c, user);
+  t_in_abort_callback = false;
+}
+
+void DeliverAbort(Runtime& runtime, const AbortInfo& info) {
+  memcoord_abort_callback callback = nullptr;
+  void* user = nullptr;
+  {
+    std::lock_guard lock(runtime.abort.mu);
+    if (runtime.abort.info) return;
+    runtime.abort.info = info;
+    if (runtime.abort.callback != nullptr && !runtime.abort.callback_ran) {
+      runtime.abort.callback_ran = true;
+      callback = runtime.abort.callback;
+      user = runtime.abort.user;
+    }
+  }
+  runtime.abort.cv.notify_all();
+  if (callback != nullptr) RunAbortCallback(callback, user, info);
+}
+
+}  // namespace memcoord::capi

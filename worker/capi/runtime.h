@@ -1,0 +1,117 @@
+// The C ABI's process-wide state (worker/memcoord.h) and how its lifetime is kept safe without a lock on
+// the allocation path.
+//
+// Publication. memcoord_init() builds one Runtime (the Worker, a per-device table of default pools, the
+// abort state, capture routes) and publishes it through one atomic pointer; memcoord_shutdown() takes it
+// back. Every entry point holds a CallGuard for its whole call: a per-thread hazard slot that names the
+// Runtime in use (one store and one load; no shared counter, no lock). Shutdown unpublishes first, then
+// waits until no slot names the Runtime, then destroys it: a thread inside alloc/free can never see it
+// freed. A call that starts after unpublication sees no Runtime and fails with FAILED_PRECONDITION.
+//
+// Hot path. device_pools[d] caches the default pool of device d (filled on first use under the Worker's
+// lock, then read with one acquire load); pools live as long as the Worker, so the cached pointer is valid
+// while the CallGuard holds the Runtime. No pool name is compared on this path.
+//
+// Thread safety: every member is thread-safe (atomics, or the named mutex guarding it). Nothing in here may
+// throw across the C boundary: entry points wrap their bodies in Boundary() (errors.h).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "common/result.h"
+#include "worker/memcoord.h"
+#include "worker/worker.h"
+
+namespace memcoord::capi {
+
+constexpr int kMaxDevices = 64;
+
+// A private pool for the allocations of a CUDA graph capture (memcoord_begin_allocate_to_pool).
+struct CapturePool {
+  std::pair<std::uint64_t, std::uint64_t> id;
+  std::unique_ptr<CachingPool> pool;
+  memcoord_stream_filter filter = nullptr;  // set while allocations are routed here
+  void* user = nullptr;
+  bool routing = false;   // between begin and end
+  bool released = false;  // memcoord_release_pool called: destroy once empty
+};
+
+struct DeviceSlot {
+  std::atomic<CachingPool*> default_pool{nullptr};
+  std::atomic<int> routing_captures{0};  // > 0: check capture routes before the default pool
+  std::mutex captures_mu;
+  // captures_mu guards the following.
+  std::vector<std::unique_ptr<CapturePool>> captures;
+};
+
+struct AbortState {
+  std::mutex mu;
+  std::condition_variable cv;
+  // mu guards the following.
+  std::optional<AbortInfo> info;
+  memcoord_abort_callback callback = nullptr;
+  void* user = nullptr;
+  bool callback_ran = false;
+  bool closing = false;  // shutdown began: waiters return
+};
+
+struct Runtime {
+  std::unique_ptr<Worker> worker;
+  int primary_device = 0;
+  int device_count = 1;
+  bool cuda_streams = false;  // the backend's streams are CUDA streams (capture can be detected)
+  std::array<DeviceSlot, kMaxDevices> devices;
+  AbortState abort;
+};
+
+// The Runtime in use by this call, or none. Nests (an entry point calling another on the same thread).
+class CallGuard {
+ public:
+  CallGuard() noexcept;
+  ~CallGuard();
+  CallGuard(const CallGuard&) = delete;
+  CallGuard& operator=(const CallGuard&) = delete;
+  Runtime* runtime() const noexcept { return runtime_; }
+  // Takes the currently published Runtime (after an init on this thread).
+  void refresh() noexcept;
+
+ private:
+  Runtime* runtime_ = nullptr;
+  const void* previous_ = nullptr;
+  void* slot_ = nullptr;
+};
+
+// REQUIRES: the caller serializes publish/unpublish (lifetime.cc's init mutex).
+void Publish(Runtime* runtime) noexcept;
+Runtime* Unpublish() noexcept;
+// Blocks until no CallGuard holds `runtime`. REQUIRES: it was unpublished.
+void WaitUntilUnused(const Runtime* runtime) noexcept;
+// Whether this thread is inside a memcoord call (holds a CallGuard on some Runtime).
+bool InsideCall() noexcept;
+
+// The default pool of `device` (-1: the primary). One acquire load once made.
+Result<CachingPool*> DevicePool(Runtime& runtime, int device);
+// Fills the abort state and calls the user's callback (session thread).
+void DeliverAbort(Runtime& runtime, const AbortInfo& info);
+
+}  // namespace memcoord::capi
+
+namespace memcoord::capi {
+// memcoord_init() with explicit options (tests inject backends and topology; the C entry point reads the
+// environment). Not exported from libmemcoord_capi.so; tests link the static memcoord_capi_static.
+int InitWith(WorkerOptions options);
+// True on the thread running the user's abort callback (memcoord_shutdown refuses there).
+bool InAbortCallback() noexcept;
+// Fills `out` (its struct_size decides how much) from `info` (nullopt: not aborted).
+void FillAbortInfo(const std::optional<AbortInfo>& info, memcoord_abort_info& out) noexcept;
+void RunAbortCallback(memcoord_abort_callback callback, void* user, const AbortInfo& info) noexcept;
+}  // namespace memcoord::capi

@@ -1,0 +1,143 @@
+// Statistics and cache control (memcoord.h): the device stats are sums of the PoolStats of every pool on
+// the device (the default pool, named pools, capture pools), the very counters `memcoord status` shows.
+#include <fmt/format.h>
+
+#include <cstring>
+#include <type_traits>
+
+#include "worker/capi/capture.h"
+#include "worker/capi/errors.h"
+#include "worker/capi/runtime.h"
+
+static_assert(sizeof(memcoord_device_stats) == MEMCOORD_DEVICE_STATS_V1_SIZE, "v1 layout changed");
+static_assert(sizeof(memcoord_abort_info) == MEMCOORD_ABORT_INFO_V1_SIZE, "v1 layout changed");
+static_assert(std::is_standard_layout_v<memcoord_device_stats>);
+
+namespace memcoord::capi {
+
+Result<int> ResolveDevice(const Runtime& runtime, int device) {
+  if (device == -1) return runtime.primary_device;
+  if (device < 0 || device >= runtime.device_count || device >= kMaxDevices) {
+    return InvalidArgument(
+        fmt::format("device {} is out of range: this process has {} device(s) (-1: primary)", device,
+                    runtime.device_count));
+  }
+  return device;
+}
+
+// Every pool on `device`, capture pools included. Named and default pools live as long as the Worker;
+// capture pools are visited under their lock.
+void ForEachPool(Runtime& runtime, int device, const std::function<void(CachingPool&)>& visit) {
+  for (auto& [d, pool] : runtime.worker->pools_with_devices()) {
+    if (d == device) visit(*pool);
+  }
+  ForEachCapturePool(runtime, device, visit);
+}
+
+namespace {
+
+void Add(memcoord_device_stats& s, const PoolStats& p) {
+  s.pools += 1;
+  s.allocated_bytes += p.allocated_bytes;
+  s.peak_allocated_bytes += p.peak_allocated_bytes;
+  s.requested_bytes += p.requested_bytes;
+  s.peak_requested_bytes += p.peak_requested_bytes;
+  s.reserved_bytes += p.reserved_bytes;
+  s.peak_reserved_bytes += p.peak_reserved_bytes;
+  s.active_bytes += p.active_bytes;
+  s.peak_active_bytes += p.peak_active_bytes;
+  s.largest_free_bytes = std::max<std::uint64_t>(s.largest_free_bytes, p.largest_free_bytes);
+  s.limit_bytes += p.limit_bytes;
+  s.live_blocks += p.live_blocks;
+  s.allocations += p.allocations;
+  s.frees += p.allocations - p.live_blocks;
+  s.cache_hits += p.cache_hits;
+  s.ooms += p.ooms;
+  s.backend_allocations += p.backend_allocations;
+  s.backend_frees += p.backend_frees;
+  s.backend_allocated_bytes += p.backend_allocated_bytes;
+  s.backend_released_bytes += p.backend_released_bytes;
+  s.trims += p.trims;
+  s.trimmed_bytes += p.trimmed_bytes;
+}
+
+// Resets a pool's peaks where the pool offers it (CachingPool::reset_peak_stats, an allocator addition).
+template <typename Pool>
+Status ResetPeaks(Pool& pool) {
+  if constexpr (requires(Pool & p) { p.reset_peak_stats(); }) {
+    pool.reset_peak_stats();
+    return Status::Ok();
+  } else {
+    return Unimplemented(
+        fmt::format("memcoord_reset_peak_stats: pool '{}' cannot reset its peaks yet (needs "
+                    "CachingPool::reset_peak_stats() in the allocator)",
+                    pool.name()));
+  }
+}
+
+}  // namespace
+}  // namespace memcoord::capi
+
+extern "C" {
+
+int memcoord_device_stats_get(int device, memcoord_device_stats* out) {
+  using namespace memcoord::capi;
+  return Boundary("memcoord_device_stats_get", 13, [&] {
+    if (out == nullptr) return Fail(memcoord::InvalidArgument("memcoord_device_stats_get: out is NULL"));
+    if (out->struct_size < MEMCOORD_DEVICE_STATS_V1_SIZE) {
+      return Fail(memcoord::InvalidArgument(fmt::format(
+          "memcoord_device_stats_get: struct_size {} is smaller than version 1 ({} bytes); set it to "
+          "sizeof(memcoord_device_stats)",
+          out->struct_size, MEMCOORD_DEVICE_STATS_V1_SIZE)));
+    }
+    CallGuard guard;
+    if (guard.runtime() == nullptr) return FailNotInitialized("memcoord_device_stats_get");
+    auto resolved = ResolveDevice(*guard.runtime(), device);
+    if (!resolved.ok()) return Fail(resolved.status());
+    memcoord_device_stats s{};
+    s.struct_size = out->struct_size;
+    s.device = *resolved;
+    memcoord::CachingPool* any = nullptr;
+    ForEachPool(*guard.runtime(), *resolved, [&](memcoord::CachingPool& p) {
+      Add(s, p.stats());
+      any = &p;
+    });
+    if (any != nullptr) s.device_total_bytes = any->backend().device_info().total_bytes;
+    std::memcpy(out, &s, std::min(out->struct_size, sizeof(s)));
+    return 0;
+  });
+}
+
+int memcoord_reset_peak_stats(int device) {
+  using namespace memcoord::capi;
+  return Boundary("memcoord_reset_peak_stats", 13, [&] {
+    CallGuard guard;
+    if (guard.runtime() == nullptr) return FailNotInitialized("memcoord_reset_peak_stats");
+    auto resolved = ResolveDevice(*guard.runtime(), device);
+    if (!resolved.ok()) return Fail(resolved.status());
+    memcoord::Status status;
+    ForEachPool(*guard.runtime(), *resolved, [&](memcoord::CachingPool& p) {
+      memcoord::Status s = ResetPeaks(p);
+      if (!s.ok() && status.ok()) status = s;
+    });
+    return status.ok() ? 0 : Fail(status);
+  });
+}
+
+int memcoord_empty_cache(int device, uint64_t* released_bytes) {
+  using namespace memcoord::capi;
+  return Boundary("memcoord_empty_cache", 13, [&] {
+    if (released_bytes != nullptr) *released_bytes = 0;
+    CallGuard guard;
+    if (guard.runtime() == nullptr) return FailNotInitialized("memcoord_empty_cache");
+    auto resolved = ResolveDevice(*guard.runtime(), device);
+    if (!resolved.ok()) return Fail(resolved.status());
+    std::uint64_t released = 0;
+    ForEachPool(*guard.runtime(), *resolved,
+                [&](memcoord::CachingPool& p) { released += p.trim(0).released_bytes; });
+    if (released_bytes != nullptr) *released_bytes = released;
+    return 0;
+  });
+}
+
+}  // extern "C"
