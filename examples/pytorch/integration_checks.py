@@ -1,0 +1,352 @@
+#!/usr/bin/env python3
+"""What PyTorch users rely on, checked under memcoord (issue 12, "What must be shown" item 2). Each check runs
+in a fresh process (memcoord.enable() must precede CUDA's initialisation):
+
+  stats          torch.cuda.memory_allocated/max_memory_allocated/memory_reserved/max_memory_reserved,
+                 memory_stats and memory_summary equal memcoord's own counters; reset_peak_memory_stats
+  empty_cache    torch.cuda.empty_cache() returns memcoord's cached memory to the device (cudaMemGetInfo)
+  record_stream  a block read on a side stream is not reused before that read is done
+  snapshot       torch.cuda.memory._dump_snapshot writes a pickle with our blocks; memory_viz's Python
+                 renderers (segments, memory) accept it
+  oom            an impossible allocation raises torch.OutOfMemoryError; allocation works afterwards
+  graph_capture  CUDA graph capture works (replay matches eager), or fails at once with a message saying why
+  compile        torch.compile trains a small transformer block (losses finite and falling)
+  ddp            DistributedDataParallel, one rank over NCCL, trains
+  multi_device   two GPUs in one process route to their own pools (skipped with one GPU)
+
+Prints a table and exits 1 if a check failed, 77 when torch or a GPU is missing (ctest: skipped).
+Usage: integration_checks.py [--quick] [--only NAME[,NAME...]]   (--check NAME runs one check in-process)
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent.parent / "python"))  # the source tree's package when not pip-installed
+
+GB = 1 << 30
+MB = 1 << 20
+
+
+def _enable():
+    import memcoord
+
+    details = memcoord.enable()
+    return memcoord, details
+
+
+class Skip(Exception):
+    pass
+
+
+def check_stats(quick):
+    memcoord, _ = _enable()
+    import torch
+
+    tensors = [torch.empty(int(n), dtype=torch.uint8, device="cuda") for n in (1 * MB, 3 * MB, 40 * MB, 123457)]
+    torch.cuda.synchronize()
+    own = memcoord.stats(0)
+    pairs = {
+        "memory_allocated": (torch.cuda.memory_allocated(), own["allocated_bytes"]),
+        "max_memory_allocated": (torch.cuda.max_memory_allocated(), own["peak_allocated_bytes"]),
+        "memory_reserved": (torch.cuda.memory_reserved(), own["reserved_bytes"]),
+        "max_memory_reserved": (torch.cuda.max_memory_reserved(), own["peak_reserved_bytes"]),
+    }
+    for name, (theirs, ours) in pairs.items():
+        assert theirs == ours, f"torch.cuda.{name}() = {theirs}, memcoord says {ours}"
+    assert own["allocated_bytes"] >= 44 * MB, own
+    stats = torch.cuda.memory_stats()
+    assert stats["allocation.all.current"] == own["live_blocks"], (stats["allocation.all.current"], own)
+    summary = torch.cuda.memory_summary()
+    assert "Allocated memory" in summary, summary[:200]
+    del tensors[2]
+    torch.cuda.reset_peak_memory_stats()
+    assert torch.cuda.max_memory_allocated() == torch.cuda.memory_allocated()
+    return f"4 figures equal memcoord's ({own['allocated_bytes'] / MB:.1f} MB allocated), summary, reset_peak"
+
+
+def check_empty_cache(quick):
+    memcoord, _ = _enable()
+    import torch
+
+    size = (1 if quick else 8) * GB
+    x = torch.ones(size // 4, dtype=torch.float32, device="cuda")
+    torch.cuda.synchronize()
+    del x
+    reserved_before = torch.cuda.memory_reserved()
+    free_before = torch.cuda.mem_get_info()[0]
+    torch.cuda.empty_cache()
+    free_after = torch.cuda.mem_get_info()[0]
+    reserved_after = torch.cuda.memory_reserved()
+    gained = free_after - free_before
+    assert reserved_after < reserved_before, (reserved_before, reserved_after)
+    assert gained >= 0.9 * size, f"device free memory rose by {gained / GB:.2f} GB after freeing {size / GB:.0f} GB"
+    return f"device free +{gained / GB:.2f} GB, reserved {reserved_before / GB:.2f} -> {reserved_after / GB:.2f} GB"
+
+
+def check_record_stream(quick):
+    memcoord, details = _enable()
+    import torch
+
+    n = 64 * MB // 4
+    side = torch.cuda.Stream()
+    x = torch.ones(n, device="cuda")
+    old_ptr = x.data_ptr()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(200_000_000)  # ~100 ms of GPU time before the read below
+        y = x * 2
+    x.record_stream(side)
+    del x
+    z = torch.full((n,), 7.0, device="cuda")  # on the default stream, now
+    reused = z.data_ptr() == old_ptr
+    torch.cuda.synchronize()
+    bad = int((y != 2).sum().item())
+    assert bad == 0, f"{bad} elements read 7: the block was reused before the side stream's read (reused={reused})"
+    return f"side-stream read intact (block reused at once: {reused}; record_stream hook: {details['hooks']})"
+
+
+def check_snapshot(quick):
+    memcoord, _ = _enable()
+    import pickle
+    import tempfile
+
+    import torch
+
+    torch.cuda.memory._record_memory_history()  # must not raise under memcoord
+    a = torch.empty(5 * MB, dtype=torch.uint8, device="cuda")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "snapshot.pickle")
+        torch.cuda.memory._dump_snapshot(path)
+        with open(path, "rb") as f:
+            snap = pickle.load(f)
+        memcoord.snapshot(os.path.join(tmp, "memcoord.pickle"))
+    blocks = [b for s in snap["segments"] for b in s["blocks"] if b["state"] == "active_allocated"]
+    assert any(b["address"] == a.data_ptr() for b in blocks), "our tensor's block is not in the snapshot"
+    from torch.cuda import _memory_viz
+
+    svg = _memory_viz.segments(snap)
+    assert "<svg" in svg[:1000], "memory_viz.segments did not render"
+    rendered = "segments"
+    try:
+        _memory_viz.memory(snap)
+        rendered += ", memory"
+    except Exception as error:  # the trace view needs frames memcoord does not record
+        rendered += f" (memory view: {type(error).__name__}: {error})"
+    traces = sum(len(t) for t in snap["device_traces"])
+    return f"{len(snap['segments'])} segments, {len(blocks)} live blocks, {traces} trace entries; rendered {rendered}"
+
+
+def check_oom(quick):
+    memcoord, details = _enable()
+    import torch
+
+    if not details["shim"]:
+        raise Skip("needs the C++ shim (without it PyTorch's pluggable path cannot raise OutOfMemoryError)")
+    try:
+        torch.empty(4 << 40, dtype=torch.uint8, device="cuda")
+    except torch.OutOfMemoryError as error:
+        message = str(error).splitlines()[0][:120]
+    else:
+        raise AssertionError("allocating 4 TiB did not raise torch.OutOfMemoryError")
+    y = torch.ones(MB, device="cuda")
+    assert float(y.sum()) == MB
+    return f"torch.OutOfMemoryError: {message}"
+
+
+def check_graph_capture(quick):
+    memcoord, details = _enable()
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.GELU(), torch.nn.Linear(512, 512)).cuda()
+    static_x = torch.randn(64, 512, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.no_grad():
+        for _ in range(3):
+            model(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    started = time.monotonic()
+    try:
+        with torch.no_grad(), torch.cuda.graph(graph):
+            static_y = model(static_x)
+    except Exception as error:
+        elapsed = time.monotonic() - started
+        message = str(error).splitlines()[0][:160]
+        assert elapsed < 5 and "memcoord" in str(error), f"capture failed after {elapsed:.1f} s without saying why: {error}"
+        return f"fails at once ({elapsed * 1000:.0f} ms) saying why: {message}"
+    new_x = torch.randn(64, 512, device="cuda")
+    static_x.copy_(new_x)
+    graph.replay()
+    with torch.no_grad():
+        expected = model(new_x)
+    torch.cuda.synchronize()
+    diff = float((static_y - expected).abs().max())
+    assert diff < 1e-3, f"graph replay differs from eager by {diff}"
+    del graph
+    return f"works: replay matches eager (max diff {diff:.2e}); graph pools hook: {details['hooks'].get('graph_pools')}"
+
+
+def check_compile(quick):
+    memcoord, _ = _enable()
+    import torch
+
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model=256, nhead=4, dim_feedforward=1024, batch_first=True).cuda()
+    head = torch.nn.Linear(256, 1).cuda()
+    model = torch.nn.Sequential(layer, head)
+    compiled = torch.compile(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randn(16, 64, 256, device="cuda")
+    target = torch.randn(16, 64, 1, device="cuda")
+    losses = []
+    for _ in range(8 if quick else 30):
+        loss = torch.nn.functional.mse_loss(compiled(x), target)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(float(loss))
+    assert all(l == l for l in losses) and losses[-1] < losses[0], losses
+    return f"loss {losses[0]:.4f} -> {losses[-1]:.4f} over {len(losses)} compiled steps"
+
+
+def check_ddp(quick):
+    memcoord, _ = _enable()
+    import socket
+
+    import torch
+    import torch.distributed as dist
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(1024, 1024).cuda(), device_ids=[0])
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        x = torch.randn(32, 1024, device="cuda")
+        losses = []
+        for _ in range(5):
+            loss = model(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            losses.append(float(loss))
+        assert losses[-1] < losses[0], losses
+    finally:
+        dist.destroy_process_group()
+    return f"one NCCL rank: loss {losses[0]:.4f} -> {losses[-1]:.4f}"
+
+
+def check_multi_device(quick):
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        raise Skip(f"{torch.cuda.device_count()} GPU visible; needs 2")
+    memcoord, _ = _enable()
+    a = torch.nn.Linear(2048, 2048).cuda(0)
+    b = torch.nn.Linear(2048, 2048).cuda(1)
+    ya, yb = a(torch.randn(8, 2048, device="cuda:0")), b(torch.randn(8, 2048, device="cuda:1"))
+    torch.cuda.synchronize(0)
+    torch.cuda.synchronize(1)
+    s0, s1 = memcoord.stats(0), memcoord.stats(1)
+    assert s0["allocated_bytes"] > 0 and s1["allocated_bytes"] > 0, (s0, s1)
+    assert ya.device.index == 0 and yb.device.index == 1
+    return f"device 0 {s0['allocated_bytes'] / MB:.1f} MB, device 1 {s1['allocated_bytes'] / MB:.1f} MB"
+
+
+CHECKS = {
+    "stats": check_stats,
+    "empty_cache": check_empty_cache,
+    "record_stream": check_record_stream,
+    "snapshot": check_snapshot,
+    "oom": check_oom,
+    "graph_capture": check_graph_capture,
+    "compile": check_compile,
+    "ddp": check_ddp,
+    "multi_device": check_multi_device,
+}
+
+
+def run_one(name, quick):
+    """Child mode: one check in this process; prints one RESULT line."""
+    started = time.monotonic()
+    try:
+        detail = CHECKS[name](quick)
+        status = "pass"
+    except Skip as why:
+        status, detail = "skip", str(why)
+    except Exception as error:  # report every failure as a table row
+        import traceback
+
+        traceback.print_exc()
+        status, detail = "FAIL", f"{type(error).__name__}: {error}"
+    result = {"check": name, "status": status, "detail": detail, "seconds": round(time.monotonic() - started, 2)}
+    print("RESULT " + json.dumps(result), flush=True)
+    return 0 if status != "FAIL" else 1
+
+
+def torch_and_gpu_present():
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return "torch sees no GPU"
+    return None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer steps")
+    parser.add_argument("--only", default="", help="comma-separated checks: " + ",".join(CHECKS))
+    parser.add_argument("--check", help=argparse.SUPPRESS)
+    parser.add_argument("--timeout", type=float, default=300, help="seconds per check")
+    args = parser.parse_args()
+    missing = torch_and_gpu_present()
+    if missing:
+        print(f"integration_checks: skipped: {missing}")
+        return 77
+    if args.check:
+        return run_one(args.check, args.quick)
+    names = [n for n in args.only.split(",") if n] or list(CHECKS)
+    unknown = [n for n in names if n not in CHECKS]
+    if unknown:
+        parser.error(f"unknown check(s) {unknown}; accepted: {', '.join(CHECKS)}")
+    rows = []
+    for name in names:
+        command = [sys.executable, __file__, "--check", name] + (["--quick"] if args.quick else [])
+        try:
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+            out = proc.stdout + proc.stderr
+        except subprocess.TimeoutExpired as error:
+            out = f"timed out after {args.timeout:.0f} s"
+            proc = None
+        line = next((l for l in out.splitlines() if l.startswith("RESULT ")), None)
+        if line is None:
+            code = proc.returncode if proc else "timeout"
+            row = {"check": name, "status": "FAIL", "detail": f"no result (exit {code}): {out.strip()[-300:]}",
+                   "seconds": 0}
+        else:
+            row = json.loads(line[len("RESULT "):])
+            if row["status"] == "FAIL":
+                sys.stderr.write(out[-3000:])
+        rows.append(row)
+        print(f"{row['check']:<14} {row['status']:<5} {row['detail']}", flush=True)
+    print("\n== integration checks under memcoord ==")
+    print(f"{'check':<14} {'result':<6} {'s':>6}  detail")
+    for row in rows:
+        print(f"{row['check']:<14} {row['status']:<6} {row['seconds']:>6.1f}  {row['detail']}")
+    failed = [r["check"] for r in rows if r["status"] == "FAIL"]
+    print(f"failed: {', '.join(failed) if failed else 'none'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""Aborts reach the training loop: when the coordinator aborts this process's group (a peer rank died), the
+process ends within a bounded time with a message naming the dead rank and the reason, and exit code
+EXIT_ABORTED (75), even while its training thread is blocked inside a collective.
+
+How: a daemon thread sits in memcoord_wait_abort() (a C call; ctypes releases the GIL while it waits). On an
+abort it (1) prints the message to stderr, (2) aborts the torch.distributed process groups when
+torch.distributed is initialized (NCCL: the communicators are aborted, which frees a rank stuck in a
+collective), bounded to `pg_abort_budget_s`, and (3) calls os._exit(EXIT_ABORTED): the blocked main thread
+cannot run Python, so no exception could reach it in time. A custom `on_abort(info)` may replace steps 2-3.
+"""
+
+import os
+import sys
+import threading
+import time
+
+from . import _capi
+
+_watcher = None
+_watcher_lock = threading.Lock()
+_handled = threading.Event()
+
+
+class AbortFacts:
+    """What the coordinator said: `dead_rank` (-1 if it named none), `reason`, `time_unix_ms`."""
+
+    def __init__(self, dead_rank, reason, time_unix_ms):
+        self.dead_rank = dead_rank
+        self.reason = reason
+        self.time_unix_ms = time_unix_ms
+
+    def describe(self):
+        who = f"rank {self.dead_rank}" if self.dead_rank >= 0 else "a rank the coordinator did not name"
+        return f"{who} died ({self.reason or 'no reason given'})"
+
+    def __repr__(self):
+        return f"AbortFacts(dead_rank={self.dead_rank}, reason={self.reason!r})"
+
+
+def abort_facts(lib=None):
+    """The AbortFacts when this process's group was aborted, else None."""
+    lib = lib or _capi.library()
+    info = lib.abort_info()
+    if info is None or not info.aborted:
+        return None
+    return AbortFacts(int(info.dead_rank), info.reason.decode("utf-8", "replace"), int(info.time_unix_ms))
+
+
+def _own_rank():
+    for name in ("RANK", "MEMCOORD_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"):
+        if os.environ.get(name, "").isdigit():
+            return os.environ[name]
+    return "?"
+
+
+def abort_process_groups(budget_s=1.0):
+    """Aborts every torch.distributed process group when torch.distributed is initialized; returns a line
+    saying what was done. Never raises; gives up after `budget_s` (the abort runs on its own thread)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return "torch is not imported: no process group to abort"
+    try:
+        dist = torch.distributed
+        if not dist.is_available() or not dist.is_initialized():
+            return "torch.distributed is not initialized: no process group to abort"
+    except Exception as error:  # a broken torch install must not stop the exit
+        return f"could not query torch.distributed: {error}"
+    outcome = ["did not finish"]
+
+    def run():
+        try:
+            c10d = dist.distributed_c10d
+            if hasattr(c10d, "_abort_process_group"):
+                c10d._abort_process_group()  # None: every group, the default one included
+                outcome[0] = "aborted every process group (_abort_process_group)"
+                return
+            aborted = 0
+            for pg in list(getattr(c10d, "_world").pg_map):
+                for device in ("cuda", "cpu"):
+                    try:
+                        pg._get_backend(torch.device(device)).abort()
+                        aborted += 1
+                    except Exception:
+                        pass
+            outcome[0] = f"aborted {aborted} process-group backends"
+        except Exception as error:
+            outcome[0] = f"process-group abort failed: {error}"
+
+    thread = threading.Thread(target=run, name="memcoord-pg-abort", daemon=True)
+    thread.start()
+    thread.join(budget_s)
+    return outcome[0]
+
+
+def exit_aborted(facts, pg_abort_budget_s=1.0, stream=None):
+    """The default response to an abort: message, process-group abort, os._exit(EXIT_ABORTED). Runs once
+    per process (a second caller waits for the first to exit)."""
+    if _handled.is_set():
+        time.sleep(60)  # the first caller is exiting the process
+        os._exit(_capi.EXIT_ABORTED)
+    _handled.set()
+    stream = stream or sys.stderr
+    rank = _own_rank()
+    lines = [
+        f"memcoord: rank {rank}: the job was aborted by the coordinator: {facts.describe()}.",
+    ]
+    try:
+        stream.write(lines[0] + "\n")
+        stream.flush()
+    except Exception:
+        pass
+    pg = abort_process_groups(pg_abort_budget_s)
+    try:
+        stream.write(
+            f"memcoord: rank {rank}: {pg}; exiting with code {_capi.EXIT_ABORTED} (MEMCOORD_EXIT_ABORTED) so the "
+            "launcher can restart the job\n"
+        )
+        stream.flush()
+        sys.stdout.flush()
+    except Exception:
+        pass
+    os._exit(_capi.EXIT_ABORTED)
+
+
+class AbortWatcher:
+    """The watcher thread. start() once; stop() ends it (it also ends when the worker shuts down)."""
+
+    def __init__(self, on_abort=None, poll_ms=500, pg_abort_budget_s=1.0):
+        self._lib = _capi.library()
+        self._lib.function("memcoord_wait_abort")  # MissingSymbolError now, not in the thread
+        self._on_abort = on_abort
+        self._poll_ms = int(poll_ms)
+        self._budget = pg_abort_budget_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="memcoord-abort-watcher", daemon=True)
+        self.facts = None
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self, timeout=2.0):
+        self._stop.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    @property
+    def alive(self):
+        return self._thread.is_alive()
+
+    def _run(self):
+        wait = self._lib.function("memcoord_wait_abort")
+        while not self._stop.is_set():
+            code = wait(self._poll_ms)
+            if code == _capi.DEADLINE_EXCEEDED:
+                continue
+            if code == _capi.ABORTED:
+                self.facts = abort_facts(self._lib) or AbortFacts(-1, self._lib.last_error(), 0)
+                if self._on_abort is not None:
+                    self._on_abort(self.facts)
+                else:
+                    exit_aborted(self.facts, self._budget)
+                return
+            # FAILED_PRECONDITION: the worker is shutting down (or was never made): nothing left to watch.
+            return
+
+
+def start_watcher(on_abort=None, poll_ms=500):
+    """Starts the process's abort watcher once; returns it (the running one when already started)."""
+    global _watcher
+    with _watcher_lock:
+        if _watcher is None or not _watcher.alive:
+            _watcher = AbortWatcher(on_abort=on_abort, poll_ms=poll_ms).start()
+        return _watcher
+
+
+def stop_watcher():
+    global _watcher
+    with _watcher_lock:
+        if _watcher is not None:
+            _watcher.stop()
+            _watcher = None

@@ -1,0 +1,105 @@
+"""memcoord's device statistics in PyTorch's shape: the nested dict torch._C._cuda_memoryStats returns, so
+torch.cuda.memory_stats, memory_allocated, max_memory_reserved and memory_summary read memcoord's numbers.
+
+PyTorch's key names are used for what memcoord has; the rest are present and 0 (memory_summary needs every
+key): memcoord keeps no small/large pool split (its arenas are one pool to PyTorch), and no cumulative
+byte counts of blocks. memcoord's own figures sit under "memcoord" (flattened: "memcoord.cache_hits").
+Accumulated counts ("allocated"/"freed", num_ooms) can be reset only here: reset_accumulated() keeps a
+baseline per device and later dicts subtract it. Not thread-safe for concurrent resets of one device.
+"""
+
+_POOL_KINDS = ("all", "large_pool", "small_pool")
+_ARRAY_STATS = (
+    "allocation",
+    "segment",
+    "active",
+    "inactive_split",
+    "allocated_bytes",
+    "reserved_bytes",
+    "active_bytes",
+    "inactive_split_bytes",
+    "requested_bytes",
+)
+_ACCUMULATED = (
+    "allocations",
+    "frees",
+    "ooms",
+    "backend_allocations",
+    "backend_frees",
+    "backend_allocated_bytes",
+    "backend_released_bytes",
+    "cache_hits",
+    "trims",
+    "trimmed_bytes",
+)
+
+_baselines = {}
+
+
+def _stat(current=0, peak=0, allocated=0, freed=0):
+    return {"current": int(current), "peak": int(peak), "allocated": int(allocated), "freed": int(freed)}
+
+
+def reset_accumulated(device, raw):
+    """Later torch_stats(device, ...) count accumulated figures from `raw` (a DeviceStats.as_dict())."""
+    _baselines[device] = {key: raw.get(key, 0) for key in _ACCUMULATED}
+
+
+def torch_stats(device, raw):
+    """PyTorch's nested memory-stats dict for `device` from memcoord's `raw` figures (DeviceStats.as_dict())."""
+    base = _baselines.get(device, {})
+    acc = {key: max(0, raw.get(key, 0) - base.get(key, 0)) for key in _ACCUMULATED}
+    segments_now = max(0, raw.get("backend_allocations", 0) - raw.get("backend_frees", 0))
+    all_stats = {
+        "allocation": _stat(raw.get("live_blocks", 0), 0, acc["allocations"], acc["frees"]),
+        "active": _stat(raw.get("live_blocks", 0), 0, acc["allocations"], acc["frees"]),
+        "segment": _stat(segments_now, 0, acc["backend_allocations"], acc["backend_frees"]),
+        "inactive_split": _stat(),
+        "allocated_bytes": _stat(raw.get("allocated_bytes", 0), raw.get("peak_allocated_bytes", 0)),
+        "requested_bytes": _stat(raw.get("requested_bytes", 0), raw.get("peak_requested_bytes", 0)),
+        "active_bytes": _stat(raw.get("active_bytes", 0), raw.get("peak_active_bytes", 0)),
+        "reserved_bytes": _stat(
+            raw.get("reserved_bytes", 0),
+            raw.get("peak_reserved_bytes", 0),
+            acc["backend_allocated_bytes"],
+            acc["backend_released_bytes"],
+        ),
+        "inactive_split_bytes": _stat(),
+    }
+    stats = {}
+    for name in _ARRAY_STATS:
+        stats[name] = {"all": all_stats[name], "large_pool": _stat(), "small_pool": _stat()}
+    stats.update(
+        {
+            "num_alloc_retries": 0,
+            "num_ooms": acc["ooms"],
+            "num_sync_all_streams": 0,
+            "num_device_alloc": acc["backend_allocations"],
+            "num_device_free": acc["backend_frees"],
+            "oversize_allocations": _stat(),
+            "oversize_segments": _stat(),
+            "max_split_size": -1,
+            "memcoord": {
+                "largest_free_bytes": int(raw.get("largest_free_bytes", 0)),
+                "limit_bytes": int(raw.get("limit_bytes", 0)),
+                "pools": int(raw.get("pools", 0)),
+                "cache_hits": acc["cache_hits"],
+                "trims": acc["trims"],
+                "trimmed_bytes": acc["trimmed_bytes"],
+                "device_total_bytes": int(raw.get("device_total_bytes", 0)),
+            },
+        }
+    )
+    return stats
+
+
+def flatten(nested, prefix=""):
+    """torch.cuda.memory_stats's flattening ("allocated_bytes.all.current"), sorted, without torch."""
+    out = []
+    for key, value in nested.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            out.extend(flatten(value, name).items())
+        else:
+            out.append((name, value))
+    return dict(sorted(out))

@@ -1,0 +1,218 @@
+"""memcoord as PyTorch's CUDA allocator, and PyTorch's memory API reading memcoord's numbers.
+
+enable() does, in order:
+  1. refuses when CUDA is already initialised in this process (PyTorch cannot swap an allocator in use),
+     naming what initialised it;
+  2. memcoord_init(): the worker starts, attaching to the coordinator when MEMCOORD_COORDINATOR is set;
+  3. installs the allocator: through the C++ shim (memcoord/csrc/torch_shim.cpp: record_stream, empty_cache,
+     CUDA graph pools, OutOfMemoryError) when it is built or can be built now, else through
+     torch.cuda.memory.CUDAPluggableAllocator with Python stand-ins for record_stream and empty_cache (graph
+     capture then fails at once with memcoord's message; an allocation failure cannot raise
+     torch.OutOfMemoryError: PyTorch's pluggable path does not check for null);
+  4. points torch._C's statistics and snapshot entry points at memcoord (torch.cuda.memory_allocated,
+     max_memory_allocated, memory_reserved, max_memory_reserved, memory_stats, reset_peak_memory_stats,
+     reset_accumulated_memory_stats, memory_summary, torch.cuda.memory._snapshot/_dump_snapshot, and
+     torch.accelerator's equivalents where they exist). PyTorch's Python functions call these by attribute
+     at each call, so replacing the attributes is enough; C++ code asking the allocator directly
+     (getDeviceStats) still gets PyTorch's "not supported" error;
+  5. starts the abort watcher (memcoord/_abort.py).
+The allocation path itself never enters Python: PyTorch calls memcoord's C functions.
+"""
+
+import os
+import sys
+import threading
+import warnings
+from pathlib import Path
+
+from . import _abort, _capi
+
+_lock = threading.Lock()
+_state = {"enabled": False, "shim": None, "hooks": {}, "patched": []}
+
+
+def is_enabled():
+    return _state["enabled"]
+
+
+def enabled_details():
+    """How enable() installed memcoord: {"shim": bool, "hooks": {...}, "patched": [names]}."""
+    return {"shim": bool(_state["shim"]), "hooks": dict(_state["hooks"]), "patched": list(_state["patched"])}
+
+
+def _load_shim(mode):
+    """The compiled shim module, or None. mode: "auto" (built one, else build now, else None), "required"
+    (raise when neither works), "off"."""
+    if mode == "off":
+        return None
+    try:
+        from . import _torch_shim  # built by pip install where torch was present
+
+        return _torch_shim
+    except ImportError as built_error:
+        first = built_error
+    try:
+        from torch.utils import cpp_extension
+
+        source = Path(__file__).resolve().parent / "csrc" / "torch_shim.cpp"
+        return cpp_extension.load(name="memcoord_torch_shim", sources=[str(source)], with_cuda=True, verbose=False)
+    except Exception as build_error:
+        if mode == "required":
+            raise RuntimeError(
+                f"memcoord.enable(shim='required'): the C++ shim is neither installed ({first}) nor buildable "
+                f"now ({build_error}); reinstall with `pip install --no-build-isolation ./python` where torch "
+                "and the CUDA toolkit are present"
+            ) from build_error
+        warnings.warn(
+            f"memcoord: the C++ shim is unavailable ({build_error}); using PyTorch's Python pluggable-allocator "
+            "API: record_stream and empty_cache go through Python, CUDA graph capture fails with a message, "
+            "and an out-of-memory cannot raise torch.OutOfMemoryError",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+
+
+def _check_not_initialized(torch):
+    if torch.cuda.is_initialized():
+        try:
+            backend = torch.cuda.memory.get_allocator_backend()
+        except Exception:
+            backend = "unknown"
+        raise RuntimeError(
+            "memcoord.enable() must run before CUDA is initialised in this process, but CUDA was already "
+            f"initialised with PyTorch's '{backend}' allocator (something allocated a CUDA tensor, or called "
+            "torch.cuda.init()/set_device()/synchronize(), before enable()). Call memcoord.enable() right after "
+            "`import torch`, before building the model."
+        )
+
+
+def _python_record_stream(torch, lib):
+    """Tensor.record_stream for the pluggable path without the shim (Python callers only)."""
+    original = torch.Tensor.record_stream
+
+    def record_stream(self, stream):
+        if self.is_cuda:
+            lib.call("memcoord_record_stream", self.untyped_storage().data_ptr(), int(stream.cuda_stream))
+        return original(self, stream)
+
+    torch.Tensor.record_stream = record_stream
+
+
+def _patch(torch, name, replacement):
+    if hasattr(torch._C, name):
+        setattr(torch._C, name, replacement)
+        _state["patched"].append(name)
+
+
+def _device_arg(torch, device):
+    if device is None:
+        return torch.cuda.current_device()
+    if isinstance(device, int):
+        return device
+    return torch.cuda._utils._get_device_index(device, optional=True)
+
+
+def _patch_memory_api(torch, shim_hooks):
+    import memcoord
+
+    def memory_stats(device=None):
+        return memcoord.memory_stats(_device_arg(torch, device), nested=True)
+
+    def reset_peak(device=None):
+        memcoord.reset_peak_stats(_device_arg(torch, device))
+
+    def reset_accumulated(device=None):
+        memcoord.reset_accumulated_stats(_device_arg(torch, device))
+
+    def memory_snapshot(*args, **kwargs):
+        return memcoord.snapshot()
+
+    def record_history(*args, **kwargs):
+        # memcoord keeps its own recent trace (in every snapshot); PyTorch's recorder is not its allocator's.
+        return None
+
+    _patch(torch, "_cuda_memoryStats", memory_stats)
+    _patch(torch, "_cuda_resetPeakMemoryStats", reset_peak)
+    _patch(torch, "_cuda_resetAccumulatedMemoryStats", reset_accumulated)
+    _patch(torch, "_cuda_memorySnapshot", memory_snapshot)
+    _patch(torch, "_cuda_record_memory_history", record_history)
+    _patch(torch, "_cuda_record_memory_history_legacy", record_history)
+    _patch(torch, "_accelerator_getDeviceStats", memory_stats)
+    _patch(torch, "_accelerator_resetPeakStats", reset_peak)
+    _patch(torch, "_accelerator_resetAccumulatedStats", reset_accumulated)
+    if not shim_hooks.get("empty_cache"):
+        _patch(torch, "_cuda_emptyCache", lambda *args, **kwargs: memcoord.empty_cache())
+
+
+def _capi_addresses(lib):
+    names = [
+        "memcoord_torch_malloc",
+        "memcoord_torch_free",
+        "memcoord_last_error",
+        "memcoord_torch_record_stream",
+        "memcoord_empty_cache",
+        "memcoord_device_count",
+        "memcoord_begin_allocate_to_pool",
+        "memcoord_end_allocate_to_pool",
+        "memcoord_release_pool",
+    ]
+    return {name: (lib.address(name) if lib.has(name) else 0) for name in names}
+
+
+def enable(coordinator=None, backend=None, shim=None, watch_aborts=True, patch_memory_api=True):
+    """Makes memcoord PyTorch's CUDA allocator. Call it before the first CUDA allocation.
+
+    coordinator: "HOST:PORT" to attach to (default: $MEMCOORD_COORDINATOR; unset: standalone).
+    backend: memcoord's backend ("cuda-vmm", "cuda", ...; default: $MEMCOORD_BACKEND or auto).
+    shim: "auto" (default, or $MEMCOORD_TORCH_SHIM), "required" or "off" (see _load_shim).
+    watch_aborts: start the abort watcher (an abort ends the process with EXIT_ABORTED, naming the dead rank).
+    patch_memory_api: point torch.cuda's statistics and snapshot functions at memcoord.
+    Returns enabled_details(). A second call returns at once."""
+    import torch
+
+    with _lock:
+        if _state["enabled"]:
+            return enabled_details()
+        shim = shim or os.environ.get("MEMCOORD_TORCH_SHIM", "auto")
+        if shim not in ("auto", "required", "off"):
+            raise ValueError(f"memcoord.enable(shim={shim!r}): accepted: 'auto', 'required', 'off'")
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                "memcoord.enable(): torch.cuda is not available (no GPU or a CPU-only torch); memcoord's Python "
+                "API without PyTorch (memcoord.stats(), memcoord.step(), ...) works on the host backend"
+            )
+        _check_not_initialized(torch)
+        if coordinator:
+            os.environ["MEMCOORD_COORDINATOR"] = coordinator
+        if backend:
+            os.environ["MEMCOORD_BACKEND"] = backend
+        lib = _capi.library()
+        lib.call("memcoord_init")
+        module = _load_shim(shim)
+        if module is not None:
+            _state["hooks"] = dict(module.install(_capi_addresses(lib)))
+            _state["shim"] = module
+        else:
+            allocator = torch.cuda.memory.CUDAPluggableAllocator(
+                str(lib.path), "memcoord_torch_malloc", "memcoord_torch_free"
+            )
+            torch.cuda.memory.change_current_allocator(allocator)
+            _state["allocator"] = allocator
+            if lib.has("memcoord_record_stream"):
+                _python_record_stream(torch, lib)
+            _state["hooks"] = {"record_stream": lib.has("memcoord_record_stream"), "empty_cache": False}
+        if patch_memory_api:
+            _patch_memory_api(torch, _state["hooks"])
+        if watch_aborts and lib.has("memcoord_wait_abort"):
+            _abort.start_watcher()
+        _state["enabled"] = True
+        return enabled_details()
+
+
+def print_details(stream=None):
+    """One line saying how memcoord is installed into PyTorch (for logs)."""
+    stream = stream or sys.stdout
+    d = enabled_details()
+    hooks = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in sorted(d["hooks"].items()))
+    stream.write(f"memcoord: enabled={is_enabled()} shim={'yes' if d['shim'] else 'no'} {hooks}\n")

@@ -1,0 +1,204 @@
+// memcoord's PyTorch shim: makes memcoord PyTorch's CUDA allocator with the hooks that PyTorch's Python API
+// for pluggable allocators cannot set. Built against the installed torch (at pip-install time, or on first
+// use through torch.utils.cpp_extension.load); the package works without it, with fewer guarantees.
+//
+// It creates a torch::cuda::CUDAPluggableAllocator whose malloc/free are libmemcoord_capi.so's
+// memcoord_torch_malloc/free (C function pointers handed in from Python's ctypes: the shim does not link
+// memcoord), then sets:
+//   - record_stream -> memcoord_torch_record_stream (Tensor.record_stream is honoured);
+//   - reset (torch.cuda.empty_cache) -> memcoord_empty_cache on every device;
+//   - begin/end allocate-to-pool and release-pool (CUDA graph capture) -> memcoord's private capture pools,
+//     with PyTorch's stream filter kept alive here until the capture's end;
+//   - an allocation that fails raises c10::OutOfMemoryError with memcoord's message (torch.OutOfMemoryError
+//     in Python) instead of handing PyTorch a null pointer.
+// Statistics and snapshots are served by the Python layer (memcoord/_torch.py) from memcoord's C API.
+//
+// Thread-safety: install() runs once, before CUDA is initialised (PyTorch refuses to swap an allocator in
+// use). The hooks run on PyTorch's threads; the only shared state, the capture filters, is guarded by
+// g_filters_mu.
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/cuda/CUDAPluggableAllocator.h>
+#include <torch/extension.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+namespace {
+
+// The C ABI's functions used here, with worker/memcoord.h's signatures.
+using MallocFn = void* (*)(std::ptrdiff_t, int, void*);
+using FreeFn = void (*)(void*, std::ptrdiff_t, int, void*);
+using RecordStreamFn = void (*)(void*, void*);
+using EmptyCacheFn = int (*)(int, std::uint64_t*);
+using DeviceCountFn = int (*)();
+using LastErrorFn = const char* (*)();
+using StreamFilterFn = int (*)(std::uintptr_t, void*);
+using BeginPoolFn = int (*)(int, std::uint64_t, std::uint64_t, StreamFilterFn, void*);
+using PoolFn = int (*)(int, std::uint64_t, std::uint64_t);
+
+struct CApi {
+  MallocFn malloc = nullptr;
+  FreeFn free = nullptr;
+  RecordStreamFn record_stream = nullptr;
+  EmptyCacheFn empty_cache = nullptr;
+  DeviceCountFn device_count = nullptr;
+  LastErrorFn last_error = nullptr;
+  BeginPoolFn begin_pool = nullptr;
+  PoolFn end_pool = nullptr;
+  PoolFn release_pool = nullptr;
+};
+
+CApi g_capi;
+bool g_installed = false;
+std::shared_ptr<c10::cuda::CUDACachingAllocator::CUDAAllocator> g_allocator;
+
+using StreamFilter = std::function<bool(cudaStream_t)>;
+using CaptureKey = std::tuple<int, std::uint64_t, std::uint64_t>;
+std::mutex g_filters_mu;
+std::map<CaptureKey, std::unique_ptr<StreamFilter>> g_filters;  // guarded by g_filters_mu
+
+std::string LastError() {
+  const char* message = g_capi.last_error != nullptr ? g_capi.last_error() : nullptr;
+  return message != nullptr && *message != '\0' ? std::string(message) : std::string("no message");
+}
+
+// Called by memcoord on the allocating thread while a capture is open; `user` is the capture's filter.
+int CallFilter(std::uintptr_t stream, void* user) {
+  try {
+    const auto* filter = static_cast<const StreamFilter*>(user);
+    return (*filter)(reinterpret_cast<cudaStream_t>(stream)) ? 1 : 0;
+  } catch (...) {
+    return 0;  // no exception crosses into memcoord's C code
+  }
+}
+
+void* Allocate(std::size_t size, int device, cudaStream_t stream) {
+  if (size == 0) return nullptr;  // PyTorch's empty tensors: no memory, no deleter call
+  void* ptr = g_capi.malloc(static_cast<std::ptrdiff_t>(size), device, stream);
+  if (ptr == nullptr) {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "memcoord could not allocate ", size, " bytes on device ",
+                     device, ": ", LastError());
+  }
+  return ptr;
+}
+
+void Free(void* ptr, std::size_t size, int device, cudaStream_t stream) {
+  if (ptr == nullptr) return;
+  g_capi.free(ptr, static_cast<std::ptrdiff_t>(size), device, stream);
+}
+
+void EmptyCache() {
+  const int devices = g_capi.device_count();
+  for (int device = 0; device < devices; ++device) {
+    (void)g_capi.empty_cache(device, nullptr);
+  }
+}
+
+// PyTorch's beginAllocateToPool(device, mempool_id, filter). Generic so that it fits the setter's
+// std::function whichever integer type this torch uses for the device.
+template <typename Device, typename PoolId, typename Filter>
+void BeginAllocateToPool(Device device, PoolId pool, Filter filter) {
+  const CaptureKey key{static_cast<int>(device), static_cast<std::uint64_t>(pool.first),
+                       static_cast<std::uint64_t>(pool.second)};
+  StreamFilter* stored = nullptr;
+  {
+    std::lock_guard lock(g_filters_mu);
+    auto& slot = g_filters[key];
+    slot = std::make_unique<StreamFilter>(std::move(filter));
+    stored = slot.get();
+  }
+  const int code =
+      g_capi.begin_pool(std::get<0>(key), std::get<1>(key), std::get<2>(key), &CallFilter, stored);
+  TORCH_CHECK(code == 0, "memcoord could not route allocations to CUDA graph pool (", std::get<1>(key), ", ",
+              std::get<2>(key), ") on device ", std::get<0>(key), ": ", LastError());
+}
+
+template <typename Device, typename PoolId>
+void EndAllocateToPool(Device device, PoolId pool) {
+  const CaptureKey key{static_cast<int>(device), static_cast<std::uint64_t>(pool.first),
+                       static_cast<std::uint64_t>(pool.second)};
+  const int code = g_capi.end_pool(std::get<0>(key), std::get<1>(key), std::get<2>(key));
+  {
+    // memcoord calls the filter only between begin and end: it may go now.
+    std::lock_guard lock(g_filters_mu);
+    g_filters.erase(key);
+  }
+  TORCH_CHECK(code == 0, "memcoord could not end CUDA graph pool (", std::get<1>(key), ", ", std::get<2>(key),
+              ") on device ", std::get<0>(key), ": ", LastError());
+}
+
+template <typename Device, typename PoolId>
+void ReleasePool(Device device, PoolId pool) {
+  const int code = g_capi.release_pool(static_cast<int>(device), static_cast<std::uint64_t>(pool.first),
+                                       static_cast<std::uint64_t>(pool.second));
+  TORCH_CHECK(code == 0, "memcoord could not release CUDA graph pool (", pool.first, ", ", pool.second,
+              ") on device ", static_cast<int>(device), ": ", LastError());
+}
+
+template <typename T>
+T FunctionAt(std::uintptr_t address, const char* name, bool required) {
+  TORCH_CHECK(address != 0 || !required, "memcoord shim: ", name, " is missing from libmemcoord_capi.so");
+  return reinterpret_cast<T>(address);
+}
+
+// install(addresses): the C ABI functions by name -> address (0: absent). Returns which hooks were set.
+std::map<std::string, bool> Install(const std::map<std::string, std::uintptr_t>& addresses) {
+  TORCH_CHECK(!g_installed, "memcoord shim: install() was already called in this process");
+  auto at = [&](const char* name) {
+    auto it = addresses.find(name);
+    return it == addresses.end() ? std::uintptr_t{0} : it->second;
+  };
+  g_capi.malloc = FunctionAt<MallocFn>(at("memcoord_torch_malloc"), "memcoord_torch_malloc", true);
+  g_capi.free = FunctionAt<FreeFn>(at("memcoord_torch_free"), "memcoord_torch_free", true);
+  g_capi.last_error = FunctionAt<LastErrorFn>(at("memcoord_last_error"), "memcoord_last_error", true);
+  g_capi.record_stream = FunctionAt<RecordStreamFn>(at("memcoord_torch_record_stream"), "", false);
+  g_capi.empty_cache = FunctionAt<EmptyCacheFn>(at("memcoord_empty_cache"), "", false);
+  g_capi.device_count = FunctionAt<DeviceCountFn>(at("memcoord_device_count"), "", false);
+  g_capi.begin_pool = FunctionAt<BeginPoolFn>(at("memcoord_begin_allocate_to_pool"), "", false);
+  g_capi.end_pool = FunctionAt<PoolFn>(at("memcoord_end_allocate_to_pool"), "", false);
+  g_capi.release_pool = FunctionAt<PoolFn>(at("memcoord_release_pool"), "", false);
+
+  auto allocator = torch::cuda::CUDAPluggableAllocator::createCustomAllocator(&Allocate, &Free);
+  // createCustomAllocator makes a CUDAPluggableAllocator; its setters are not on the base interface.
+  auto* pluggable =
+      static_cast<torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator*>(allocator.get());
+  std::map<std::string, bool> hooks;
+  hooks["record_stream"] = g_capi.record_stream != nullptr;
+  if (g_capi.record_stream != nullptr) {
+    pluggable->set_record_stream_fn(
+        [](void* ptr, cudaStream_t stream) { g_capi.record_stream(ptr, stream); });
+  }
+  hooks["empty_cache"] = g_capi.empty_cache != nullptr && g_capi.device_count != nullptr;
+  if (hooks["empty_cache"]) {
+    pluggable->set_reset_fn([] { EmptyCache(); });
+  }
+  hooks["graph_pools"] =
+      g_capi.begin_pool != nullptr && g_capi.end_pool != nullptr && g_capi.release_pool != nullptr;
+  if (hooks["graph_pools"]) {
+    pluggable->set_begin_allocate_to_pool(
+        [](auto device, auto pool, auto filter) { BeginAllocateToPool(device, pool, std::move(filter)); });
+    pluggable->set_end_allocate_to_pool_fn([](auto device, auto pool) { EndAllocateToPool(device, pool); });
+    pluggable->set_release_pool([](auto device, auto pool) { ReleasePool(device, pool); });
+  }
+  torch::cuda::CUDAPluggableAllocator::changeCurrentAllocator(allocator);
+  g_allocator = allocator;
+  g_installed = true;
+  return hooks;
+}
+
+bool Installed() { return g_installed; }
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "memcoord's PyTorch allocator shim (see memcoord/csrc/torch_shim.cpp)";
+  m.def("install", &Install, "Makes memcoord PyTorch's CUDA allocator; addresses: C ABI function -> address");
+  m.def("installed", &Installed, "Whether install() ran in this process");
+}

@@ -1,0 +1,40 @@
+"""One rank of test_abort.py: attaches to the coordinator in $MEMCOORD_COORDINATOR, prints "ready", then
+  victim    sleeps until killed;
+  blocked   starts the abort watcher and blocks its main thread in a C call that never returns (a recv on a
+            socket nobody writes to, as a rank waits inside a gloo collective);
+  stepping  runs memcoord.step(on_abort="raise") steps until an AbortedError, prints it, exits 0."""
+
+import socket
+import sys
+import time
+
+import support  # noqa: F401  (environment)
+
+import memcoord
+
+role = sys.argv[1]
+memcoord.init()
+if role == "blocked":
+    memcoord.watch_aborts(poll_ms=200)
+print("ready", flush=True)
+
+if role == "victim":
+    time.sleep(600)
+elif role == "blocked":
+    a, b = socket.socketpair()
+    a.recv(1)  # blocks in C until the watcher ends the process
+    print("recv returned: the watcher did not end the process", flush=True)
+    sys.exit(3)
+elif role == "stepping":
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with memcoord.step(on_abort="raise"):
+                time.sleep(0.02)
+        except memcoord.AbortedError as error:
+            print(f"AbortedError dead_rank={error.dead_rank} reason={error.reason!r}", flush=True)
+            sys.exit(0)
+    print("no abort within 30 s", flush=True)
+    sys.exit(4)
+else:
+    sys.exit(f"abort_rank.py: unknown role {role!r}; accepted: victim, blocked, stepping")

@@ -1,0 +1,95 @@
+"""Aborts reach a Python training process: a real coordinator on loopback, two ranks of one job; rank 1 is
+SIGKILLed. Rank 0 ends within 2 s with EXIT_ABORTED and a message naming rank 1 while its main thread is
+blocked in C (the watcher), or sees AbortedError at its next step's end (memcoord.step)."""
+
+import os
+import subprocess
+import sys
+import time
+import unittest
+from pathlib import Path
+
+import support  # noqa: F401  (environment)
+
+import memcoord
+from memcoord import _capi
+
+HERE = Path(__file__).resolve().parent
+RANK_SCRIPT = HERE / "abort_rank.py"
+
+
+def _coordinator_binary():
+    path = os.environ.get("MEMCOORD_CLI")
+    if not path or not os.access(path, os.X_OK):
+        raise unittest.SkipTest("MEMCOORD_CLI does not name the memcoord binary (built without gRPC?)")
+    return path
+
+
+class Job:
+    """A coordinator on a free loopback port plus rank processes; everything is killed at the end."""
+
+    def __init__(self):
+        self.coordinator = subprocess.Popen(
+            [_coordinator_binary(), "coordinator", "--listen", "127.0.0.1:0"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        line = self.coordinator.stdout.readline()
+        if "listening on" not in line:
+            self.close()
+            raise AssertionError(f"the coordinator did not start: {line!r}")
+        self.address = line.split("listening on", 1)[1].split()[0]
+        self.ranks = []
+
+    def start_rank(self, rank, role):
+        env = dict(os.environ, MEMCOORD_COORDINATOR=self.address, MEMCOORD_RANK=str(rank),
+                   MEMCOORD_WORLD_SIZE="2", MEMCOORD_BACKEND="host", PYTHONUNBUFFERED="1")
+        proc = subprocess.Popen([sys.executable, str(RANK_SCRIPT), role], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        ready = proc.stdout.readline()
+        if ready.strip() != "ready":
+            proc.kill()
+            raise AssertionError(f"rank {rank} ({role}) did not start: {ready!r} {proc.stderr.read()}")
+        self.ranks.append(proc)
+        return proc
+
+    def close(self):
+        for proc in self.ranks + [self.coordinator]:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
+class AbortTest(unittest.TestCase):
+    def setUp(self):
+        support.require(self, "memcoord_wait_abort", "memcoord_abort_info_get")
+        self.job = Job()
+        self.addCleanup(self.job.close)
+
+    def test_watcher_ends_a_rank_blocked_in_c_within_2_s(self):
+        survivor = self.job.start_rank(0, "blocked")
+        victim = self.job.start_rank(1, "victim")
+        time.sleep(0.5)  # both registered and reporting
+        victim.kill()
+        killed_at = time.monotonic()
+        try:
+            out, err = survivor.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            survivor.kill()
+            self.fail("rank 0 was still running 10 s after rank 1 died")
+        elapsed = time.monotonic() - killed_at
+        print(f"\nrank 0 ended {elapsed:.3f} s after rank 1 was SIGKILLed; its message: {err.strip()}")
+        self.assertEqual(survivor.returncode, _capi.EXIT_ABORTED, f"stdout={out!r} stderr={err!r}")
+        self.assertIn("rank 1 died", err)
+        self.assertLess(elapsed, 2.0)
+
+    def test_step_end_raises_aborted_naming_the_dead_rank(self):
+        survivor = self.job.start_rank(0, "stepping")
+        victim = self.job.start_rank(1, "victim")
+        time.sleep(0.5)
+        victim.kill()
+        out, err = survivor.communicate(timeout=40)
+        self.assertEqual(survivor.returncode, 0, f"stdout={out!r} stderr={err!r}")
+        self.assertIn("AbortedError dead_rank=1", out)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,185 @@
+"""The package's ctypes layer over libmemcoord_capi.so, on host memory: allocation, statistics under memcoord's
+and PyTorch's names, empty_cache, snapshots, and the errors a caller gets."""
+
+import ctypes
+import ctypes.util
+import os
+import pickle
+import tempfile
+import unittest
+
+from support import MIB, require
+
+import memcoord
+from memcoord import _capi
+
+
+class LibraryTest(unittest.TestCase):
+    def test_library_is_found_and_initializes(self):
+        self.assertTrue(os.path.isfile(memcoord.library_path()), memcoord.library_path())
+        memcoord.init()
+        memcoord.init()  # idempotent
+        self.assertGreaterEqual(memcoord.step_count(), 0)
+
+    def test_missing_function_names_itself_and_the_library(self):
+        libc = _capi.Library(ctypes.util.find_library("c") or "libc.so.6")
+        with self.assertRaises(memcoord.MissingSymbolError) as caught:
+            libc.memcoord_init()
+        self.assertIn("memcoord_init", str(caught.exception))
+        self.assertIn("libc", str(caught.exception))
+
+    def test_unknown_function_is_an_attribute_error(self):
+        with self.assertRaises(AttributeError):
+            _capi.library().function("memcoord_no_such_function")
+
+    def test_bad_library_path_says_what_is_accepted(self):
+        old = os.environ.get("MEMCOORD_CAPI_LIB")
+        os.environ["MEMCOORD_CAPI_LIB"] = "/nonexistent/libmemcoord_capi.so"
+        try:
+            with self.assertRaises(FileNotFoundError) as caught:
+                _capi.find_library()
+            self.assertIn("MEMCOORD_CAPI_LIB=/nonexistent", str(caught.exception))
+        finally:
+            if old is None:
+                del os.environ["MEMCOORD_CAPI_LIB"]
+            else:
+                os.environ["MEMCOORD_CAPI_LIB"] = old
+
+
+class AllocationTest(unittest.TestCase):
+    def setUp(self):
+        require(self, "memcoord_device_alloc", "memcoord_device_free", "memcoord_device_stats_get")
+        memcoord.init()
+
+    def test_blocks_are_real_memory_and_counted(self):
+        before = memcoord.stats()
+        blocks = [memcoord.alloc(MIB * (i + 1)) for i in range(3)]
+        for i, ptr in enumerate(blocks):
+            ctypes.memset(ptr, 0x41 + i, MIB * (i + 1))
+        for i, ptr in enumerate(blocks):
+            self.assertEqual(ctypes.string_at(ptr + MIB * (i + 1) - 1, 1), bytes([0x41 + i]))
+        during = memcoord.stats()
+        self.assertGreaterEqual(during["allocated_bytes"] - before["allocated_bytes"], 6 * MIB)
+        self.assertEqual(during["live_blocks"] - before["live_blocks"], 3)
+        self.assertEqual(during["allocations"] - before["allocations"], 3)
+        self.assertGreaterEqual(during["reserved_bytes"], during["allocated_bytes"])
+        for ptr in blocks:
+            memcoord.free(ptr)
+        after = memcoord.stats()
+        self.assertEqual(after["allocated_bytes"], before["allocated_bytes"])
+        self.assertEqual(after["frees"] - before["frees"], 3)
+        self.assertGreaterEqual(after["peak_allocated_bytes"], during["allocated_bytes"])
+
+    def test_freeing_an_unknown_pointer_is_not_found(self):
+        with self.assertRaises(memcoord.MemcoordError) as caught:
+            memcoord.free(0x1000)
+        self.assertEqual(caught.exception.code, _capi.NOT_FOUND)
+        self.assertTrue(caught.exception.message)
+
+    def test_non_positive_size_is_refused_before_the_library(self):
+        with self.assertRaises(ValueError):
+            memcoord.alloc(0)
+
+    def test_reset_peak_brings_peak_to_current(self):
+        require(self, "memcoord_reset_peak_stats")
+        ptr = memcoord.alloc(8 * MIB)
+        memcoord.free(ptr)
+        self.assertGreater(memcoord.stats()["peak_allocated_bytes"], memcoord.stats()["allocated_bytes"])
+        memcoord.reset_peak_stats()
+        s = memcoord.stats()
+        self.assertEqual(s["peak_allocated_bytes"], s["allocated_bytes"])
+        self.assertEqual(s["peak_reserved_bytes"], s["reserved_bytes"])
+
+    def test_empty_cache_returns_cached_memory(self):
+        require(self, "memcoord_empty_cache")
+        ptr = memcoord.alloc(16 * MIB)
+        memcoord.free(ptr)
+        cached = memcoord.stats()
+        self.assertGreater(cached["reserved_bytes"], cached["allocated_bytes"])
+        released = memcoord.empty_cache()
+        trimmed = memcoord.stats()
+        self.assertGreaterEqual(released, 16 * MIB)
+        self.assertEqual(trimmed["reserved_bytes"], cached["reserved_bytes"] - released)
+        self.assertLess(trimmed["reserved_bytes"], cached["reserved_bytes"])
+
+    def test_record_stream_on_a_live_block(self):
+        require(self, "memcoord_record_stream")
+        ptr = memcoord.alloc(MIB)
+        memcoord.record_stream(ptr, 0)
+        memcoord.free(ptr)
+        with self.assertRaises(memcoord.MemcoordError) as caught:
+            memcoord.record_stream(0x2000, 0)
+        self.assertEqual(caught.exception.code, _capi.NOT_FOUND)
+
+
+class TorchNamesTest(unittest.TestCase):
+    """memcoord.memory_stats(): PyTorch's keys, with memcoord's figures."""
+
+    # Every key torch.cuda.memory_summary reads (torch/cuda/memory.py).
+    SUMMARY_KEYS = ["num_ooms", "num_alloc_retries"] + [
+        f"{metric}.{pool}.{field}"
+        for metric in ("allocated_bytes", "active_bytes", "requested_bytes", "reserved_bytes",
+                       "inactive_split_bytes", "allocation", "active", "segment", "inactive_split")
+        for pool in ("all", "large_pool", "small_pool")
+        for field in ("current", "peak", "allocated", "freed")
+    ] + [f"{m}.{f}" for m in ("oversize_allocations", "oversize_segments")
+         for f in ("current", "peak", "allocated", "freed")]
+
+    def setUp(self):
+        require(self, "memcoord_device_stats_get", "memcoord_device_alloc")
+        memcoord.init()
+
+    def test_keys_and_values(self):
+        ptr = memcoord.alloc(4 * MIB)
+        try:
+            flat = memcoord.memory_stats()
+            raw = memcoord.stats()
+        finally:
+            memcoord.free(ptr)
+        for key in self.SUMMARY_KEYS:
+            self.assertIn(key, flat)
+        self.assertEqual(flat["allocated_bytes.all.current"], raw["allocated_bytes"])
+        self.assertEqual(flat["allocated_bytes.all.peak"], raw["peak_allocated_bytes"])
+        self.assertEqual(flat["reserved_bytes.all.current"], raw["reserved_bytes"])
+        self.assertEqual(flat["reserved_bytes.all.peak"], raw["peak_reserved_bytes"])
+        self.assertEqual(flat["num_ooms"], raw["ooms"])
+        self.assertEqual(flat["memcoord.largest_free_bytes"], raw["largest_free_bytes"])
+        self.assertGreaterEqual(flat["allocated_bytes.all.current"], 4 * MIB)
+
+    def test_reset_accumulated_restarts_counts(self):
+        memcoord.free(memcoord.alloc(MIB))
+        self.assertGreater(memcoord.memory_stats()["allocation.all.allocated"], 0)
+        memcoord.reset_accumulated_stats()
+        self.assertEqual(memcoord.memory_stats()["allocation.all.allocated"], 0)
+        memcoord.free(memcoord.alloc(MIB))
+        flat = memcoord.memory_stats()
+        self.assertEqual(flat["allocation.all.allocated"], 1)
+        self.assertEqual(flat["allocation.all.freed"], 1)
+
+
+class SnapshotTest(unittest.TestCase):
+    def setUp(self):
+        require(self, "memcoord_snapshot_json", "memcoord_free_string", "memcoord_device_alloc")
+        memcoord.init()
+
+    def test_snapshot_pickle_has_our_block(self):
+        ptr = memcoord.alloc(3 * MIB)
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, "snapshot.pickle")
+                memcoord.snapshot(path)
+                with open(path, "rb") as f:
+                    snap = pickle.load(f)
+        finally:
+            memcoord.free(ptr)
+        self.assertIn("segments", snap)
+        self.assertIsInstance(snap["device_traces"], list)
+        live = [b for s in snap["segments"] for b in s["blocks"] if b["state"] == "active_allocated"]
+        self.assertTrue(any(b["address"] == ptr and b["size"] >= 3 * MIB for b in live), live[:5])
+        for segment in snap["segments"]:
+            self.assertEqual(segment["total_size"] >= segment["allocated_size"], True)
+            self.assertIn(segment["segment_type"], ("small", "large"))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,125 @@
+"""The pure-Python conversions (no library calls): memcoord's figures under PyTorch's key names, and
+memcoord's JSON snapshot in the shape PyTorch's memory_viz opens."""
+
+import json
+import os
+import pickle
+import tempfile
+import unittest
+
+import support  # noqa: F401  (environment)
+from memcoord import _snapshot, _stats
+
+RAW = {
+    "device": 0, "pools": 2, "allocated_bytes": 6 << 20, "peak_allocated_bytes": 10 << 20,
+    "requested_bytes": 5 << 20, "peak_requested_bytes": 9 << 20, "reserved_bytes": 12 << 20,
+    "peak_reserved_bytes": 14 << 20, "active_bytes": 7 << 20, "peak_active_bytes": 11 << 20,
+    "largest_free_bytes": 4 << 20, "limit_bytes": 0, "live_blocks": 3, "allocations": 10, "frees": 7,
+    "cache_hits": 6, "ooms": 1, "backend_allocations": 5, "backend_frees": 2,
+    "backend_allocated_bytes": 20 << 20, "backend_released_bytes": 8 << 20, "trims": 1,
+    "trimmed_bytes": 8 << 20, "device_total_bytes": 1 << 30,
+}
+
+
+class StatsMappingTest(unittest.TestCase):
+    def test_current_peak_and_counts(self):
+        flat = _stats.flatten(_stats.torch_stats(0, RAW))
+        self.assertEqual(flat["allocated_bytes.all.current"], 6 << 20)
+        self.assertEqual(flat["allocated_bytes.all.peak"], 10 << 20)
+        self.assertEqual(flat["reserved_bytes.all.current"], 12 << 20)
+        self.assertEqual(flat["reserved_bytes.all.peak"], 14 << 20)
+        self.assertEqual(flat["reserved_bytes.all.allocated"], 20 << 20)
+        self.assertEqual(flat["reserved_bytes.all.freed"], 8 << 20)
+        self.assertEqual(flat["requested_bytes.all.current"], 5 << 20)
+        self.assertEqual(flat["active_bytes.all.peak"], 11 << 20)
+        self.assertEqual(flat["allocation.all.current"], 3)
+        self.assertEqual(flat["allocation.all.allocated"], 10)
+        self.assertEqual(flat["allocation.all.freed"], 7)
+        self.assertEqual(flat["segment.all.current"], 3)
+        self.assertEqual(flat["num_ooms"], 1)
+        self.assertEqual(flat["num_device_alloc"], 5)
+        self.assertEqual(flat["num_device_free"], 2)
+        self.assertEqual(flat["memcoord.cache_hits"], 6)
+        self.assertEqual(flat["allocated_bytes.small_pool.current"], 0)
+        self.assertEqual(list(flat), sorted(flat))
+
+    def test_accumulated_baseline(self):
+        _stats.reset_accumulated(7, RAW)
+        later = dict(RAW, allocations=15, frees=11, ooms=1, backend_allocations=6)
+        flat = _stats.flatten(_stats.torch_stats(7, later))
+        self.assertEqual(flat["allocation.all.allocated"], 5)
+        self.assertEqual(flat["allocation.all.freed"], 4)
+        self.assertEqual(flat["num_ooms"], 0)
+        self.assertEqual(flat["num_device_alloc"], 1)
+        # current and peak values are never baselined
+        self.assertEqual(flat["allocated_bytes.all.current"], 6 << 20)
+
+
+SNAPSHOT = {
+    "device": 1,
+    "pools": [
+        {
+            "name": "default",
+            "stats": {"allocated_bytes": 3 << 20},
+            "segments": [
+                {
+                    "address": 0x7000_0000,
+                    "size": 4 << 20,
+                    "blocks": [
+                        {"address": 0x7010_0000, "size": 1 << 20, "requested": 1000, "state": "inactive", "stream": 0},
+                        {"address": 0x7000_0000, "size": 1 << 20, "requested": 1 << 20,
+                         "state": "active_allocated", "stream": 7},
+                        {"address": 0x7020_0000, "size": 2 << 20, "requested": 2_000_000,
+                         "state": "active_allocated", "stream": 7},
+                    ],
+                }
+            ],
+        },
+        {"name": "graph", "pool_id": [1, 2], "segments": [{"address": 0x9000_0000, "size": 2 << 20, "blocks": []}]},
+    ],
+    "trace": [
+        {"action": "alloc", "address": 0x7000_0000, "size": 1 << 20, "stream": 7, "time_us": 5},
+        {"action": "free", "address": 0x7010_0000, "size": 1 << 20, "stream": 0, "time_us": 6},
+        {"action": "map", "address": 0x7000_0000, "size": 2 << 20, "stream": 0, "time_us": 1},
+        {"action": "oom", "size": 1 << 40, "free_bytes": 123, "time_us": 9},
+        {"action": "something_new", "size": 1},
+    ],
+}
+
+
+class SnapshotConversionTest(unittest.TestCase):
+    def test_segments_blocks_and_traces(self):
+        snap = _snapshot.from_memcoord([{"device": 0, "pools": [], "trace": []}, SNAPSHOT])
+        self.assertEqual(len(snap["segments"]), 2)
+        first = snap["segments"][0]
+        self.assertEqual(first["device"], 1)
+        self.assertEqual(first["total_size"], 4 << 20)
+        self.assertEqual(first["allocated_size"], 3 << 20)
+        self.assertEqual(first["requested_size"], (1 << 20) + 2_000_000)
+        self.assertEqual([b["address"] for b in first["blocks"]], sorted(b["address"] for b in first["blocks"]))
+        self.assertEqual(first["segment_pool_id"], (0, 0))
+        self.assertEqual(snap["segments"][1]["segment_pool_id"], (1, 2))
+        self.assertEqual(len(snap["device_traces"]), 2)
+        actions = [e["action"] for e in snap["device_traces"][1]]
+        self.assertEqual(actions, ["alloc", "free_completed", "segment_map", "oom"])
+        self.assertEqual(snap["device_traces"][1][3]["device_free"], 123)
+        for entry in snap["device_traces"][1]:
+            self.assertEqual(entry["frames"], [])
+
+    def test_pickle_round_trip(self):
+        snap = _snapshot.from_memcoord([SNAPSHOT])
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "s.pickle")
+            _snapshot.write_pickle(snap, path)
+            with open(path, "rb") as f:
+                self.assertEqual(pickle.load(f), snap)
+
+    def test_bad_json_names_the_problem(self):
+        with self.assertRaises(ValueError) as caught:
+            _snapshot.parse_json("{not json")
+        self.assertIn("not JSON", str(caught.exception))
+        self.assertEqual(_snapshot.parse_json(json.dumps(SNAPSHOT))["device"], 1)
+
+
+if __name__ == "__main__":
+    unittest.main()

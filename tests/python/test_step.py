@@ -1,0 +1,114 @@
+"""memcoord.step(), the safe points of a hand-written training loop, and the framework callbacks built on them
+(driven through minimal stand-ins for transformers' TrainerCallback and Lightning's Callback, since neither
+framework is installed here: the callbacks' own logic is what is tested)."""
+
+import importlib
+import sys
+import types
+import unittest
+
+import support  # noqa: F401  (environment)
+
+import memcoord
+
+
+class StepContextTest(unittest.TestCase):
+    def setUp(self):
+        memcoord.init()
+
+    def test_each_step_ends_once(self):
+        start = memcoord.step_count()
+        for _ in range(3):
+            with memcoord.step():
+                pass
+        self.assertEqual(memcoord.step_count(), start + 3)
+
+    def test_a_step_whose_body_raised_does_not_end(self):
+        start = memcoord.step_count()
+        with self.assertRaises(KeyError):
+            with memcoord.step():
+                raise KeyError("batch")
+        self.assertEqual(memcoord.step_count(), start)
+
+    def test_as_a_decorator(self):
+        start = memcoord.step_count()
+
+        @memcoord.step()
+        def train_step():
+            return 1
+
+        train_step()
+        train_step()
+        self.assertEqual(memcoord.step_count(), start + 2)
+
+    def test_bad_on_abort_says_what_is_accepted(self):
+        with self.assertRaises(ValueError) as caught:
+            memcoord.step(on_abort="ignore")
+        self.assertIn("'exit', 'raise'", str(caught.exception))
+
+
+def _install_fake(name, **attributes):
+    """A stand-in module `name` (and its parents) in sys.modules."""
+    parts = name.split(".")
+    for i in range(1, len(parts) + 1):
+        sys.modules.setdefault(".".join(parts[:i]), types.ModuleType(".".join(parts[:i])))
+    for key, value in attributes.items():
+        setattr(sys.modules[name], key, value)
+
+
+class HuggingFaceCallbackTest(unittest.TestCase):
+    def setUp(self):
+        if "transformers" not in sys.modules:
+            _install_fake("transformers", TrainerCallback=type("TrainerCallback", (), {}))
+        memcoord.init()
+
+    def test_steps_and_logs(self):
+        hf = importlib.import_module("memcoord.integrations.huggingface")
+        callback = hf.MemcoordCallback()
+        start = memcoord.step_count()
+        control = object()
+        for _ in range(2):
+            self.assertIs(callback.on_step_begin(None, None, control), control)
+            self.assertIs(callback.on_step_end(None, None, control), control)
+        callback.on_step_end(None, None, control)  # an end without a begin is not a step
+        self.assertEqual(memcoord.step_count(), start + 2)
+        try:
+            memcoord.stats()
+        except memcoord.MissingSymbolError:
+            self.skipTest("libmemcoord_capi.so has no memcoord_device_stats_get")
+        logs = {"loss": 1.0}
+        callback.on_log(None, None, control, logs=logs)
+        self.assertEqual(logs["loss"], 1.0)
+        for key in ("memcoord/allocated_gb", "memcoord/reserved_gb", "memcoord/peak_reserved_gb"):
+            self.assertIsInstance(logs[key], float)
+
+
+class LightningCallbackTest(unittest.TestCase):
+    def setUp(self):
+        if "lightning" not in sys.modules:
+            _install_fake("lightning.pytorch.callbacks", Callback=type("Callback", (), {"__init__": lambda self: None}))
+        memcoord.init()
+
+    def test_batches_are_steps_and_stats_are_logged(self):
+        pl = importlib.import_module("memcoord.integrations.lightning")
+        callback = pl.MemcoordCallback()
+        logged = []
+        module = types.SimpleNamespace(log_dict=lambda values, **kw: logged.append(values))
+        trainer = types.SimpleNamespace(global_step=0, log_every_n_steps=2)
+        start = memcoord.step_count()
+        has_stats = memcoord._capi.library().has("memcoord_device_stats_get")
+        for batch in range(4):
+            trainer.global_step = batch
+            callback.on_train_batch_start(trainer, module, None, batch)
+            if has_stats:
+                callback.on_train_batch_end(trainer, module, None, None, batch)
+            else:
+                callback._steps.end()
+        self.assertEqual(memcoord.step_count(), start + 4)
+        if has_stats:
+            self.assertEqual(len(logged), 2)  # global steps 0 and 2
+            self.assertIn("memcoord/allocated_gb", logged[0])
+
+
+if __name__ == "__main__":
+    unittest.main()
