@@ -2,6 +2,7 @@
 """What PyTorch users rely on, checked under memcoord (issue 12, "What must be shown" item 2). Each check runs
 in a fresh process (memcoord.enable() must precede CUDA's initialisation):
 
+  refuses_after_init  memcoord.enable() after CUDA's initialisation refuses with a clear error
   stats          torch.cuda.memory_allocated/max_memory_allocated/memory_reserved/max_memory_reserved,
                  memory_stats and memory_summary equal memcoord's own counters; reset_peak_memory_stats
   empty_cache    torch.cuda.empty_cache() returns memcoord's cached memory to the device (cudaMemGetInfo)
@@ -261,7 +262,22 @@ def check_multi_device(quick):
     return f"device 0 {s0['allocated_bytes'] / MB:.1f} MB, device 1 {s1['allocated_bytes'] / MB:.1f} MB"
 
 
+def check_refuses_after_init(quick):
+    import torch
+
+    import memcoord
+
+    torch.zeros(1, device="cuda")  # PyTorch's own allocator is now initialised
+    try:
+        memcoord.enable()
+    except RuntimeError as error:
+        assert "before CUDA is initialised" in str(error), error
+        return f"RuntimeError: {str(error)[:110]}..."
+    raise AssertionError("memcoord.enable() after CUDA's initialisation did not refuse")
+
+
 CHECKS = {
+    "refuses_after_init": check_refuses_after_init,
     "stats": check_stats,
     "empty_cache": check_empty_cache,
     "record_stream": check_record_stream,

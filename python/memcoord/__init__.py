@@ -57,8 +57,20 @@ def library_path():
     return str(_lib().path)
 
 
+# Launchers' rank variables that memcoord's own discovery (MEMCOORD_*, Open MPI, PMIx, Slurm) does not read:
+# torchrun's. Copied to memcoord's names unless those are set.
+_LAUNCHER_RANKS = (("RANK", "MEMCOORD_RANK"), ("WORLD_SIZE", "MEMCOORD_WORLD_SIZE"), ("LOCAL_RANK", "MEMCOORD_LOCAL_RANK"))
+
+
 def init():
-    """Creates the process's worker (idempotent): reads MEMCOORD_COORDINATOR, MEMCOORD_BACKEND, ranks."""
+    """Creates the process's worker (idempotent): reads MEMCOORD_COORDINATOR, MEMCOORD_BACKEND and the rank
+    (MEMCOORD_RANK/WORLD_SIZE/LOCAL_RANK, else torchrun's RANK/WORLD_SIZE/LOCAL_RANK, Open MPI, PMIx, Slurm)."""
+    import os
+
+    if "MEMCOORD_RANK" not in os.environ and "RANK" in os.environ:
+        for theirs, ours in _LAUNCHER_RANKS:
+            if theirs in os.environ:
+                os.environ.setdefault(ours, os.environ[theirs])
     _lib().call("memcoord_init")
 
 

@@ -165,12 +165,38 @@ class AbortWatcher:
             return
 
 
-def start_watcher(on_abort=None, poll_ms=500):
-    """Starts the process's abort watcher once; returns it (the running one when already started)."""
+def _install_excepthook(grace_ms):
+    """A collective that fails because a peer died (gloo: "connection closed by peer") raises in the training
+    thread, often a few milliseconds before the coordinator's abort arrives. An exception that ends the
+    process therefore first waits up to `grace_ms` for an abort; when one comes, the process ends as an
+    abort (message naming the dead rank, EXIT_ABORTED) instead of with the collective's traceback and 1."""
+    previous = sys.excepthook
+
+    def hook(exc_type, exc, tb):
+        try:
+            lib = _capi.library()
+            if not issubclass(exc_type, KeyboardInterrupt) and lib.has("memcoord_wait_abort"):
+                code = lib.function("memcoord_wait_abort")(int(grace_ms))
+                if code == _capi.ABORTED:
+                    facts = abort_facts(lib) or AbortFacts(-1, lib.last_error(), 0)
+                    sys.stderr.write(f"memcoord: the training thread stopped on {exc_type.__name__}: {exc}\n")
+                    exit_aborted(facts)
+        except Exception:
+            pass
+        previous(exc_type, exc, tb)
+
+    sys.excepthook = hook
+
+
+def start_watcher(on_abort=None, poll_ms=500, excepthook_grace_ms=1500):
+    """Starts the process's abort watcher once (and the exception hook above, unless `on_abort` is given);
+    returns it (the running one when already started)."""
     global _watcher
     with _watcher_lock:
         if _watcher is None or not _watcher.alive:
             _watcher = AbortWatcher(on_abort=on_abort, poll_ms=poll_ms).start()
+            if on_abort is None and excepthook_grace_ms > 0:
+                _install_excepthook(excepthook_grace_ms)
         return _watcher
 
 

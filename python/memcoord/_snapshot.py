@@ -14,8 +14,7 @@ value. Pure Python: no torch needed, so the conversion is tested on machines wit
 import json
 import pickle
 
-_BLOCK_STATES = {"active_allocated", "active_pending_free", "active_awaiting_free", "inactive"}
-# memcoord trace actions -> PyTorch's TraceEntry actions.
+# memcoord trace actions -> PyTorch's TraceEntry actions (others are left out).
 _ACTIONS = {
     "alloc": "alloc",
     "allocate": "alloc",
@@ -32,7 +31,6 @@ _ACTIONS = {
     "oom": "oom",
     "snapshot": "snapshot",
 }
-_SMALL_SEGMENT_BYTES = 2 << 20
 
 
 def _first(entry, *names, default=0):
@@ -40,6 +38,21 @@ def _first(entry, *names, default=0):
         if name in entry and entry[name] is not None:
             return entry[name]
     return default
+
+
+# memcoord block states -> PyTorch's. "unmapped" (address space with no memory behind it, on mapping pools) is
+# not memory: it splits its segment (see _segments).
+_STATES = {
+    "active_allocated": "active_allocated",
+    "allocated": "active_allocated",
+    "live": "active_allocated",
+    "active_pending_free": "active_pending_free",
+    "active_awaiting_free": "active_pending_free",
+    "inactive": "inactive",
+    "free": "inactive",
+    "cached": "inactive",
+    "unmapped": None,
+}
 
 
 def _pool_id(pool):
@@ -51,38 +64,61 @@ def _pool_id(pool):
 
 
 def _block(raw):
-    state = str(_first(raw, "state", default="inactive"))
-    if state not in _BLOCK_STATES:
-        state = "active_allocated" if state in ("allocated", "live", "active") else "inactive"
+    """PyTorch's block dict, or None for address space without memory."""
+    state = _STATES.get(str(_first(raw, "state", default="inactive")), "inactive")
+    if state is None:
+        return None
     size = int(_first(raw, "size"))
     return {
         "address": int(_first(raw, "address", "addr")),
         "size": size,
-        "requested_size": int(_first(raw, "requested_size", "requested", default=size if state != "inactive" else 0)),
+        "requested_size": int(_first(raw, "requested_size", "requested", default=0)) if state != "inactive" else 0,
         "state": state,
         "frames": [],
     }
 
 
-def _segment(device, pool, raw):
-    blocks = sorted((_block(b) for b in raw.get("blocks", [])), key=lambda b: b["address"])
-    total = int(_first(raw, "total_size", "size", default=sum(b["size"] for b in blocks)))
-    allocated = sum(b["size"] for b in blocks if b["state"] == "active_allocated")
-    active = sum(b["size"] for b in blocks if b["state"] != "inactive")
+def _segment(device, pool, raw, blocks, mapped):
+    total = sum(b["size"] for b in blocks)
     return {
         "device": device,
-        "address": int(_first(raw, "address", "addr")),
+        "address": blocks[0]["address"],
         "total_size": total,
         "stream": int(_first(raw, "stream")),
-        "segment_type": "small" if total <= _SMALL_SEGMENT_BYTES and pool.get("small", False) else "large",
+        "segment_type": "small" if raw.get("small", False) else "large",
         "segment_pool_id": _pool_id(pool),
-        "allocated_size": allocated,
-        "active_size": active,
-        "requested_size": sum(b["requested_size"] for b in blocks if b["state"] != "inactive"),
-        "is_expandable": bool(raw.get("mapped", False)),
+        "allocated_size": sum(b["size"] for b in blocks if b["state"] == "active_allocated"),
+        "active_size": sum(b["size"] for b in blocks if b["state"] != "inactive"),
+        "requested_size": sum(b["requested_size"] for b in blocks),
+        "is_expandable": mapped,
         "frames": [],
         "blocks": blocks,
     }
+
+
+def _segments(device, pool, raw):
+    """PyTorch segments for one memcoord segment: on a mapping pool (cuda-vmm) a segment is a reserved address
+    range in which only some chunks have memory; each run of blocks with memory becomes one PyTorch segment
+    (as expandable segments show only their mapped part), so the segments' sizes add up to reserved memory."""
+    raw_blocks = sorted(raw.get("blocks", []), key=lambda b: int(_first(b, "address", "addr")))
+    mapped = "mapped_bytes" in raw or any(str(b.get("state")) == "unmapped" for b in raw_blocks)
+    out, run = [], []
+    for raw_block in raw_blocks:
+        block = _block(raw_block)
+        contiguous = run and run[-1]["address"] + run[-1]["size"] == (block or {}).get("address")
+        if block is None or (run and not contiguous):
+            if run:
+                out.append(_segment(device, pool, raw, run, mapped))
+            run = [block] if block is not None else []
+        else:
+            run.append(block)
+    if run:
+        out.append(_segment(device, pool, raw, run, mapped))
+    if not raw_blocks and int(_first(raw, "size")) > 0:  # a segment listed without its blocks: all free
+        address, size = int(_first(raw, "address", "addr")), int(_first(raw, "size"))
+        free = {"address": address, "size": size, "requested_size": 0, "state": "inactive", "frames": []}
+        out.append(_segment(device, pool, raw, [free], mapped))
+    return out
 
 
 def _trace_entry(raw):
@@ -111,9 +147,10 @@ def from_memcoord(documents):
     for index, doc in enumerate(documents):
         device = int(doc.get("device", index))
         for pool in doc.get("pools", []):
-            pools.append({"device": device, "name": pool.get("name", ""), "stats": pool.get("stats", {})})
+            pools.append({"device": device, "name": pool.get("name", ""), "stats": pool.get("stats", {}),
+                          "segments_available": bool(pool.get("segments_available", True))})
             for raw in pool.get("segments", []):
-                segments.append(_segment(device, pool, raw))
+                segments.extend(_segments(device, pool, raw))
         while len(traces) <= device:
             traces.append([])
         for raw in doc.get("trace", []):

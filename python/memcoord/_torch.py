@@ -169,7 +169,13 @@ def enable(coordinator=None, backend=None, shim=None, watch_aborts=True, patch_m
     watch_aborts: start the abort watcher (an abort ends the process with EXIT_ABORTED, naming the dead rank).
     patch_memory_api: point torch.cuda's statistics and snapshot functions at memcoord.
     Returns enabled_details(). A second call returns at once."""
-    import torch
+    try:
+        import torch
+    except ImportError as error:
+        raise ImportError(
+            f"memcoord.enable() makes memcoord PyTorch's allocator and needs torch, which is not importable ({error}); "
+            "without torch, memcoord.init(), alloc(), stats(), step() and snapshot() work"
+        ) from error
 
     with _lock:
         if _state["enabled"]:
@@ -188,7 +194,9 @@ def enable(coordinator=None, backend=None, shim=None, watch_aborts=True, patch_m
         if backend:
             os.environ["MEMCOORD_BACKEND"] = backend
         lib = _capi.library()
-        lib.call("memcoord_init")
+        import memcoord
+
+        memcoord.init()  # torchrun's RANK/WORLD_SIZE/LOCAL_RANK count as memcoord's when those are unset
         module = _load_shim(shim)
         if module is not None:
             _state["hooks"] = dict(module.install(_capi_addresses(lib)))

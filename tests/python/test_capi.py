@@ -46,6 +46,20 @@ class LibraryTest(unittest.TestCase):
                 os.environ["MEMCOORD_CAPI_LIB"] = old
 
 
+class EnableWithoutTorchTest(unittest.TestCase):
+    def test_enable_names_torch_when_it_is_missing(self):
+        try:
+            import torch  # noqa: F401
+
+            self.skipTest("torch is installed here")
+        except ImportError:
+            pass
+        with self.assertRaises(ImportError) as caught:
+            memcoord.enable()
+        self.assertIn("needs torch", str(caught.exception))
+        self.assertFalse(memcoord.is_enabled())
+
+
 class AllocationTest(unittest.TestCase):
     def setUp(self):
         require(self, "memcoord_device_alloc", "memcoord_device_free", "memcoord_device_stats_get")
@@ -174,6 +188,11 @@ class SnapshotTest(unittest.TestCase):
             memcoord.free(ptr)
         self.assertIn("segments", snap)
         self.assertIsInstance(snap["device_traces"], list)
+        pools = snap["memcoord"]["pools"]
+        self.assertTrue(pools, "the snapshot lists no pool")
+        self.assertGreaterEqual(sum(p["stats"].get("allocated_bytes", 0) for p in pools), 3 * MIB)
+        if not all(p["segments_available"] for p in pools):
+            self.skipTest("memcoord_snapshot_json lists no segments yet (segments_available: false)")
         live = [b for s in snap["segments"] for b in s["blocks"] if b["state"] == "active_allocated"]
         self.assertTrue(any(b["address"] == ptr and b["size"] >= 3 * MIB for b in live), live[:5])
         for segment in snap["segments"]:

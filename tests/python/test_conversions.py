@@ -76,6 +76,20 @@ SNAPSHOT = {
             ],
         },
         {"name": "graph", "pool_id": [1, 2], "segments": [{"address": 0x9000_0000, "size": 2 << 20, "blocks": []}]},
+        {
+            "name": "mapped",
+            "segments": [
+                {
+                    # a cuda-vmm arena: 8 MiB of address space, memory behind 2 MiB at each end only
+                    "address": 0xA000_0000, "size": 8 << 20, "mapped_bytes": 4 << 20, "small": True,
+                    "blocks": [
+                        {"address": 0xA000_0000, "size": 2 << 20, "requested": 100, "state": "allocated"},
+                        {"address": 0xA020_0000, "size": 4 << 20, "state": "unmapped"},
+                        {"address": 0xA060_0000, "size": 2 << 20, "state": "free"},
+                    ],
+                }
+            ],
+        },
     ],
     "trace": [
         {"action": "alloc", "address": 0x7000_0000, "size": 1 << 20, "stream": 7, "time_us": 5},
@@ -90,7 +104,7 @@ SNAPSHOT = {
 class SnapshotConversionTest(unittest.TestCase):
     def test_segments_blocks_and_traces(self):
         snap = _snapshot.from_memcoord([{"device": 0, "pools": [], "trace": []}, SNAPSHOT])
-        self.assertEqual(len(snap["segments"]), 2)
+        self.assertEqual(len(snap["segments"]), 4)
         first = snap["segments"][0]
         self.assertEqual(first["device"], 1)
         self.assertEqual(first["total_size"], 4 << 20)
@@ -99,6 +113,15 @@ class SnapshotConversionTest(unittest.TestCase):
         self.assertEqual([b["address"] for b in first["blocks"]], sorted(b["address"] for b in first["blocks"]))
         self.assertEqual(first["segment_pool_id"], (0, 0))
         self.assertEqual(snap["segments"][1]["segment_pool_id"], (1, 2))
+        self.assertEqual(snap["segments"][1]["blocks"][0]["state"], "inactive")
+        # The mapped arena became two segments, one per run of memory; the unmapped range is in neither.
+        mapped = [s for s in snap["segments"] if s["address"] >= 0xA000_0000]
+        self.assertEqual([(s["address"], s["total_size"]) for s in mapped],
+                         [(0xA000_0000, 2 << 20), (0xA060_0000, 2 << 20)])
+        self.assertTrue(all(s["is_expandable"] and s["segment_type"] == "small" for s in mapped))
+        self.assertEqual(mapped[0]["blocks"][0]["state"], "active_allocated")
+        self.assertEqual(mapped[0]["requested_size"], 100)
+        self.assertEqual(mapped[1]["allocated_size"], 0)
         self.assertEqual(len(snap["device_traces"]), 2)
         actions = [e["action"] for e in snap["device_traces"][1]]
         self.assertEqual(actions, ["alloc", "free_completed", "segment_map", "oom"])

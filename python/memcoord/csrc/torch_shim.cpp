@@ -16,10 +16,14 @@
 // Thread-safety: install() runs once, before CUDA is initialised (PyTorch refuses to swap an allocator in
 // use). The hooks run on PyTorch's threads; the only shared state, the capture filters, is guarded by
 // g_filters_mu.
+// torch/extension.h first: it brings Python.h, which must precede the standard headers.
+// clang-format off
+#include <torch/extension.h>
+// clang-format on
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/util/Exception.h>
+#include <pybind11/stl.h>
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
-#include <torch/extension.h>
 
 #include <cstddef>
 #include <cstdint>

@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Side-by-side bench of PyTorch's allocators and memcoord on real training (issue 12, item 1).
+
+Every workload (examples/pytorch/workloads.py) runs under each allocator in a fresh process:
+  native       PyTorch's caching allocator, PYTORCH_CUDA_ALLOC_CONF unset
+  expandable   PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  memcoord     memcoord.enable() on the cuda-vmm backend (MEMCOORD_BACKEND, default cuda-vmm)
+and reports: device memory above the CUDA context (cudaMemGetInfo, highest at any step's end), the pool's
+peak reserved and peak allocated (torch.cuda.max_memory_*: memcoord's own counters under memcoord), their
+ratio, the median and first step times (ms, synchronized), and the losses (every step, compared with native's).
+
+Targets checked per workload (issue 12): memcoord's device memory <= expandable's; memcoord's median step
+within 2% of native's; memcoord's first step no slower than expandable's; losses equal native's (|diff| <=
+--loss-tolerance, default 0: bit-identical). Exit 0 when every run finished and every target held, 1
+otherwise (the table says which); --json FILE keeps every figure.
+
+Usage: bench_allocators.py [--workloads a,b] [--allocators native,expandable,memcoord] [--steps N] [--json F]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent.parent / "python"))
+
+ALLOCATORS = ["native", "expandable", "memcoord"]
+GB = 1e9
+
+
+def child(workload_name, allocator, steps):
+    """One configuration in this (fresh) process; prints one RESULT line."""
+    if allocator == "memcoord":
+        import memcoord
+
+        os.environ.setdefault("MEMCOORD_BACKEND", "cuda-vmm")
+        memcoord.enable()
+    import torch
+
+    import workloads
+
+    torch.cuda.init()
+    torch.cuda.set_device(0)
+    free0, total = torch.cuda.mem_get_info()
+    context_used = total - free0
+    workload = workloads.make(workload_name)
+    steps = steps or workloads.STEPS[workload_name]
+    times, losses, device_peak = [], [], 0
+    for i in range(steps):
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        losses.append(workload.step(i))
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - started) * 1000)
+        free, _ = torch.cuda.mem_get_info()
+        device_peak = max(device_peak, total - free - context_used)
+    result = {
+        "workload": workload_name,
+        "allocator": allocator,
+        "steps": steps,
+        "device_bytes": device_peak,
+        "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
+        "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
+        "median_step_ms": statistics.median(times[1:]) if len(times) > 1 else times[0],
+        "first_step_ms": times[0],
+        "losses": losses,
+    }
+    if allocator == "memcoord":
+        import memcoord
+
+        own = memcoord.stats(0)
+        result["memcoord"] = {k: own[k] for k in ("peak_reserved_bytes", "peak_allocated_bytes",
+                                                   "backend_allocations", "backend_frees", "cache_hits", "allocations")}
+    print("RESULT " + json.dumps(result), flush=True)
+    return 0
+
+
+def run_config(workload, allocator, steps, timeout):
+    env = dict(os.environ)
+    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    if allocator == "expandable":
+        env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    env.setdefault("NCCL_NVLS_ENABLE", "0")
+    command = [sys.executable, __file__, "--child", workload, allocator, str(steps or 0)]
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+        out = proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired:
+        return {"workload": workload, "allocator": allocator, "error": f"timed out after {timeout:.0f} s"}
+    line = next((l for l in out.splitlines() if l.startswith("RESULT ")), None)
+    if line is None:
+        return {"workload": workload, "allocator": allocator,
+                "error": f"exit {proc.returncode}: {out.strip()[-600:]}"}
+    result = json.loads(line[len("RESULT "):])
+    result["process_s"] = round(time.monotonic() - started, 1)
+    return result
+
+
+def targets(rows, tolerance):
+    """{workload: [(target, held, detail)]} for the workloads that ran under all three allocators."""
+    out = {}
+    by = {(r["workload"], r["allocator"]): r for r in rows if "error" not in r}
+    for workload in dict.fromkeys(r["workload"] for r in rows):
+        native, expandable, mc = (by.get((workload, a)) for a in ALLOCATORS)
+        checks = []
+        if mc and expandable:
+            checks.append(("device <= expandable", mc["device_bytes"] <= expandable["device_bytes"],
+                           f"{mc['device_bytes'] / GB:.2f} vs {expandable['device_bytes'] / GB:.2f} GB"))
+            checks.append(("first step <= expandable", mc["first_step_ms"] <= expandable["first_step_ms"],
+                           f"{mc['first_step_ms']:.0f} vs {expandable['first_step_ms']:.0f} ms"))
+        if mc and native:
+            ratio = mc["median_step_ms"] / native["median_step_ms"]
+            checks.append(("median within 2% of native", ratio <= 1.02, f"x{ratio:.3f}"))
+        for other in (expandable, mc):
+            if other and native:
+                diff = max((abs(a - b) for a, b in zip(other["losses"], native["losses"])), default=0.0)
+                same_length = len(other["losses"]) == len(native["losses"])
+                checks.append((f"losses {other['allocator']} = native", same_length and diff <= tolerance,
+                               f"max |diff| {diff:.3g}"))
+        out[workload] = checks
+    return out
+
+
+def print_tables(rows, checks):
+    print("\n== allocators side by side (device = memory above the CUDA context, cudaMemGetInfo) ==")
+    header = f"{'workload':<18} {'allocator':<11} {'device GB':>9} {'reserved GB':>11} {'alloc GB':>9} " \
+             f"{'res/alloc':>9} {'median ms':>9} {'first ms':>9}  losses (first, last)"
+    print(header)
+    for r in rows:
+        if "error" in r:
+            print(f"{r['workload']:<18} {r['allocator']:<11} FAILED: {r['error'][:200]}")
+            continue
+        ratio = r["peak_reserved_bytes"] / max(r["peak_allocated_bytes"], 1)
+        print(f"{r['workload']:<18} {r['allocator']:<11} {r['device_bytes'] / GB:>9.2f} "
+              f"{r['peak_reserved_bytes'] / GB:>11.2f} {r['peak_allocated_bytes'] / GB:>9.2f} {ratio:>9.4f} "
+              f"{r['median_step_ms']:>9.1f} {r['first_step_ms']:>9.0f}  {r['losses'][0]:.4f}, {r['losses'][-1]:.4f}")
+    print("\n== targets (memcoord) ==")
+    for workload, items in checks.items():
+        for name, held, detail in items:
+            print(f"{workload:<18} {name:<30} {'yes' if held else 'NO ':<4} {detail}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", default="gpt2_fp32,gpt2_bf16_varlen,resnet50_amp,llama_1b,alternating")
+    parser.add_argument("--allocators", default=",".join(ALLOCATORS))
+    parser.add_argument("--steps", type=int, default=0, help="steps per run (default: each workload's own)")
+    parser.add_argument("--timeout", type=float, default=420, help="seconds per run")
+    parser.add_argument("--loss-tolerance", type=float, default=0.0)
+    parser.add_argument("--json", help="write every figure here")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        workload, allocator, steps = args.child
+        return child(workload, allocator, int(steps))
+    try:
+        import torch
+    except ImportError:
+        print("bench_allocators: torch is not installed")
+        return 77
+    if not torch.cuda.is_available():
+        print("bench_allocators: no GPU")
+        return 77
+    import workloads
+
+    names = [w for w in args.workloads.split(",") if w]
+    allocators = [a for a in args.allocators.split(",") if a]
+    for name in names:
+        if name not in workloads.BUILDERS:
+            parser.error(f"unknown workload {name!r}; accepted: {', '.join(workloads.BUILDERS)}")
+    for allocator in allocators:
+        if allocator not in ALLOCATORS:
+            parser.error(f"unknown allocator {allocator!r}; accepted: {', '.join(ALLOCATORS)}")
+    rows = []
+    for name in names:
+        for allocator in allocators:
+            row = run_config(name, allocator, args.steps, args.timeout)
+            rows.append(row)
+            if "error" in row:
+                print(f"{name} {allocator}: FAILED: {row['error'][-400:]}", flush=True)
+            else:
+                print(f"{name} {allocator}: device {row['device_bytes'] / GB:.2f} GB, median "
+                      f"{row['median_step_ms']:.1f} ms, first {row['first_step_ms']:.0f} ms ({row['process_s']} s)",
+                      flush=True)
+    checks = targets(rows, args.loss_tolerance)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"runs": rows, "targets": checks}, f, indent=1)
+    print_tables(rows, checks)
+    failed = any("error" in r for r in rows) or any(not held for items in checks.values() for _, held, _ in items)
+    print(f"\nbench_allocators: {'every run finished and every target held' if not failed else 'FAILED (see above)'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# run_on_h200.sh PART...: issue 12's PyTorch runs on the GPU machine, from the repository root, over a device
+# bundle built here (shared/DEVICE.md, route 1):
+#   cmake --preset release -DCMAKE_CUDA_ARCHITECTURES="90-real;90-virtual" && cmake --build --preset release
+#   ../shared/tools/device-bundle build/release .device-bundle
+# then `run` with carry [".device-bundle"] and e.g. `examples/pytorch/run_on_h200.sh shim checks abort`.
+# Each part fits one 10-minute call; logs go to $OUT (or /tmp). Parts:
+#   shim     builds the C++ shim against the installed torch (pip --target, else a JIT build) and says so
+#   checks   integration_checks.py: stats, empty_cache, record_stream, snapshot, oom, graph capture, compile, DDP
+#   abort    abort_demo.py: rank 1 SIGKILLed mid-collective, memcoord vs plain PyTorch (stopped at 60 s)
+#   trim     cluster_trim.py: 2 GPT-2 processes, `memcoord trim` at one step, device free memory rises
+#   train    train.py under torchrun (2 ranks, gloo) and under memcoord-launch (2 ranks, a coordinator)
+#   bench1   bench_allocators.py: gpt2_fp32, gpt2_bf16_varlen, resnet50_amp x {native, expandable, memcoord}
+#   bench2   bench_allocators.py: llama_1b, alternating x {native, expandable, memcoord}
+# Exits non-zero when a part failed (each part's last lines say why).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+bundle=${MEMCOORD_BUNDLE:-$PWD/.device-bundle}
+out=${OUT:-/tmp/memcoord-h200}
+mkdir -p "$out"
+[ -f "$bundle/lib/libmemcoord_capi.so" ] || { echo "run_on_h200: no $bundle/lib/libmemcoord_capi.so (carry .device-bundle)"; exit 2; }
+export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export MEMCOORD_CAPI_LIB="$bundle/lib/libmemcoord_capi.so" NCCL_NVLS_ENABLE=0 MEMCOORD_BACKEND=${MEMCOORD_BACKEND:-cuda-vmm}
+export TORCH_EXTENSIONS_DIR="$out/torch_extensions" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+site="$out/site"
+export PYTHONPATH="$site:$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+failed=()
+
+part_shim() {
+  rm -rf "$site"
+  if MEMCOORD_TORCH_SHIM=required python3 -m pip install --no-build-isolation --no-deps --no-index --target "$site" \
+      ./python > "$out/pip.log" 2>&1; then
+    echo "shim: pip built the package and the shim against $(python3 -c 'import torch; print(torch.__version__)')"
+  else
+    echo "shim: pip install failed (tail of $out/pip.log below); trying a JIT build"
+    tail -15 "$out/pip.log"
+    rm -rf "$site"
+  fi
+  python3 - <<'EOF'
+import memcoord._torch as t
+module = t._load_shim("required")
+print("shim: loaded", module.__file__)
+EOF
+}
+
+part_checks() { python3 examples/pytorch/integration_checks.py --timeout 240 2>&1 | tee "$out/checks.log" | tail -15; }
+part_abort() { python3 examples/pytorch/abort_demo.py --memcoord-bin "$bundle/bin" 2>&1 | tee "$out/abort.log" | tail -8; }
+part_trim() { python3 examples/pytorch/cluster_trim.py --memcoord-bin "$bundle/bin" 2>&1 | tee "$out/trim.log" | tail -12; }
+part_train() {
+  local rc=0
+  echo "== torchrun --nproc-per-node 2 (gloo: two ranks share the GPU)"
+  torchrun --nproc-per-node 2 --master-port 29531 examples/pytorch/train.py --workload tiny_gpt2 --steps 30 \
+    --backend gloo 2>&1 | tee "$out/train-torchrun.log" | grep -E "^train:|error|Error" | tail -5 || rc=1
+  grep -q "^train: .*(fell)" "$out/train-torchrun.log" || rc=1
+  echo "== memcoord-launch -n 2 --start-coordinator"
+  MEMCOORD_BIN_DIR="$bundle/bin" launch/memcoord-launch -n 2 --start-coordinator -- \
+    python3 examples/pytorch/train.py --workload tiny_gpt2 --steps 30 --backend gloo 2>&1 |
+    tee "$out/train-launch.log" | grep -E "^train:|memcoord-launch|error|Error" | tail -5 || rc=1
+  grep -q "^train: .*(fell)" "$out/train-launch.log" || rc=1
+  return $rc
+}
+part_bench1() {
+  python3 examples/pytorch/bench_allocators.py --workloads gpt2_fp32,gpt2_bf16_varlen,resnet50_amp \
+    --json "$out/bench1.json" 2>&1 | tee "$out/bench1.log" | sed -n '/== allocators/,$p'
+}
+part_bench2() {
+  python3 examples/pytorch/bench_allocators.py --workloads llama_1b,alternating --json "$out/bench2.json" 2>&1 |
+    tee "$out/bench2.log" | sed -n '/== allocators/,$p'
+}
+
+[ $# -gt 0 ] || { sed -n '2,/^set -uo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 2; }
+for part in "$@"; do
+  if ! declare -F "part_$part" > /dev/null; then
+    echo "run_on_h200: unknown part '$part'; accepted: shim checks abort trim train bench1 bench2"
+    exit 2
+  fi
+  echo "==== $part"
+  start=$SECONDS
+  "part_$part" || failed+=("$part")
+  echo "==== $part done in $((SECONDS - start)) s"
+done
+echo "run_on_h200: parts failed: ${failed[*]:-none}"
+[ ${#failed[@]} -eq 0 ]
