@@ -30,6 +30,9 @@ class AbortFacts:
         self.time_unix_ms = time_unix_ms
 
     def describe(self):
+        """"rank 1 (host h, pid p) is dead: ..." as the coordinator words it, else "rank 1 died (reason)"."""
+        if self.dead_rank >= 0 and self.reason.startswith(f"rank {self.dead_rank} "):
+            return self.reason
         who = f"rank {self.dead_rank}" if self.dead_rank >= 0 else "a rank the coordinator did not name"
         return f"{who} died ({self.reason or 'no reason given'})"
 

@@ -73,8 +73,12 @@ class AbortedError(MemcoordError):
     def __init__(self, function, dead_rank, reason):
         self.dead_rank = dead_rank
         self.reason = reason
-        rank_text = f"rank {dead_rank}" if dead_rank >= 0 else "a rank the coordinator did not name"
-        super().__init__(function, ABORTED, f"the job was aborted: {rank_text} died ({reason or 'no reason given'})")
+        if dead_rank >= 0 and reason.startswith(f"rank {dead_rank} "):
+            what = reason
+        else:
+            who = f"rank {dead_rank}" if dead_rank >= 0 else "a rank the coordinator did not name"
+            what = f"{who} died ({reason or 'no reason given'})"
+        super().__init__(function, ABORTED, f"the job was aborted: {what}")
 
 
 class DeviceStats(ctypes.Structure):

@@ -8,9 +8,7 @@ import socket
 import sys
 import time
 
-import support  # noqa: F401  (environment)
-
-import memcoord
+import memcoord  # the environment (MEMCOORD_COORDINATOR, MEMCOORD_RANK, ...) comes from test_abort.py
 
 role = sys.argv[1]
 memcoord.init()

@@ -22,7 +22,7 @@ MEMCOORD_CAPI_LIB="$capi" MEMCOORD_TORCH_SHIM=off "$python" -m pip install --no-
 echo "pip_install_test: installed $(ls "$work/site" | tr '\n' ' ')"
 
 unset MEMCOORD_CAPI_LIB
-export PYTHONPATH="$work/site:$source/tests/python" MEMCOORD_BACKEND=host PYTHONDONTWRITEBYTECODE=1
+export PYTHONPATH="$work/site:$source/tests/python" MEMCOORD_BACKEND=host PYTHONDONTWRITEBYTECODE=1 MEMCOORD_TEST_STRICT=1
 cd "$work"
 "$python" -c "
 import memcoord, sys
