@@ -14,6 +14,9 @@ in a fresh process (memcoord.enable() must precede CUDA's initialisation):
   compile        torch.compile trains a small transformer block (losses finite and falling)
   ddp            DistributedDataParallel, one rank over NCCL, trains
   multi_device   two GPUs in one process route to their own pools (skipped with one GPU)
+  hf_trainer     transformers.Trainer with memcoord's TrainerCallback: a memcoord step per optimizer step,
+                 memcoord's figures in the log history
+  lightning      a Lightning Trainer with memcoord's Callback (skipped when Lightning is not installed)
 
 Prints a table and exits 1 if a check failed, 77 when torch or a GPU is missing (ctest: skipped).
 Usage: integration_checks.py [--quick] [--only NAME[,NAME...]]   (--check NAME runs one check in-process)
@@ -276,6 +279,76 @@ def check_refuses_after_init(quick):
     raise AssertionError("memcoord.enable() after CUDA's initialisation did not refuse")
 
 
+def check_hf_trainer(quick):
+    memcoord, _ = _enable()
+    import tempfile
+
+    import torch
+
+    try:
+        from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+    except ImportError as error:
+        raise Skip(f"transformers is not installed ({error})")
+    from memcoord.integrations.huggingface import MemcoordCallback
+
+    class Tokens(torch.utils.data.Dataset):
+        def __len__(self):
+            return 64
+
+        def __getitem__(self, i):
+            ids = torch.randint(0, 1000, (64,), generator=torch.Generator().manual_seed(i % 4))
+            return {"input_ids": ids, "labels": ids}
+
+    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=1000, n_positions=64))
+    start = memcoord.step_count()
+    with tempfile.TemporaryDirectory() as tmp:
+        args = TrainingArguments(output_dir=tmp, max_steps=12, per_device_train_batch_size=8, logging_steps=4,
+                                 report_to=[], save_strategy="no", learning_rate=1e-3)
+        trainer = Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[MemcoordCallback()])
+        trainer.train()
+    logged = [h for h in trainer.state.log_history if "memcoord/reserved_gb" in h]
+    steps = memcoord.step_count() - start
+    assert steps == 12, f"memcoord saw {steps} steps for 12 optimizer steps"
+    assert logged and logged[-1]["memcoord/reserved_gb"] > 0, trainer.state.log_history
+    return f"12 Trainer steps = 12 memcoord steps; logs carry memcoord/* ({logged[-1]['memcoord/reserved_gb']:.3f} GB reserved)"
+
+
+def check_lightning(quick):
+    memcoord, _ = _enable()
+    import torch
+
+    try:
+        import lightning as L
+    except ImportError:
+        try:
+            import pytorch_lightning as L
+        except ImportError as error:
+            raise Skip(f"Lightning is not installed ({error})")
+    from memcoord.integrations.lightning import MemcoordCallback
+
+    class Module(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Linear(64, 1)
+
+        def training_step(self, batch, i):
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.net(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    data = torch.utils.data.TensorDataset(torch.randn(256, 64), torch.randn(256, 1))
+    start = memcoord.step_count()
+    trainer = L.Trainer(max_steps=10, accelerator="gpu", devices=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, log_every_n_steps=2, callbacks=[MemcoordCallback()])
+    trainer.fit(Module(), torch.utils.data.DataLoader(data, batch_size=16))
+    steps = memcoord.step_count() - start
+    assert steps == 10, f"memcoord saw {steps} steps for 10 batches"
+    assert "memcoord/reserved_gb" in trainer.callback_metrics, list(trainer.callback_metrics)
+    return f"10 batches = 10 memcoord steps; callback_metrics carry memcoord/*"
+
+
 CHECKS = {
     "refuses_after_init": check_refuses_after_init,
     "stats": check_stats,
@@ -287,6 +360,8 @@ CHECKS = {
     "compile": check_compile,
     "ddp": check_ddp,
     "multi_device": check_multi_device,
+    "hf_trainer": check_hf_trainer,
+    "lightning": check_lightning,
 }
 
 

@@ -1,0 +1,116 @@
+"""memcoord.enable()'s own logic, run against a stand-in for torch (a module with the few attributes enable()
+touches), since torch is not installed here: the refusal after CUDA's initialisation, the allocator handed to
+PyTorch (library path and symbol names), and torch._C's statistics, snapshot and empty-cache entry points
+answering with memcoord's figures. The real thing runs on a GPU: examples/pytorch/integration_checks.py."""
+
+import sys
+import types
+import unittest
+
+from support import MIB, require
+
+import memcoord
+from memcoord import _torch
+
+
+def fake_torch(initialized=False):
+    torch = types.ModuleType("torch")
+    calls = {"changed": []}
+
+    class PluggableAllocator:
+        def __init__(self, path, alloc_name, free_name):
+            self.args = (path, alloc_name, free_name)
+
+    cuda = types.SimpleNamespace(
+        is_available=lambda: True,
+        is_initialized=lambda: initialized,
+        current_device=lambda: 0,
+        memory=types.SimpleNamespace(
+            CUDAPluggableAllocator=PluggableAllocator,
+            change_current_allocator=lambda a: calls["changed"].append(a),
+            get_allocator_backend=lambda: "native",
+        ),
+    )
+    torch.cuda = cuda
+    torch._C = types.SimpleNamespace(
+        _cuda_memoryStats=None, _cuda_resetPeakMemoryStats=None, _cuda_resetAccumulatedMemoryStats=None,
+        _cuda_memorySnapshot=None, _cuda_emptyCache=None, _cuda_record_memory_history=None)
+
+    class Tensor:
+        def record_stream(self, stream):
+            calls.setdefault("original_record_stream", []).append(stream)
+
+    torch.Tensor = Tensor
+    return torch, calls
+
+
+class EnableTest(unittest.TestCase):
+    def setUp(self):
+        require(self, "memcoord_device_alloc", "memcoord_device_stats_get", "memcoord_empty_cache",
+                "memcoord_snapshot_json")
+        self.saved = sys.modules.get("torch")
+        self.addCleanup(self.restore)
+        _torch._state.update({"enabled": False, "shim": None, "hooks": {}, "patched": []})
+
+    def restore(self):
+        if self.saved is None:
+            sys.modules.pop("torch", None)
+        else:
+            sys.modules["torch"] = self.saved
+        _torch._state.update({"enabled": False, "shim": None, "hooks": {}, "patched": []})
+
+    def test_refuses_after_cuda_was_initialised(self):
+        sys.modules["torch"], calls = fake_torch(initialized=True)
+        with self.assertRaises(RuntimeError) as caught:
+            memcoord.enable(shim="off", watch_aborts=False)
+        self.assertIn("before CUDA is initialised", str(caught.exception))
+        self.assertIn("'native'", str(caught.exception))
+        self.assertEqual(calls["changed"], [])
+        self.assertFalse(memcoord.is_enabled())
+
+    def test_bad_shim_option(self):
+        sys.modules["torch"], _ = fake_torch()
+        with self.assertRaises(ValueError) as caught:
+            memcoord.enable(shim="maybe")
+        self.assertIn("'auto', 'required', 'off'", str(caught.exception))
+
+    def test_allocator_and_memory_api(self):
+        torch, calls = fake_torch()
+        sys.modules["torch"] = torch
+        details = memcoord.enable(shim="off", watch_aborts=False)
+        self.assertTrue(memcoord.is_enabled())
+        self.assertFalse(details["shim"])
+        (allocator,) = calls["changed"]
+        self.assertEqual(allocator.args, (memcoord.library_path(), "memcoord_torch_malloc", "memcoord_torch_free"))
+        for name in ("_cuda_memoryStats", "_cuda_resetPeakMemoryStats", "_cuda_memorySnapshot", "_cuda_emptyCache",
+                     "_cuda_record_memory_history"):
+            self.assertIn(name, details["patched"])
+        self.assertEqual(memcoord.enable(), details)  # a second call changes nothing
+
+        ptr = memcoord.alloc(6 * MIB, device=0)
+        stats = torch._C._cuda_memoryStats(0)
+        self.assertEqual(stats["allocated_bytes"]["all"]["current"], memcoord.stats(0)["allocated_bytes"])
+        self.assertGreaterEqual(stats["allocated_bytes"]["all"]["current"], 6 * MIB)
+        snapshot = torch._C._cuda_memorySnapshot(None)
+        self.assertIn("segments", snapshot)
+        self.assertIsNone(torch._C._cuda_record_memory_history("all"))
+        memcoord.free(ptr, device=0)
+        reserved = memcoord.stats(0)["reserved_bytes"]
+        torch._C._cuda_emptyCache()
+        self.assertLess(memcoord.stats(0)["reserved_bytes"], reserved)
+
+        # Tensor.record_stream reaches memcoord (then PyTorch's own method) without the shim.
+        live = memcoord.alloc(MIB, device=0)
+        tensor = torch.Tensor()
+        tensor.is_cuda = True
+        tensor.untyped_storage = lambda: types.SimpleNamespace(data_ptr=lambda: live)
+        tensor.record_stream(types.SimpleNamespace(cuda_stream=0))
+        self.assertEqual(len(calls["original_record_stream"]), 1)
+        tensor.untyped_storage = lambda: types.SimpleNamespace(data_ptr=lambda: 0x3000)
+        with self.assertRaises(memcoord.MemcoordError):
+            tensor.record_stream(types.SimpleNamespace(cuda_stream=0))
+        memcoord.free(live, device=0)
+
+
+if __name__ == "__main__":
+    unittest.main()
