@@ -1,6 +1,10 @@
-// memcoord coordinator --listen 127.0.0.1:PORT [--token-file F] [--metrics-listen ADDR] [--dead-after 3s]
+// memcoord coordinator --listen HOST:PORT [--token-file F] [--admin-token-file F] [--insecure]
+//                      [--tls-cert F --tls-key F [--tls-client-ca F]] [--metrics-listen [HOST:]PORT]
+//                      [--dead-after 3s] [--max-message-size 4MiB] [--max-sessions 4096]
+//                      [--max-report-rate 100]
 // Runs the gRPC coordinator until SIGINT or SIGTERM. Prints one line with the bound address (useful with
-// port 0) once it serves.
+// port 0) once it serves. Beyond loopback it needs a token (or --insecure, which warns loudly); which RPC
+// needs which token: coordinator/service/access_policy.h. Bad flags exit 2 naming the flag.
 #include <signal.h>
 
 #include <cstdio>
@@ -8,79 +12,126 @@
 
 #include "cli/command.h"
 #include "cli/coordinator_flags.h"
+#include "common/bytes.h"
 #ifdef MEMCOORD_HAVE_COORDINATOR
 #include "coordinator/service/coordinator_client.h"
 #include "coordinator/service/coordinator_server.h"
+#include "coordinator/service/listen_policy.h"
 #endif
 
 namespace memcoord::cli {
+namespace {
 
-Subcommand AddCoordinatorCommand(CLI::App& root) {
-  struct Args {
-    std::string listen;
-    std::string token_file;
-    std::string metrics_listen;
-    std::string tls_cert;
-    std::string tls_key;
-    std::string dead_after = "3s";
-  };
-  auto args = std::make_shared<Args>();
-  CLI::App* app = root.add_subcommand("coordinator", "run the gRPC coordinator");
-  app->add_option("--listen", args->listen, "address to serve on, HOST:PORT (port 0: any free port)")
+struct CoordinatorArgs {
+  std::string listen;
+  std::string token_file;
+  std::string admin_token_file;
+  bool insecure = false;
+  std::string metrics_listen;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  std::string dead_after = "3s";
+  std::string max_message_size = "4MiB";
+  std::size_t max_sessions = 4096;
+  double max_report_rate = 100;
+};
+
+void AddFlags(CLI::App* app, CoordinatorArgs& args) {
+  app->add_option("--listen", args.listen, "address to serve on, HOST:PORT (port 0: any free port)")
       ->required();
-  app->add_option("--token-file", args->token_file, "require 'authorization: Bearer <token>' from clients");
-  app->add_option("--metrics-listen", args->metrics_listen,
-                  "serve Prometheus metrics over HTTP on HOST:PORT");
-  app->add_option("--tls-cert", args->tls_cert, "TLS certificate (not supported yet)");
-  app->add_option("--dead-after", args->dead_after,
+  app->add_option("--token-file", args.token_file,
+                  "the worker token: workers and status readers send 'authorization: Bearer <token>'");
+  app->add_option("--admin-token-file", args.admin_token_file,
+                  "the admin token: needed by trim, quota and plan (it passes every RPC)");
+  app->add_flag("--insecure", args.insecure,
+                "serve beyond loopback without a token (anyone who reaches it is admin; warns loudly)");
+  app->add_option("--tls-cert", args.tls_cert, "TLS: the server certificate (chain), PEM");
+  app->add_option("--tls-key", args.tls_key, "TLS: the private key of --tls-cert, PEM");
+  app->add_option("--tls-client-ca", args.tls_client_ca,
+                  "mutual TLS: require client certificates signed by this CA (PEM)");
+  app->add_option("--metrics-listen", args.metrics_listen,
+                  "serve Prometheus metrics over HTTP on [HOST:]PORT (loopback unless a host is named)");
+  app->add_option("--dead-after", args.dead_after,
                   "a worker silent this long is dead and its group aborted (3s, 500ms, 2m; default 3s); "
                   "after 3 missed reports it is only suspect");
-  app->add_option("--tls-key", args->tls_key, "TLS key (not supported yet)");
+  app->add_option("--max-message-size", args.max_message_size,
+                  "largest request accepted (default 4MiB); larger ones get RESOURCE_EXHAUSTED");
+  app->add_option("--max-sessions", args.max_sessions, "open worker sessions at most (default 4096)");
+  app->add_option("--max-report-rate", args.max_report_rate,
+                  "messages per second one worker session may send, sustained (default 100; 0: no limit); "
+                  "beyond it the session is cut off");
+}
+
+#ifdef MEMCOORD_HAVE_COORDINATOR
+Status ReadTokens(const CoordinatorArgs& args, coordinator::CoordinatorOptions& options) {
+  if (!args.token_file.empty()) {
+    MEMCOORD_ASSIGN_OR_RETURN(options.token, coordinator::ReadTokenFile(args.token_file));
+  }
+  if (!args.admin_token_file.empty()) {
+    MEMCOORD_ASSIGN_OR_RETURN(options.admin_token, coordinator::ReadTokenFile(args.admin_token_file));
+  }
+  return Status::Ok();
+}
+
+// The flags as options; INVALID_ARGUMENT naming the flag that is wrong.
+Result<coordinator::CoordinatorOptions> ToOptions(const CoordinatorArgs& args) {
+  coordinator::CoordinatorOptions options;
+  options.listen = args.listen;
+  options.metrics_listen = args.metrics_listen;
+  options.insecure = args.insecure;
+  options.tls = {args.tls_cert, args.tls_key, args.tls_client_ca};
+  MEMCOORD_ASSIGN_OR_RETURN(options.dead_after, coordinator::ParseDeadAfter(args.dead_after));
+  Result<std::uint64_t> message_bytes = ParseBytes(args.max_message_size);
+  if (!message_bytes.ok()) return message_bytes.status().WithContext("--max-message-size: ");
+  options.limits.max_message_bytes = *message_bytes;
+  options.limits.max_sessions = args.max_sessions;
+  options.limits.max_reports_per_second = args.max_report_rate;
+  MEMCOORD_RETURN_IF_ERROR(ReadTokens(args, options));
+  return options;
+}
+
+int Serve(const CoordinatorArgs& args) {
+  Result<coordinator::CoordinatorOptions> options = ToOptions(args);
+  if (!options.ok()) {
+    std::fprintf(stderr, "memcoord coordinator: %s\n", options.status().ToString().c_str());
+    return 2;
+  }
+  const bool has_token = !options->token.empty() || !options->admin_token.empty();
+  const std::string warning = coordinator::InsecureWarning(options->listen, has_token, options->insecure);
+  if (!warning.empty()) std::fprintf(stderr, "\nmemcoord coordinator: %s\n\n", warning.c_str());
+  // Signals are taken by sigwait on this thread, so block them before any server thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  auto server = coordinator::CoordinatorServer::Start(*options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "memcoord coordinator: %s\n", server.status().ToString().c_str());
+    return ExitCodeFor(server.status());
+  }
+  std::printf("memcoord coordinator listening on %s", (*server)->address().c_str());
+  if ((*server)->metrics_port() > 0) std::printf(" (metrics on port %d)", (*server)->metrics_port());
+  std::printf("\n");
+  std::fflush(stdout);
+  int received = 0;
+  sigwait(&signals, &received);
+  std::fprintf(stderr, "memcoord coordinator: signal %d, shutting down\n", received);
+  (*server)->Shutdown();
+  return 0;
+}
+#endif
+
+}  // namespace
+
+Subcommand AddCoordinatorCommand(CLI::App& root) {
+  auto args = std::make_shared<CoordinatorArgs>();
+  CLI::App* app = root.add_subcommand("coordinator", "run the gRPC coordinator");
+  AddFlags(app, *args);
   return {app, [args]() -> int {
 #ifdef MEMCOORD_HAVE_COORDINATOR
-            if (!args->tls_cert.empty() || !args->tls_key.empty()) {
-              std::fprintf(stderr,
-                           "memcoord coordinator: TLS is not supported yet; use loopback or a tunnel\n");
-              return 2;
-            }
-            coordinator::CoordinatorOptions options;
-            options.listen = args->listen;
-            options.metrics_listen = args->metrics_listen;
-            Result<std::chrono::milliseconds> dead_after = coordinator::ParseDeadAfter(args->dead_after);
-            if (!dead_after.ok()) {
-              std::fprintf(stderr, "memcoord coordinator: %s\n", dead_after.status().ToString().c_str());
-              return 2;
-            }
-            options.dead_after = *dead_after;
-            if (!args->token_file.empty()) {
-              Result<std::string> token = coordinator::ReadTokenFile(args->token_file);
-              if (!token.ok()) {
-                std::fprintf(stderr, "memcoord coordinator: %s\n", token.status().ToString().c_str());
-                return 2;
-              }
-              options.token = *token;
-            }
-            // Signals are taken by sigwait on this thread, so block them before any server thread starts.
-            sigset_t signals;
-            sigemptyset(&signals);
-            sigaddset(&signals, SIGINT);
-            sigaddset(&signals, SIGTERM);
-            pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-            auto server = coordinator::CoordinatorServer::Start(options);
-            if (!server.ok()) {
-              std::fprintf(stderr, "memcoord coordinator: %s\n", server.status().ToString().c_str());
-              return ExitCodeFor(server.status());
-            }
-            std::printf("memcoord coordinator listening on %s", (*server)->address().c_str());
-            if ((*server)->metrics_port() > 0)
-              std::printf(" (metrics on port %d)", (*server)->metrics_port());
-            std::printf("\n");
-            std::fflush(stdout);
-            int received = 0;
-            sigwait(&signals, &received);
-            std::fprintf(stderr, "memcoord coordinator: signal %d, shutting down\n", received);
-            (*server)->Shutdown();
-            return 0;
+            return Serve(*args);
 #else
             std::fprintf(stderr, "memcoord coordinator: this build has no gRPC\n");
             return 1;

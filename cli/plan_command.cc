@@ -1,4 +1,4 @@
-// memcoord plan FILE.json [--json] [--coordinator ADDR [--token-file F]]
+// memcoord plan FILE.json [--json] [--coordinator ADDR [--admin-token-file F]]
 // Places one model's layers (or several whole models) on devices: per-model placements, per-device loads,
 // the lower bound and max_over_lb, planning time. An infeasible plan says why and what would make it fit.
 // Offline by default (the file's "devices"). With --coordinator the coordinator plans instead: on the live
@@ -13,14 +13,11 @@
 #include <string>
 
 #include "cli/command.h"
+#include "cli/coordinator_flags.h"
 #include "common/bytes.h"
 #include "coordinator/planner/placement_planner.h"
 #include "coordinator/planner/plan_report.h"
 #include "coordinator/planner/plan_request.h"
-
-#ifdef MEMCOORD_HAVE_COORDINATOR
-#include "cli/coordinator_flags.h"
-#endif
 
 namespace memcoord::cli {
 namespace {
@@ -29,7 +26,8 @@ struct PlanArgs {
   std::string file;
   bool json = false;
   std::string coordinator;
-  std::string token_file;
+  CoordinatorFlags tokens;  // --token-file, --admin-token-file (the Plan RPC needs the admin token)
+  bool token_flag_given = false;
 };
 
 int RunOffline(const PlanArgs& args) {
@@ -79,7 +77,8 @@ int RunRemote(const PlanArgs& args) {
   }
   std::stringstream text;
   text << in.rdbuf();
-  CoordinatorFlags flags{args.coordinator, args.token_file};
+  CoordinatorFlags flags = args.tokens;
+  flags.address = args.coordinator;
   Result<coordinator::ClientOptions> options = flags.client_options();
   if (!options.ok()) {
     std::fprintf(stderr, "memcoord plan: %s\n", options.status().message().c_str());
@@ -119,8 +118,8 @@ int RunRemote(const PlanArgs& args) {
 
 int RunPlan(const PlanArgs& args) {
   if (args.coordinator.empty()) {
-    if (!args.token_file.empty()) {
-      std::fprintf(stderr, "memcoord plan: --token-file needs --coordinator ADDR\n");
+    if (args.token_flag_given) {
+      std::fprintf(stderr, "memcoord plan: --token-file and --admin-token-file need --coordinator ADDR\n");
       return 2;
     }
     return RunOffline(args);
@@ -143,8 +142,12 @@ Subcommand AddPlanCommand(CLI::App& root) {
   app->add_flag("--json", args->json, "Machine-readable JSON (bytes as integers)");
   app->add_option("--coordinator", args->coordinator,
                   "plan on this coordinator's live devices (HOST:PORT); \"devices\" becomes optional");
-  app->add_option("--token-file", args->token_file, "file holding the coordinator's bearer token");
-  return {app, [args] { return RunPlan(*args); }};
+  args->tokens.read_token_variables();
+  args->tokens.add_token_options(app);
+  return {app, [args, app] {
+            args->token_flag_given = app->count("--token-file") + app->count("--admin-token-file") > 0;
+            return RunPlan(*args);
+          }};
 }
 
 }  // namespace memcoord::cli

@@ -1,8 +1,13 @@
 #include "coordinator/service/attach_reactor.h"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include <deque>
+#include <exception>
 #include <mutex>
 
+#include "coordinator/service/rate_limiter.h"
 #include "coordinator/service/status_mapping.h"
 
 namespace memcoord::coordinator {
@@ -13,11 +18,21 @@ class AttachReactor final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1
  public:
   AttachReactor(grpc::CallbackServerContext* context, ServiceState& state, WorkerEvents& events,
                 const Status& admission)
-      : context_(context), state_(state), events_(events) {
+      : context_(context),
+        state_(state),
+        events_(events),
+        limiter_(state.options.limits.max_reports_per_second, state.options.limits.max_reports_per_second) {
     if (!admission.ok()) {
       finish(admission);
       return;
     }
+    if (!state_.session_slots.try_take()) {
+      finish(ResourceExhausted(fmt::format(
+          "the coordinator serves at most {} sessions at once (--max-sessions {}); try again later",
+          state_.session_slots.max(), state_.session_slots.max())));
+      return;
+    }
+    holds_slot_ = true;
     StartRead(&in_);
   }
 
@@ -37,11 +52,59 @@ class AttachReactor final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1
 
   void cancel() override { context_->TryCancel(); }
 
+  // gRPC calls the reactions below on its own threads, where an exception would end the process: each
+  // catches everything, logs it and ends this stream with INTERNAL; the coordinator serves on.
   void OnReadDone(bool ok) override {
+    try {
+      read_done(ok);
+    } catch (const std::exception& e) {
+      fail("handling a message", e.what());
+    } catch (...) {
+      fail("handling a message", "an exception that is not a std::exception");
+    }
+  }
+
+  void OnWriteDone(bool ok) override {
+    try {
+      write_done(ok);
+    } catch (const std::exception& e) {
+      fail("sending a command", e.what());
+    } catch (...) {
+      fail("sending a command", "an exception that is not a std::exception");
+    }
+  }
+
+  void OnDone() override {
+    try {
+      events_.on_end(*this, /*broken=*/true, Status::Ok());  // no-op when already ended
+    } catch (const std::exception& e) {
+      spdlog::error("coordinator: session {} (rank {}): ending it threw: {}", id, rank, e.what());
+    } catch (...) {
+      spdlog::error("coordinator: session {} (rank {}): ending it threw", id, rank);
+    }
+    if (holds_slot_) state_.session_slots.give_back();
+    delete this;
+  }
+
+ private:
+  static constexpr std::size_t kMaxOutbox = 4096;
+
+  void read_done(bool ok) {
     if (!ok) {
       end(context_->IsCancelled(), Status::Ok());
       return;
     }
+    if (!limiter_.allow(Clock::now())) {
+      const double rate = limiter_.per_second();
+      spdlog::warn("coordinator: session {} (rank {}) sends more than {:g} messages/s: cut off", id, rank,
+                   rate);
+      end(false, ResourceExhausted(fmt::format(
+                     "this session sent more than {:g} messages per second, sustained (--max-report-rate "
+                     "{:g}): cut off",
+                     rate, rate)));
+      return;
+    }
+    if (state_.options.before_attach_message) state_.options.before_attach_message(in_.kind_case());
     Status result = events_.on_message(*this, in_);
     if (!result.ok()) {
       end(false, result);
@@ -50,7 +113,20 @@ class AttachReactor final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1
     StartRead(&in_);
   }
 
-  void OnWriteDone(bool ok) override {
+  // Logs an exception caught in a reaction and ends the stream with INTERNAL (finish() runs once).
+  void fail(const char* what, const char* error) {
+    spdlog::error("coordinator: session {} (rank {}): exception while {}: {}; ending that session", id, rank,
+                  what, error);
+    const Status status = Internal(fmt::format("coordinator error while {}: {}", what, error));
+    try {
+      events_.on_end(*this, /*broken=*/false, status);
+    } catch (...) {
+      spdlog::error("coordinator: session {} (rank {}): ending it threw as well", id, rank);
+    }
+    finish(status);
+  }
+
+  void write_done(bool ok) {
     const v1::CoordinatorMessage* next = nullptr;
     bool finish_now = false;
     {
@@ -68,14 +144,6 @@ class AttachReactor final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1
     if (next != nullptr) StartWrite(next);
     if (finish_now) Finish(ToGrpcStatus(finish_status_));
   }
-
-  void OnDone() override {
-    events_.on_end(*this, /*broken=*/true, Status::Ok());  // no-op when already ended
-    delete this;
-  }
-
- private:
-  static constexpr std::size_t kMaxOutbox = 4096;
 
   // The session is over (reads ended or a protocol error): leave the service, then finish the call.
   void end(bool broken, const Status& result) {
@@ -102,6 +170,8 @@ class AttachReactor final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1
   ServiceState& state_;
   WorkerEvents& events_;
   v1::WorkerMessage in_;
+  RateLimiter limiter_;      // touched by read_done only: one read in flight at a time
+  bool holds_slot_ = false;  // set in the constructor, read in OnDone
 
   std::mutex mu_;
   // mu_ guards the following.

@@ -23,12 +23,25 @@ Result<std::string> ReadTokenFile(const std::string& path) {
   return token.substr(first, last - first + 1);
 }
 
+namespace {
+
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(const ClientOptions& options) {
+  if (options.ca_pem.empty()) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = options.ca_pem;
+  ssl.pem_cert_chain = options.cert_pem;  // both empty: no client certificate
+  ssl.pem_private_key = options.key_pem;
+  return grpc::SslCredentials(ssl);
+}
+
+}  // namespace
+
 class CoordinatorClient::Impl {
  public:
   explicit Impl(const ClientOptions& client_options)
       : options(client_options),
         stub(v1::Coordinator::NewStub(
-            grpc::CreateChannel(client_options.address, grpc::InsecureChannelCredentials()))) {}
+            grpc::CreateChannel(client_options.address, ChannelCredentials(client_options)))) {}
 
   void prepare(grpc::ClientContext* context, std::chrono::milliseconds timeout) const {
     context->set_deadline(std::chrono::system_clock::now() + timeout);

@@ -3,7 +3,8 @@
 // bearer token, and turns every gRPC status into a memcoord Status through the one mapping.
 //
 // Thread safety: every method may be called from several threads. Failure: UNAVAILABLE when the coordinator
-// cannot be reached, UNAUTHENTICATED for a missing or wrong token, otherwise the coordinator's code and
+// cannot be reached, UNAUTHENTICATED for a missing or wrong token, PERMISSION_DENIED for the worker token on
+// an admin RPC (Trim, SetQuota, Plan), otherwise the coordinator's code and
 // message prefixed with the call's name.
 #pragma once
 
@@ -22,8 +23,13 @@
 namespace memcoord::coordinator {
 
 struct ClientOptions {
-  std::string address;                      // "127.0.0.1:PORT"
-  std::string token;                        // empty: none
+  std::string address;  // "127.0.0.1:PORT"
+  std::string token;    // the bearer token sent (worker or admin; access_policy.h); empty: none
+  // TLS (PEM text, not paths). ca_pem set: a TLS channel verifying the coordinator against it; cert_pem
+  // and key_pem add a client certificate (mutual TLS). All empty: plaintext.
+  std::string ca_pem;
+  std::string cert_pem;
+  std::string key_pem;
   std::chrono::milliseconds timeout{5000};  // per unary call (Trim adds its own deadline)
 };
 

@@ -1,15 +1,19 @@
 #include "coordinator/service/coordinator_server.h"
 
 #include <fmt/format.h>
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <spdlog/spdlog.h>
 
 #include <condition_variable>
 #include <mutex>
 
+#include "coordinator/service/access_policy.h"
 #include "coordinator/service/coordinator_service.h"
+#include "coordinator/service/listen_policy.h"
 #include "coordinator/service/metrics_http.h"
+#include "coordinator/service/pem_file.h"
 
 namespace memcoord::coordinator {
 
@@ -26,19 +30,73 @@ class CoordinatorServer::Impl {
   bool stopped = false;  // guarded by mu
 };
 
+namespace {
+
+// Insecure credentials without TLS files; SSL from the PEM files otherwise (a client CA: mutual TLS).
+Result<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(const TlsFiles& tls) {
+  if (!tls.enabled()) return grpc::InsecureServerCredentials();
+  if (tls.cert.empty() || tls.key.empty()) {
+    return InvalidArgument(fmt::format(
+        "TLS needs both --tls-cert and --tls-key (got --tls-cert '{}', --tls-key '{}'{})", tls.cert, tls.key,
+        tls.client_ca.empty() ? "" : fmt::format(", --tls-client-ca '{}'", tls.client_ca)));
+  }
+  grpc::SslServerCredentialsOptions options(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  MEMCOORD_ASSIGN_OR_RETURN(pair.cert_chain, ReadPemFile(tls.cert, "--tls-cert", "the server's certificate"));
+  MEMCOORD_ASSIGN_OR_RETURN(pair.private_key,
+                            ReadPemFile(tls.key, "--tls-key", "the private key of --tls-cert"));
+  options.pem_key_cert_pairs.push_back(std::move(pair));
+  if (!tls.client_ca.empty()) {
+    MEMCOORD_ASSIGN_OR_RETURN(
+        options.pem_root_certs,
+        ReadPemFile(tls.client_ca, "--tls-client-ca", "the CA certificate that signs client certificates"));
+    options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(options);
+}
+
+// The options' own checks, before anything binds: tokens, the loopback rule, limits.
+Status CheckOptions(const CoordinatorOptions& options) {
+  MEMCOORD_RETURN_IF_ERROR(CheckAccessTokens({options.token, options.admin_token}));
+  const bool has_token = !options.token.empty() || !options.admin_token.empty();
+  MEMCOORD_RETURN_IF_ERROR(CheckListenPolicy(options.listen, has_token, options.insecure));
+  if (options.limits.max_message_bytes < 1024 || options.limits.max_message_bytes > (std::size_t{1} << 30)) {
+    return InvalidArgument(fmt::format("--max-message-size must be between 1 KiB and 1 GiB, got {} bytes",
+                                       options.limits.max_message_bytes));
+  }
+  if (options.limits.max_sessions < 1) return InvalidArgument("--max-sessions must be at least 1, got 0");
+  if (!(options.limits.max_reports_per_second >= 0)) {
+    return InvalidArgument(fmt::format("--max-report-rate must be >= 0 (0: unlimited), got {}",
+                                       options.limits.max_reports_per_second));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(const CoordinatorOptions& options) {
-  const auto colon = options.listen.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    return InvalidArgument(fmt::format("--listen must be HOST:PORT, got '{}'", options.listen));
+  MEMCOORD_RETURN_IF_ERROR(CheckOptions(options));
+  MEMCOORD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                            MakeServerCredentials(options.tls));
+  const bool has_token = !options.token.empty() || !options.admin_token.empty();
+  if (const std::string warning = InsecureWarning(options.listen, has_token, options.insecure);
+      !warning.empty()) {
+    spdlog::warn("coordinator: {}", warning);
+  }
+  if (has_token && !options.tls.enabled() && !IsLoopbackHost(SplitHostPort(options.listen, "")->host)) {
+    spdlog::warn(
+        "coordinator: serving on '{}' without TLS: tokens cross the network in clear text; pass "
+        "--tls-cert and --tls-key on an untrusted network",
+        options.listen);
   }
   auto impl = std::make_unique<Impl>();
-  impl->host = options.listen.substr(0, colon);
+  impl->host = SplitHostPort(options.listen, "--listen")->host;
   impl->service = std::make_unique<CoordinatorService>(options);
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &impl->port);
+  builder.AddListeningPort(options.listen, credentials, &impl->port);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.limits.max_message_bytes));
   builder.RegisterService(impl->service.get());
   impl->server = builder.BuildAndStart();
   if (!impl->server || impl->port == 0) {
@@ -50,7 +108,7 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(const Coordi
   }
   if (!options.metrics_listen.empty()) {
     CoordinatorService* service = impl->service.get();
-    auto metrics = MetricsHttpServer::Start(options.metrics_listen,
+    auto metrics = MetricsHttpServer::Start(NormalizeMetricsListen(options.metrics_listen),
                                             [service] { return RenderPrometheus(service->snapshot()); });
     if (!metrics.ok()) {
       impl->service->shutdown();
@@ -68,7 +126,10 @@ CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 
 int CoordinatorServer::port() const { return impl_->port; }
 
-std::string CoordinatorServer::address() const { return fmt::format("{}:{}", impl_->host, impl_->port); }
+std::string CoordinatorServer::address() const {
+  if (impl_->host.find(':') != std::string::npos) return fmt::format("[{}]:{}", impl_->host, impl_->port);
+  return fmt::format("{}:{}", impl_->host, impl_->port);
+}
 
 int CoordinatorServer::metrics_port() const { return impl_->metrics ? impl_->metrics->port() : 0; }
 

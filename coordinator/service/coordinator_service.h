@@ -1,6 +1,6 @@
 // CoordinatorService: the memcoord.v1.Coordinator gRPC service. It only wires the parts, as gRPC's
-// route_guide does: each RPC authenticates the caller, then calls the part that owns the work and maps its
-// Status through ToGrpcStatus, the one mapping point.
+// route_guide does: each RPC authenticates the caller (access_policy.h: the token each RPC needs), then calls
+// the part that owns the work and maps its Status through ToGrpcStatus, the one mapping point.
 //
 //   service_state       what the parts share (core state, sessions, store, stop signal)
 //   attach_reactor      the Attach stream of one worker (callback reactor, non-blocking sends)
@@ -13,6 +13,9 @@
 // CoordinatorServer. Thread safety: all handlers and public methods are thread-safe.
 #pragma once
 
+#include <string_view>
+
+#include "coordinator/service/access_policy.h"
 #include "coordinator/service/coordinator_server.h"
 #include "coordinator/service/liveness_sweeper.h"
 #include "coordinator/service/quota_broker.h"
@@ -49,8 +52,10 @@ class CoordinatorService final : public v1::Coordinator::WithCallbackMethod_Atta
   void shutdown();
 
  private:
-  Status authenticate(const grpc::ServerContextBase& context) const;
+  // Checks the caller's bearer token for `rpc` (access_policy.h holds the table).
+  Status authenticate(const grpc::ServerContextBase& context, std::string_view rpc) const;
 
+  const AccessTokens tokens_;
   ServiceState state_;
   QuotaBroker quotas_;
   WorkerEvents events_;

@@ -2,11 +2,19 @@
 
 #include <spdlog/spdlog.h>
 
+#include <exception>
+
 namespace memcoord::coordinator {
 
 LivenessSweeper::LivenessSweeper(ServiceState& state, WorkerEvents& events)
     : state_(state), events_(events), thread_([this] {
-        while (!state_.stop.sleep_for(state_.options.liveness_period)) sweep_once();
+        while (!state_.stop.sleep_for(state_.options.liveness_period)) {
+          try {  // an exception would end the process from this thread: log it and sweep again next period
+            sweep_once();
+          } catch (const std::exception& e) {
+            spdlog::error("coordinator: liveness sweep failed: {}", e.what());
+          }
+        }
       }) {}
 
 LivenessSweeper::~LivenessSweeper() { join(); }

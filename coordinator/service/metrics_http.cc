@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
 
 namespace memcoord::coordinator {
 namespace {
@@ -130,11 +131,18 @@ void MetricsHttpServer::serve() {
     ::setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
     char buffer[4096];
     (void)::recv(client, buffer, sizeof(buffer), 0);  // the request itself does not matter
-    const std::string body = render_();
+    std::string body;
+    const char* status = "200 OK";
+    try {  // an exception would end the process from this thread
+      body = render_();
+    } catch (const std::exception& e) {
+      status = "500 Internal Server Error";
+      body = fmt::format("rendering the metrics failed: {}\n", e.what());
+    }
     const std::string response = fmt::format(
-        "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n"
+        "HTTP/1.0 {}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n"
         "Connection: close\r\n\r\n{}",
-        body.size(), body);
+        status, body.size(), body);
     std::size_t sent = 0;
     while (sent < response.size()) {
       const ssize_t n = ::send(client, response.data() + sent, response.size() - sent, MSG_NOSIGNAL);

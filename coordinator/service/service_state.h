@@ -1,7 +1,7 @@
 // ServiceState: what the coordinator service's parts share: the core (cluster state, acks, trims, leak
-// watch), the live sessions, the bootstrap store, command ids and the stop signal. The service owns one;
-// the Attach events, the RPC handlers, the quota broker and the liveness sweeper each hold a reference.
-// It holds no gRPC type, so the parts that use it compile without gRPC headers.
+// watch), the live sessions and the slots they take, the bootstrap store, command ids and the stop signal.
+// The service owns one; the Attach events, the RPC handlers, the quota broker and the liveness sweeper each
+// hold a reference. It holds no gRPC type, so the parts that use it compile without gRPC headers.
 //
 // Thread safety: every member is thread-safe on its own; the methods here are thread-safe.
 #pragma once
@@ -20,6 +20,7 @@
 #include "coordinator/service/leak_watch.h"
 #include "coordinator/service/report_latency.h"
 #include "coordinator/service/session_registry.h"
+#include "coordinator/service/session_slots.h"
 #include "coordinator/service/trim_orchestrator.h"
 #include "memcoord/v1/coordinator.pb.h"
 
@@ -58,6 +59,7 @@ struct ServiceState {
   LeakWatch leaks;
   LatencyRecorder report_latency;
   SessionRegistry sessions;
+  SessionSlots session_slots;  // open Attach streams, registered or not (--max-sessions)
   KvStore kv;
   StopSignal stop;
 

@@ -52,6 +52,9 @@ cat >"$rank_program" <<'EOF'
 rank=${OMPI_COMM_WORLD_RANK:-0}
 echo $$ > "$RANK_DIR/pid.$rank"
 echo "rank $rank coordinator=${MEMCOORD_COORDINATOR:-none} nvls=${NCCL_NVLS_ENABLE:-unset} extra=${MEMCOORD_TEST_EXTRA:-unset}"
+if [ -n "${SHOW_TOKENS:-}" ]; then
+  echo "rank $rank token_file=${MEMCOORD_TOKEN_FILE:-none} mode=$(stat -c %a "${MEMCOORD_TOKEN_FILE:-/nonexistent}" 2>/dev/null || echo none) admin=${MEMCOORD_ADMIN_TOKEN_FILE:-none} token=${MEMCOORD_TOKEN:-none}"
+fi
 if [ -n "${QUERY_COORDINATOR:-}" ]; then "$MEMCOORD_BIN_DIR/memcoord" status --coordinator "$MEMCOORD_COORDINATOR" --json >/dev/null || exit 5; fi
 if [ "$rank" = "${CRASH_RANK:--1}" ]; then
   sleep 0.3
@@ -223,6 +226,52 @@ case "$case_name" in
     status_rc=$?
     set -e
     [ "$status_rc" -ne 0 ] || fail "the coordinator at $address still answers after the job ended"
+    ;;
+
+  locked_coordinator)
+    # The started coordinator is locked: ranks get the worker token (a 0600 file), never the admin token,
+    # even when the caller's environment has one; the launcher prints the admin token's file.
+    touch "$tmp/caller-admin.token"
+    MEMCOORD_ADMIN_TOKEN_FILE="$tmp/caller-admin.token" MEMCOORD_TOKEN=caller SHOW_TOKENS=1 QUERY_COORDINATOR=1 \
+      SLEEP_S=6 "$launcher" -n 2 --start-coordinator --dead-after 5s "$rank_program" >"$out" 2>&1 &
+    launcher_pid=$!
+    for _ in $(seq 100); do grep -q '^rank 1 token_file=' "$out" && grep -q '^rank 0 token_file=' "$out" && break; sleep 0.1; done
+    address=$(sed -n 's/^memcoord-launch: started a coordinator on \([^ ]*\).*/\1/p' "$out")
+    admin=$(sed -n 's/^memcoord-launch: admin token in \([^ ]*\) .*/\1/p' "$out")
+    [ -n "$address" ] && [ -n "$admin" ] || fail "the launcher did not print the coordinator and the admin token file"
+    [ "$(stat -c %a "$admin")" = 600 ] || fail "the admin token file $admin is not mode 0600"
+    coordinator_pid=$(sed -n 's/.*started a coordinator on .* (pid \([0-9]*\)).*/\1/p' "$out")
+    ps -o args= -p "$coordinator_pid" | grep -q -- "--token-file $(dirname "$admin")/worker.token --admin-token-file $admin --dead-after 5s" ||
+      fail "the coordinator was not started with both tokens and --dead-after 5s: $(ps -o args= -p "$coordinator_pid")"
+    [ "$(tr -d '\n' <"$admin" | wc -c)" -eq 64 ] || fail "the admin token is not 32 random bytes in hex"
+    worker_file=$(sed -n 's/^rank 0 token_file=\([^ ]*\) .*/\1/p' "$out")
+    [ -n "$worker_file" ] && [ "$worker_file" != none ] || fail "rank 0 got no MEMCOORD_TOKEN_FILE"
+    [ "$(grep -c "^rank [01] token_file=$worker_file mode=600 admin=none token=none$" "$out")" -eq 2 ] ||
+      fail "the ranks did not both get the 0600 worker token file and no admin token"
+    cmp -s "$worker_file" "$admin" && fail "the worker and admin tokens are the same"
+    set +e
+    "$bin/memcoord" status --coordinator "$address" >"$tmp/status.out" 2>&1
+    anonymous_rc=$?
+    MEMCOORD_TOKEN_FILE="$worker_file" "$bin/memcoord" trim --now --coordinator "$address" >"$tmp/trim.out" 2>&1
+    worker_trim_rc=$?
+    MEMCOORD_ADMIN_TOKEN_FILE="$admin" "$bin/memcoord" status --coordinator "$address" >"$tmp/admin.out" 2>&1
+    admin_rc=$?
+    set -e
+    [ "$anonymous_rc" -ne 0 ] && grep -q UNAUTHENTICATED "$tmp/status.out" || fail "status without a token: $(cat "$tmp/status.out")"
+    [ "$worker_trim_rc" -ne 0 ] && grep -q 'PERMISSION_DENIED.*Trim needs the admin token' "$tmp/trim.out" ||
+      fail "trim with the worker token: $(cat "$tmp/trim.out")"
+    [ "$admin_rc" -eq 0 ] || fail "status with the admin token: $(cat "$tmp/admin.out")"
+    wait "$launcher_pid" || fail "the job failed"
+    [ ! -e "$admin" ] || fail "the admin token file outlived the job"
+    ;;
+
+  bad_dead_after)
+    run_capture "$launcher" -n 1 --dead-after 5s "$rank_program"
+    expect_rc 2
+    expect_line 'add --start-coordinator'
+    run_capture "$launcher" -n 1 --start-coordinator --dead-after soon "$rank_program"
+    expect_rc 2
+    expect_line "^memcoord-launch: --dead-after must be a duration such as 3s, 500ms or 2m, got 'soon'"
     ;;
 
   train_standalone)
