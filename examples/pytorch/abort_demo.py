@@ -7,7 +7,8 @@ every step. Rank 1 stalls before a collective, so rank 0 is blocked inside it; t
   plain      the same without memcoord: whatever PyTorch does, stopped at 60 s.
 
 Prints a side-by-side table; exits 1 unless the memcoord run met its target.
-Usage: abort_demo.py [--memcoord-bin DIR_OR_BINARY] [--modes memcoord,plain] [--plain-limit 60]
+Usage: abort_demo.py [--memcoord-bin DIR_OR_BINARY] [--modes memcoord,plain] [--plain-limit 60] [--backend gloo|nccl]
+(--backend nccl: one GPU per rank, on a 2-GPU machine; memcoord then aborts the NCCL process group.)
 """
 
 import argparse
@@ -24,8 +25,9 @@ REPO = HERE.parent.parent
 PYTHON_DIR = REPO / "python"
 
 
-def rank_main(rank, mode):
-    """One rank: all-reduces a 64 MB CUDA tensor each step; rank 1 stalls at step 5 (rank 0 then waits in it)."""
+def rank_main(rank, mode, backend):
+    """One rank: all-reduces a 64 MB CUDA tensor each step; rank 1 stalls at step 5 (rank 0 then waits in it).
+    gloo: both ranks on GPU 0; nccl: rank r on GPU r (NCCL needs one GPU per rank)."""
     sys.path.insert(0, str(PYTHON_DIR))
     if mode == "memcoord":
         import memcoord
@@ -34,8 +36,8 @@ def rank_main(rank, mode):
     import torch
     import torch.distributed as dist
 
-    torch.cuda.set_device(0)
-    dist.init_process_group("gloo", rank=rank, world_size=2)
+    torch.cuda.set_device(rank if backend == "nccl" else 0)
+    dist.init_process_group(backend, rank=rank, world_size=2)
     x = torch.ones(16 << 20, device="cuda")
     for step in range(1_000_000):
         if rank == 1 and step == 5:
@@ -78,7 +80,7 @@ def wait_for_line(proc, text, timeout):
     raise RuntimeError(f"did not see {text!r} within {timeout} s; output: {''.join(lines)[-500:]}")
 
 
-def run(mode, cli, limit):
+def run(mode, cli, limit, backend):
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), NCCL_NVLS_ENABLE="0",
                PYTHONUNBUFFERED="1")
     coordinator = None
@@ -91,8 +93,9 @@ def run(mode, cli, limit):
     ranks = []
     try:
         for r in (0, 1):
-            rank_env = dict(env, RANK=str(r), WORLD_SIZE="2", LOCAL_RANK="0")
-            ranks.append(subprocess.Popen([sys.executable, __file__, "--rank", str(r), "--mode", mode], env=rank_env,
+            rank_env = dict(env, RANK=str(r), WORLD_SIZE="2", LOCAL_RANK=str(r) if backend == "nccl" else "0")
+            command = [sys.executable, __file__, "--rank", str(r), "--mode", mode, "--backend", backend]
+            ranks.append(subprocess.Popen(command, env=rank_env,
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         wait_for_line(ranks[1], "stalling", 300)
         wait_for_line(ranks[0], "entering collective", 60)
@@ -123,11 +126,13 @@ def main():
     parser.add_argument("--memcoord-bin", default="")
     parser.add_argument("--modes", default="memcoord,plain")
     parser.add_argument("--plain-limit", type=float, default=60)
+    parser.add_argument("--backend", default="gloo", choices=["gloo", "nccl"],
+                        help="nccl needs 2 GPUs; the process group's abort then runs")
     parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rank is not None:
-        return rank_main(args.rank, args.mode)
+        return rank_main(args.rank, args.mode, args.backend)
     try:
         import torch
     except ImportError:
@@ -136,16 +141,20 @@ def main():
     if not torch.cuda.is_available():
         print("abort_demo: no GPU")
         return 77
+    if args.backend == "nccl" and torch.cuda.device_count() < 2:
+        print(f"abort_demo: --backend nccl needs 2 GPUs, {torch.cuda.device_count()} visible")
+        return 77
     modes = [m for m in args.modes.split(",") if m]
     cli = find_cli(args.memcoord_bin) if "memcoord" in modes else None
     rows = []
     for mode in modes:
         limit = 10 if mode == "memcoord" else args.plain_limit
-        row = run(mode, cli, limit)
+        row = run(mode, cli, limit, args.backend)
         rows.append(row)
         if mode == "memcoord" and row["code"] != 75:
             sys.stderr.write(row["stderr"][-3000:])
-    print("\n== rank 1 SIGKILLed while rank 0 waits in a gloo all-reduce (CUDA tensors, one GPU) ==")
+    where = "CUDA tensors, one GPU" if args.backend == "gloo" else "one GPU per rank"
+    print(f"\n== rank 1 SIGKILLed while rank 0 waits in a {args.backend} all-reduce ({where}) ==")
     print(f"{'run':<9} {'rank 0 ended after':>19} {'exit':>5}  message")
     for row in rows:
         ended = f"{row['elapsed']:.3f} s" if row["elapsed"] is not None else f"not in {args.plain_limit:.0f} s"

@@ -8,6 +8,7 @@
 #   shim     builds the C++ shim against the installed torch (pip --target, else a JIT build) and says so
 #   checks   integration_checks.py: stats, empty_cache, record_stream, snapshot, oom, graph capture, compile, DDP
 #   abort    abort_demo.py: rank 1 SIGKILLed mid-collective, memcoord vs plain PyTorch (stopped at 60 s)
+#   abort_nccl  the same over NCCL with one GPU per rank (a 2-GPU machine only)
 #   trim     cluster_trim.py: 2 GPT-2 processes, `memcoord trim` at one step, device free memory rises
 #   train    train.py under torchrun (2 ranks, gloo) and under memcoord-launch (2 ranks, a coordinator)
 #   bench1   bench_allocators.py: gpt2_fp32, gpt2_bf16_varlen, resnet50_amp x {native, expandable, memcoord}
@@ -16,13 +17,15 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 bundle=${MEMCOORD_BUNDLE:-$PWD/.device-bundle}
-out=${OUT:-/tmp/memcoord-h200}
-mkdir -p "$out"
+# The built package and the shim stay on the machine between calls (while it is warm); logs go to $OUT.
+state=/tmp/memcoord-h200
+out=${OUT:-$state/logs}
+mkdir -p "$out" "$state"
 [ -f "$bundle/lib/libmemcoord_capi.so" ] || { echo "run_on_h200: no $bundle/lib/libmemcoord_capi.so (carry .device-bundle)"; exit 2; }
 export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export MEMCOORD_CAPI_LIB="$bundle/lib/libmemcoord_capi.so" NCCL_NVLS_ENABLE=0 MEMCOORD_BACKEND=${MEMCOORD_BACKEND:-cuda-vmm}
-export TORCH_EXTENSIONS_DIR="$out/torch_extensions" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-site="$out/site"
+export TORCH_EXTENSIONS_DIR="$state/torch_extensions" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+site="$state/site"
 export PYTHONPATH="$site:$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 failed=()
 
@@ -45,6 +48,10 @@ EOF
 
 part_checks() { python3 examples/pytorch/integration_checks.py --timeout 240 2>&1 | tee "$out/checks.log" | tail -15; }
 part_abort() { python3 examples/pytorch/abort_demo.py --memcoord-bin "$bundle/bin" 2>&1 | tee "$out/abort.log" | tail -8; }
+part_abort_nccl() {  # a 2-GPU machine (kind nvidia-h200-x2): NCCL, one GPU per rank, the process group aborted
+  python3 examples/pytorch/abort_demo.py --backend nccl --memcoord-bin "$bundle/bin" 2>&1 | tee "$out/abort-nccl.log" |
+    tail -8
+}
 part_trim() { python3 examples/pytorch/cluster_trim.py --memcoord-bin "$bundle/bin" 2>&1 | tee "$out/trim.log" | tail -12; }
 part_train() {
   local rc=0
@@ -69,9 +76,13 @@ part_bench2() {
 }
 
 [ $# -gt 0 ] || { sed -n '2,/^set -uo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 2; }
+# Every part needs the shim: built once per machine (the `shim` part rebuilds it).
+if [ "$1" != shim ] && ! ls "$site"/memcoord/_torch_shim*.so > /dev/null 2>&1; then
+  set -- shim "$@"
+fi
 for part in "$@"; do
   if ! declare -F "part_$part" > /dev/null; then
-    echo "run_on_h200: unknown part '$part'; accepted: shim checks abort trim train bench1 bench2"
+    echo "run_on_h200: unknown part '$part'; accepted: shim checks abort abort_nccl trim train bench1 bench2"
     exit 2
   fi
   echo "==== $part"
