@@ -11,7 +11,6 @@ from pathlib import Path
 
 import support  # noqa: F401  (environment)
 
-import memcoord
 from memcoord import _capi
 
 HERE = Path(__file__).resolve().parent
