@@ -10,6 +10,7 @@ Python is for control only: allocations go from PyTorch straight into libmemcoor
 except enable() works without torch (on memcoord's host backend: MEMCOORD_BACKEND=host).
 """
 
+import atexit
 import contextlib
 import ctypes
 import sys
@@ -72,12 +73,39 @@ def init():
             if theirs in os.environ:
                 os.environ.setdefault(ours, os.environ[theirs])
     _lib().call("memcoord_init")
+    global _exit_hook_registered
+    if not _exit_hook_registered:
+        atexit.register(_shutdown_at_exit)
+        _exit_hook_registered = True
+
+
+_exit_hook_registered = False
+
+
+def _shutdown_at_exit():
+    """A process that ends normally detaches from the coordinator cleanly: a session that merely breaks marks
+    the rank dead and aborts its group, which would end the ranks still finishing with EXIT_ABORTED. Queued
+    GPU work is waited for first, since the shutdown returns the pools' memory to the device."""
+    try:
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
+            for device in range(torch.cuda.device_count()):
+                torch.cuda.synchronize(device)
+    except Exception:  # a failing CUDA context must not keep the process from detaching
+        pass
+    try:
+        shutdown()
+    except Exception:
+        pass
 
 
 def shutdown():
-    """Detaches from the coordinator and releases every pool (blocks still live are lost)."""
-    _abort.stop_watcher()
-    _lib().call("memcoord_shutdown")
+    """Detaches from the coordinator and releases every pool (blocks still live are lost). It also wakes the
+    abort watcher, which then ends. A process that exits normally does this by itself (atexit)."""
+    try:
+        _lib().call("memcoord_shutdown")
+    finally:
+        _abort.stop_watcher()
 
 
 def device_count():

@@ -2,7 +2,9 @@
   victim    sleeps until killed;
   blocked   starts the abort watcher and blocks its main thread in a C call that never returns (a recv on a
             socket nobody writes to, as a rank waits inside a gloo collective);
-  stepping  runs memcoord.step(on_abort="raise") steps until an AbortedError, prints it, exits 0."""
+  stepping  runs memcoord.step(on_abort="raise") steps until an AbortedError, prints it, exits 0;
+  finisher  exits normally after 0.3 s;
+  stepping_quiet  runs steps for 2 s and prints "no abort" (an AbortedError would end it with a traceback)."""
 
 import socket
 import sys
@@ -23,6 +25,15 @@ elif role == "blocked":
     a.recv(1)  # blocks in C until the watcher ends the process
     print("recv returned: the watcher did not end the process", flush=True)
     sys.exit(3)
+elif role == "finisher":
+    time.sleep(0.3)
+    sys.exit(0)  # a normal end: memcoord detaches cleanly at exit
+elif role == "stepping_quiet":
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        with memcoord.step(on_abort="raise"):
+            time.sleep(0.02)
+    print("no abort", flush=True)
 elif role == "stepping":
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -35,4 +46,4 @@ elif role == "stepping":
     print("no abort within 30 s", flush=True)
     sys.exit(4)
 else:
-    sys.exit(f"abort_rank.py: unknown role {role!r}; accepted: victim, blocked, stepping")
+    sys.exit(f"abort_rank.py: unknown role {role!r}; accepted: victim, blocked, stepping, finisher, stepping_quiet")

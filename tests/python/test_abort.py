@@ -89,6 +89,13 @@ class AbortTest(unittest.TestCase):
         self.assertEqual(survivor.returncode, 0, f"stdout={out!r} stderr={err!r}")
         self.assertIn("AbortedError dead_rank=1", out)
 
+    def test_a_rank_that_ends_normally_aborts_nobody(self):
+        survivor = self.job.start_rank(0, "stepping_quiet")
+        self.job.start_rank(1, "finisher")
+        out, err = survivor.communicate(timeout=30)
+        self.assertEqual(survivor.returncode, 0, f"stdout={out!r} stderr={err!r}")
+        self.assertIn("no abort", out)
+
 
 if __name__ == "__main__":
     unittest.main()
