@@ -130,6 +130,8 @@ def check_snapshot(quick):
         with open(path, "rb") as f:
             snap = pickle.load(f)
         memcoord.snapshot(os.path.join(tmp, "memcoord.pickle"))
+    listed = all(p.get("segments_available", True) for p in snap.get("memcoord", {}).get("pools", []))
+    assert listed, "memcoord_snapshot_json lists no segments yet (segments_available: false): pools only"
     blocks = [b for s in snap["segments"] for b in s["blocks"] if b["state"] == "active_allocated"]
     assert any(b["address"] == a.data_ptr() for b in blocks), "our tensor's block is not in the snapshot"
     from torch.cuda import _memory_viz

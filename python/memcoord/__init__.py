@@ -90,7 +90,9 @@ def _shutdown_at_exit():
         torch = sys.modules.get("torch")
         if torch is not None and torch.cuda.is_initialized():
             for device in range(torch.cuda.device_count()):
-                torch.cuda.synchronize(device)
+                # Only devices memcoord holds memory on: synchronizing another would create a context there.
+                if stats(device)["reserved_bytes"] > 0:
+                    torch.cuda.synchronize(device)
     except Exception:  # a failing CUDA context must not keep the process from detaching
         pass
     try:
