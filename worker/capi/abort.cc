@@ -70,9 +70,11 @@ int memcoord_set_abort_callback(memcoord_abort_callback callback, void* user) {
     std::optional<memcoord::AbortInfo> already;
     {
       std::lock_guard lock(state.mu);
+      // callback_ran is per callback: a new one set after the abort runs at once, here.
       state.callback = callback;
       state.user = user;
-      if (callback != nullptr && state.info && !state.callback_ran) {
+      state.callback_ran = false;
+      if (callback != nullptr && state.info) {
         state.callback_ran = true;
         already = state.info;
       }

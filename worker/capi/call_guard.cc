@@ -3,6 +3,16 @@
 // stores the Runtime into the slot (seq_cst) and re-reads the published pointer (seq_cst): either shutdown's
 // exchange comes first and the call sees no Runtime, or the slot's store does and shutdown's scan sees it.
 // Threads beyond kSlots share one counted overflow slot (correct, only slower).
+//
+// Asymmetric fence. Where Linux offers MEMBARRIER_CMD_PRIVATE_EXPEDITED, the call side's store-load pair
+// needs no hardware fence: shutdown issues membarrier() after its exchange, which runs a full barrier on
+// every running thread of the process, so each call either has made its slot store visible before the scan
+// or will load the null pointer. Without membarrier (old kernels, seccomp) and under ThreadSanitizer (which
+// cannot see membarrier) both sides use seq_cst.
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <thread>
 
@@ -23,6 +33,26 @@ std::atomic<Runtime*> g_runtime{nullptr};
 // Calls in flight on threads without a slot, and the runtime each such call may hold (any published one).
 std::atomic<std::uint64_t> g_overflow_calls{0};
 
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kMayUseMembarrier = false;
+#else
+constexpr bool kMayUseMembarrier = true;
+#endif
+
+// Registered once per process; true when shutdown can fence every thread with membarrier().
+bool RegisterMembarrier() noexcept {
+  if (!kMayUseMembarrier) return false;
+  const long supported = ::syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  if (supported < 0 || (supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return false;
+  return ::syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+const bool g_asymmetric = RegisterMembarrier();
+
+void FenceEveryThread() noexcept {
+  if (g_asymmetric && ::syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
 struct ThreadSlot {
   Slot* slot = nullptr;
   bool tried = false;
@@ -30,7 +60,9 @@ struct ThreadSlot {
     if (slot != nullptr) slot->owned.store(false, std::memory_order_release);
   }
 };
-thread_local ThreadSlot t_slot;
+// initial-exec: no __tls_get_addr call on the hot path (the slot is small enough for the static TLS
+// surplus glibc keeps for dlopen'ed libraries).
+__attribute__((tls_model("initial-exec"))) thread_local ThreadSlot t_slot;
 
 Slot* ClaimSlot() noexcept {
   if (t_slot.tried) return t_slot.slot;
@@ -74,8 +106,15 @@ void CallGuard::refresh() noexcept {
       runtime_ = nullptr;
       return;
     }
-    slot->hazard.store(seen, std::memory_order_seq_cst);
-    Runtime* again = g_runtime.load(std::memory_order_seq_cst);
+    Runtime* again;
+    if (g_asymmetric) {
+      slot->hazard.store(seen, std::memory_order_relaxed);
+      std::atomic_signal_fence(std::memory_order_seq_cst);  // compiler order only; shutdown fences the CPU
+      again = g_runtime.load(std::memory_order_acquire);
+    } else {
+      slot->hazard.store(seen, std::memory_order_seq_cst);
+      again = g_runtime.load(std::memory_order_seq_cst);
+    }
     if (again == seen) {
       runtime_ = seen;
       return;
@@ -98,6 +137,7 @@ void Publish(Runtime* runtime) noexcept { g_runtime.store(runtime, std::memory_o
 Runtime* Unpublish() noexcept { return g_runtime.exchange(nullptr, std::memory_order_seq_cst); }
 
 void WaitUntilUnused(const Runtime* runtime) noexcept {
+  FenceEveryThread();
   auto busy = [runtime] {
     if (g_overflow_calls.load(std::memory_order_seq_cst) != 0) return true;
     for (const Slot& s : g_slots) {

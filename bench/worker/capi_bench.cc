@@ -1,0 +1,183 @@
+// capi_bench: the cost of an alloc+free pair through the C ABI, as PyTorch pays it (memcoord_torch_malloc
+// then memcoord_torch_free on the same thread, cache hits after the first round), on 1..N threads at once.
+// Each library given with --lib is measured in a child process of its own (two builds cannot share one
+// process: both register the same protobuf descriptors), so one run compares builds side by side (e.g. the
+// current library against one built from an older commit). Prints one JSON document:
+//   {"backend":..,"pairs_per_thread":..,"results":[{"lib":..,"threads":t,"median_ns_per_pair":..,
+//     "p90_ns_per_pair":..,"runs":[..]}]}
+// The median is over runs of each thread's mean ns per pair (every thread of every run counts once).
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using MallocFn = void* (*)(std::ptrdiff_t, int, void*);
+using FreeFn = void (*)(void*, std::ptrdiff_t, int, void*);
+using IntFn = int (*)();
+using ErrorFn = const char* (*)();
+
+struct Library {
+  std::string path;
+  MallocFn malloc_fn = nullptr;
+  FreeFn free_fn = nullptr;
+  IntFn init = nullptr;
+  IntFn shutdown = nullptr;
+  ErrorFn last_error = nullptr;
+};
+
+bool Load(const std::string& path, Library& lib) {
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    std::fprintf(stderr, "capi_bench: cannot load %s: %s\n", path.c_str(), ::dlerror());
+    return false;
+  }
+  lib.path = path;
+  lib.malloc_fn = reinterpret_cast<MallocFn>(::dlsym(handle, "memcoord_torch_malloc"));
+  lib.free_fn = reinterpret_cast<FreeFn>(::dlsym(handle, "memcoord_torch_free"));
+  lib.init = reinterpret_cast<IntFn>(::dlsym(handle, "memcoord_init"));
+  lib.shutdown = reinterpret_cast<IntFn>(::dlsym(handle, "memcoord_shutdown"));
+  lib.last_error = reinterpret_cast<ErrorFn>(::dlsym(handle, "memcoord_last_error"));
+  if (!lib.malloc_fn || !lib.free_fn || !lib.init || !lib.shutdown || !lib.last_error) {
+    std::fprintf(stderr, "capi_bench: %s lacks the memcoord_* entry points\n", path.c_str());
+    return false;
+  }
+  return true;
+}
+
+// One thread: `pairs` alloc+free pairs over a few sizes (every one a cache hit after the first round).
+double ThreadNsPerPair(const Library& lib, long pairs, int device, std::atomic<int>& ready, int threads) {
+  static constexpr std::ptrdiff_t kSizes[] = {512, 4096, 65536, 1 << 20};
+  for (std::ptrdiff_t s : kSizes) lib.free_fn(lib.malloc_fn(s, device, nullptr), s, device, nullptr);
+  ready.fetch_add(1);
+  while (ready.load() < threads) {
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (long i = 0; i < pairs; ++i) {
+    const std::ptrdiff_t size = kSizes[i & 3];
+    void* p = lib.malloc_fn(size, device, nullptr);
+    if (p == nullptr) {
+      std::fprintf(stderr, "capi_bench: allocation failed: %s\n", lib.last_error());
+      std::exit(1);
+    }
+    lib.free_fn(p, size, device, nullptr);
+  }
+  const auto ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+  return ns / static_cast<double>(pairs);
+}
+
+std::vector<double> Run(const Library& lib, int threads, long pairs) {
+  std::vector<double> per_thread(static_cast<std::size_t>(threads));
+  std::atomic<int> ready{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back(
+        [&, t] { per_thread[static_cast<std::size_t>(t)] = ThreadNsPerPair(lib, pairs, 0, ready, threads); });
+  }
+  for (auto& t : pool) t.join();
+  return per_thread;
+}
+
+double Quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+// The results of one library, as JSON objects separated by commas; empty on failure.
+std::string MeasureLibrary(const std::string& path, const std::vector<int>& thread_counts, long pairs,
+                           int runs) {
+  Library lib;
+  if (!Load(path, lib)) return {};
+  if (lib.init() != 0) {
+    std::fprintf(stderr, "capi_bench: memcoord_init failed: %s\n", lib.last_error());
+    return {};
+  }
+  std::string out;
+  for (int threads : thread_counts) {
+    std::vector<double> all;
+    std::string run_text;
+    for (int r = 0; r < runs; ++r) {
+      std::vector<double> per_thread = Run(lib, threads, pairs);
+      all.insert(all.end(), per_thread.begin(), per_thread.end());
+      run_text += (r ? "," : "") + std::to_string(Quantile(per_thread, 0.5));
+    }
+    out += std::string(out.empty() ? "" : ",") + "{\"lib\":\"" + path +
+           "\",\"threads\":" + std::to_string(threads) +
+           ",\"median_ns_per_pair\":" + std::to_string(Quantile(all, 0.5)) +
+           ",\"p90_ns_per_pair\":" + std::to_string(Quantile(all, 0.9)) + ",\"runs\":[" + run_text + "]}";
+  }
+  (void)lib.shutdown();
+  return out;
+}
+
+std::string MeasureInChild(const std::string& path, const std::vector<int>& thread_counts, long pairs,
+                           int runs) {
+  int fds[2];
+  if (::pipe(fds) != 0) return {};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    const std::string part = MeasureLibrary(path, thread_counts, pairs, runs);
+    const ssize_t written = ::write(fds[1], part.data(), part.size());
+    ::_exit(part.empty() || written != static_cast<ssize_t>(part.size()) ? 1 : 0);
+  }
+  ::close(fds[1]);
+  std::string part;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof(buffer))) > 0;)
+    part.append(buffer, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? part : std::string();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"alloc+free pairs through the memcoord C ABI"};
+  std::vector<std::string> libs;
+  std::vector<int> thread_counts{1, 4};
+  long pairs = 200000;
+  int runs = 7;
+  std::string backend = "host";
+  app.add_option("--lib", libs, "libmemcoord_capi.so to measure (repeatable; default: this build's)");
+  app.add_option("--threads", thread_counts, "thread counts")->delimiter(',');
+  app.add_option("--pairs", pairs, "alloc+free pairs per thread per run")->check(CLI::PositiveNumber);
+  app.add_option("--runs", runs, "runs per thread count")->check(CLI::PositiveNumber);
+  app.add_option("--backend", backend, "MEMCOORD_BACKEND for the run (host, cuda, cuda-vmm, virtual)");
+  CLI11_PARSE(app, argc, argv);
+#ifdef MEMCOORD_CAPI_PATH
+  if (libs.empty()) libs.push_back(MEMCOORD_CAPI_PATH);
+#endif
+  if (libs.empty()) {
+    std::fprintf(stderr, "capi_bench: give --lib PATH\n");
+    return 2;
+  }
+  ::setenv("MEMCOORD_BACKEND", backend.c_str(), 1);
+  ::unsetenv("MEMCOORD_COORDINATOR");
+  std::string out = "{\"backend\":\"" + backend + "\",\"pairs_per_thread\":" + std::to_string(pairs) +
+                    ",\"hardware_threads\":" + std::to_string(std::thread::hardware_concurrency()) +
+                    ",\"results\":[";
+  bool first = true;
+  for (const std::string& path : libs) {
+    const std::string part = MeasureInChild(path, thread_counts, pairs, runs);
+    if (part.empty()) return 1;
+    out += (first ? "" : ",") + part;
+    first = false;
+  }
+  out += "]}";
+  std::printf("%s\n", out.c_str());
+  return 0;
+}

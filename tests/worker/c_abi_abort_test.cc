@@ -1,0 +1,111 @@
+// Aborts reach the C ABI, end to end on loopback: a real `memcoord coordinator`, rank 1 a test worker
+// process, rank 0 this process through libmemcoord_capi.so. Rank 1 is SIGKILLed; within 2 s the survivor's
+// memcoord_wait_abort returns MEMCOORD_ERR_ABORTED naming rank 1, memcoord_abort_info_get says the same, the
+// abort callback ran once on a memcoord thread, and memcoord_step_end returns MEMCOORD_ERR_ABORTED.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "tests/faults/process_harness.h"
+#include "worker/memcoord.h"
+
+namespace {
+
+using memcoord::testing::Child;
+using memcoord::testing::CoordinatorProcess;
+using memcoord::testing::WaitFor;
+using std::chrono::milliseconds;
+using SteadyClock = std::chrono::steady_clock;
+
+struct CallbackRecord {
+  std::atomic<int> calls{0};
+  std::atomic<int> dead_rank{-2};
+  std::atomic<bool> on_caller_thread{false};
+  std::thread::id caller;
+};
+
+void OnAbort(const memcoord_abort_info* info, void* user) {
+  auto* record = static_cast<CallbackRecord*>(user);
+  record->dead_rank = info->dead_rank;
+  record->on_caller_thread = std::this_thread::get_id() == record->caller;
+  ++record->calls;
+}
+
+bool BothRanksLive(const std::string& address) {
+  auto ranks = memcoord::testing::ClusterStatus(MEMCOORD_CLI, address);
+  return ranks && ranks->count(0) && ranks->count(1) && (*ranks)[0].state == "live" &&
+         (*ranks)[1].state == "live";
+}
+
+TEST(CAbiAbort, SurvivorLearnsOfADeadRankWithinTwoSeconds) {
+  CoordinatorProcess coordinator(MEMCOORD_CLI, memcoord::testing::FreeLoopbackPort());
+  ASSERT_TRUE(coordinator.start()) << coordinator.output();
+  const std::string address = coordinator.address();
+  Child rank1(
+      {MEMCOORD_TEST_WORKER, "--until-abort", "--step-ms", "20", "--report-ms", "50", "--alloc", "1MiB"},
+      {"MEMCOORD_COORDINATOR=" + address, "MEMCOORD_RANK=1", "MEMCOORD_LOCAL_RANK=0", "MEMCOORD_WORLD_SIZE=2",
+       "MEMCOORD_LOG_LEVEL=warn"});
+  setenv("MEMCOORD_BACKEND", "host", 1);
+  setenv("MEMCOORD_COORDINATOR", address.c_str(), 1);
+  setenv("MEMCOORD_RANK", "0", 1);
+  setenv("MEMCOORD_LOCAL_RANK", "0", 1);
+  setenv("MEMCOORD_WORLD_SIZE", "2", 1);
+  ASSERT_EQ(memcoord_init(), 0) << memcoord_last_error();
+  CallbackRecord record;
+  record.caller = std::this_thread::get_id();
+  ASSERT_EQ(memcoord_set_abort_callback(OnAbort, &record), 0);
+  ASSERT_TRUE(WaitFor([&] { return BothRanksLive(address); }, milliseconds(15000)))
+      << "both ranks never attached; rank 1 said: " << rank1.output();
+  ASSERT_EQ(memcoord_step_end(), 0) << memcoord_last_error();
+
+  std::atomic<int> waited{-1};
+  std::string wait_error;
+  SteadyClock::time_point woke;
+  std::thread watcher([&] {
+    waited = memcoord_wait_abort(10000);
+    woke = SteadyClock::now();
+    wait_error = memcoord_last_error();
+  });
+  std::this_thread::sleep_for(milliseconds(100));  // the watcher is blocked
+  const auto killed = SteadyClock::now();
+  rank1.signal(SIGKILL);
+  watcher.join();
+  const double ms = std::chrono::duration<double, std::milli>(woke - killed).count();
+  RecordProperty("abort_learned_ms", std::to_string(ms));
+  std::printf("survivor learned of the death after %.1f ms: %s\n", ms, wait_error.c_str());
+  EXPECT_EQ(waited.load(), MEMCOORD_ERR_ABORTED) << wait_error;
+  EXPECT_LT(ms, 2000.0);
+  EXPECT_NE(wait_error.find("dead rank 1"), std::string::npos) << wait_error;
+
+  memcoord_abort_info info{};
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(memcoord_abort_info_get(&info), 0);
+  EXPECT_EQ(info.aborted, 1);
+  EXPECT_EQ(info.dead_rank, 1);
+  EXPECT_NE(std::string(info.reason).find("rank 1"), std::string::npos) << info.reason;
+  EXPECT_GT(info.time_unix_ms, 0);
+
+  EXPECT_TRUE(WaitFor([&] { return record.calls.load() == 1; }, milliseconds(2000)));
+  EXPECT_EQ(record.dead_rank.load(), 1);
+  EXPECT_FALSE(record.on_caller_thread.load());  // a memcoord thread ran it
+
+  EXPECT_EQ(memcoord_step_end(), MEMCOORD_ERR_ABORTED);
+  EXPECT_NE(std::string(memcoord_last_error()).find("dead rank 1"), std::string::npos)
+      << memcoord_last_error();
+  // A callback set after the abort runs at once, on the caller's thread.
+  CallbackRecord late;
+  late.caller = std::this_thread::get_id();
+  ASSERT_EQ(memcoord_set_abort_callback(OnAbort, &late), 0);
+  EXPECT_EQ(late.calls.load(), 1);
+  EXPECT_TRUE(late.on_caller_thread.load());
+  EXPECT_EQ(memcoord_wait_abort(0), MEMCOORD_ERR_ABORTED);  // already aborted: at once
+  EXPECT_EQ(memcoord_shutdown(), 0);
+  unsetenv("MEMCOORD_COORDINATOR");
+}
+
+}  // namespace
