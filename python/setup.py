@@ -111,6 +111,8 @@ def torch_shim():
                     raise
                 _log(f"the C++ shim did not build ({error}); the package will use PyTorch's Python API")
 
+    # The shim has no CUDA kernels; a set arch list keeps cpp_extension from querying the GPUs.
+    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
     source = "memcoord/csrc/torch_shim.cpp"
     ext = CUDAExtension("memcoord._torch_shim", [source], extra_compile_args={"cxx": ["-O2"], "nvcc": []})
     return [ext], {"build_ext": OptionalBuildExtension}

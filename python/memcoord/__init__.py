@@ -122,7 +122,7 @@ def alloc(nbytes, device=-1, stream=0):
     lib = _lib()
     ptr = lib.memcoord_device_alloc(int(device), int(nbytes), int(stream))
     if not ptr:
-        raise MemcoordError("memcoord_device_alloc", _capi.RESOURCE_EXHAUSTED, lib.last_error())
+        raise lib.fail_pointer("memcoord_device_alloc")
     return int(ptr)
 
 
@@ -183,7 +183,7 @@ def _snapshot_documents(devices):
     for d in devices:
         raw = lib.memcoord_snapshot_json(d)
         if not raw:
-            raise MemcoordError("memcoord_snapshot_json", _capi.INTERNAL, lib.last_error())
+            raise lib.fail_pointer("memcoord_snapshot_json")
         try:
             text = ctypes.string_at(raw).decode("utf-8", "replace")
         finally:

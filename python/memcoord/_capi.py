@@ -250,6 +250,14 @@ class Library:
         message = self.function("memcoord_last_error")()
         return message.decode("utf-8", "replace") if message else ""
 
+    def fail_pointer(self, name):
+        """The MemcoordError for a pointer-returning call that gave NULL: the code is the one the last error
+        names ("INVALID_ARGUMENT: ..."), RESOURCE_EXHAUSTED when it names none."""
+        message = self.last_error()
+        prefix = message.split(":", 1)[0].strip()
+        code = next((c for c, n in _STATUS_NAMES.items() if n == prefix), RESOURCE_EXHAUSTED)
+        return MemcoordError(name, code, message)
+
     def check(self, name, code):
         """Raises MemcoordError (AbortedError for ABORTED) when `code` is not OK; returns None."""
         if code == OK:

@@ -55,7 +55,16 @@ def _load_shim(mode):
         from torch.utils import cpp_extension
 
         source = Path(__file__).resolve().parent / "csrc" / "torch_shim.cpp"
-        return cpp_extension.load(name="memcoord_torch_shim", sources=[str(source)], with_cuda=True, verbose=False)
+        # Without TORCH_CUDA_ARCH_LIST, cpp_extension asks torch.cuda for each device's capability, which
+        # initialises CUDA and PyTorch's own allocator, after which no allocator can be swapped in. The shim
+        # has no CUDA kernels: the list only has to be set, not right.
+        saved = os.environ.get("TORCH_CUDA_ARCH_LIST")
+        os.environ["TORCH_CUDA_ARCH_LIST"] = saved or "9.0"
+        try:
+            return cpp_extension.load(name="memcoord_torch_shim", sources=[str(source)], with_cuda=True, verbose=False)
+        finally:
+            if saved is None:
+                del os.environ["TORCH_CUDA_ARCH_LIST"]
     except Exception as build_error:
         if mode == "required":
             raise RuntimeError(

@@ -128,6 +128,13 @@ class SnapshotConversionTest(unittest.TestCase):
         self.assertEqual(snap["device_traces"][1][3]["device_free"], 123)
         for entry in snap["device_traces"][1]:
             self.assertEqual(entry["frames"], [])
+        # memory_viz's segsum asserts that each segment's blocks tile it exactly.
+        for segment in snap["segments"]:
+            self.assertEqual(sum(b["size"] for b in segment["blocks"]), segment["total_size"])
+            end = segment["address"]
+            for block in segment["blocks"]:
+                self.assertEqual(block["address"], end)
+                end += block["size"]
 
     def test_pickle_round_trip(self):
         snap = _snapshot.from_memcoord([SNAPSHOT])

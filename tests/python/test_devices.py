@@ -69,6 +69,7 @@ class TwoDevicesTest(unittest.TestCase):
         with self.assertRaises(memcoord.MemcoordError) as caught:
             memcoord.alloc(MIB, device=5)
         self.assertTrue(caught.exception.message)
+        self.assertNotEqual(caught.exception.code, memcoord._capi.RESOURCE_EXHAUSTED, caught.exception.message)
 
 
 if __name__ == "__main__":
