@@ -156,7 +156,11 @@ TEST_F(CAbiStreams, CaptureAllocationsGoToThePrivatePool) {
   void* captured = memcoord_torch_malloc(1 << 20, 0, Stream(7));
   void* outside = memcoord_torch_malloc(1 << 20, 0, Stream(8));
   ASSERT_TRUE(captured != nullptr && outside != nullptr) << memcoord_last_error();
+  void* via_primary = memcoord_device_alloc(-1, 4096, 7);  // -1 is device 0: routed the same way
+  ASSERT_NE(via_primary, nullptr) << memcoord_last_error();
   EXPECT_EQ(Stats(0).pools, 2);  // the default pool and the capture's
+  EXPECT_EQ(Stats(0).allocated_bytes, (2u << 20) + 4096);
+  ASSERT_EQ(memcoord_device_free(-1, via_primary, 7), 0) << memcoord_last_error();
   EXPECT_EQ(Stats(0).allocated_bytes, 2u << 20);
   ASSERT_EQ(memcoord_end_allocate_to_pool(0, 1, 42), 0) << memcoord_last_error();
   void* after = memcoord_torch_malloc(4096, 0, Stream(7));  // routing ended: the default pool

@@ -22,6 +22,7 @@ using memcoord::capi::Runtime;
 bool IsDefaultName(const char* pool) { return pool == nullptr || std::strcmp(pool, "default") == 0; }
 
 Result<void*> AllocateOnDevice(Runtime& runtime, int device, std::size_t bytes, StreamId stream) {
+  if (device == -1) device = runtime.primary_device;
   if (device >= 0 && device < memcoord::capi::kMaxDevices &&
       runtime.devices[device].routing_captures.load(std::memory_order_acquire) > 0) {
     if (auto routed = memcoord::capi::AllocateForCapture(runtime, device, bytes, stream)) return *routed;

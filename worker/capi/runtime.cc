@@ -10,11 +10,8 @@ namespace {
 thread_local bool t_in_abort_callback = false;
 }  // namespace
 
-Result<CachingPool*> DevicePool(Runtime& runtime, int device) {
+Result<CachingPool*> MakeDevicePool(Runtime& runtime, int device) {
   if (device == -1) device = runtime.primary_device;
-  if (device >= 0 && device < kMaxDevices) {
-    if (CachingPool* pool = runtime.devices[device].default_pool.load(std::memory_order_acquire)) return pool;
-  }
   // First use on this device (or a bad index, which the worker names in its error).
   MEMCOORD_ASSIGN_OR_RETURN(CachingPool * pool, runtime.worker->device_pool(device));
   if (device < 0 || device >= kMaxDevices) {

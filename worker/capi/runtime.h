@@ -98,8 +98,16 @@ void WaitUntilUnused(const Runtime* runtime) noexcept;
 // Whether this thread is inside a memcoord call (holds a CallGuard on some Runtime).
 bool InsideCall() noexcept;
 
-// The default pool of `device` (-1: the primary). One acquire load once made.
-Result<CachingPool*> DevicePool(Runtime& runtime, int device);
+// The default pool of `device` (-1: the primary), made on first use (MakeDevicePool). One acquire load
+// once made: inline, since every allocation and free goes through it.
+Result<CachingPool*> MakeDevicePool(Runtime& runtime, int device);
+inline Result<CachingPool*> DevicePool(Runtime& runtime, int device) {
+  const int index = device == -1 ? runtime.primary_device : device;
+  if (index >= 0 && index < kMaxDevices) {
+    if (CachingPool* pool = runtime.devices[index].default_pool.load(std::memory_order_acquire)) return pool;
+  }
+  return MakeDevicePool(runtime, device);
+}
 // Fills the abort state and calls the user's callback (session thread).
 void DeliverAbort(Runtime& runtime, const AbortInfo& info);
 
