@@ -6,8 +6,11 @@
 //   {"backend":..,"pairs_per_thread":..,"results":[{"lib":..,"threads":t,"median_ns_per_pair":..,
 //     "p90_ns_per_pair":..,"runs":[..]}]}
 // The median is over runs of each thread's mean ns per pair (every thread of every run counts once).
+// cpu_ns figures use the thread's CPU time instead of the wall clock: on a shared, oversubscribed machine
+// they leave out the time the thread was not running.
 #include <dlfcn.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -56,14 +59,26 @@ bool Load(const std::string& path, Library& lib) {
   return true;
 }
 
+struct PerPair {
+  double wall_ns = 0;
+  double cpu_ns = 0;
+};
+
+double ThreadCpuNs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
+}
+
 // One thread: `pairs` alloc+free pairs over a few sizes (every one a cache hit after the first round).
-double ThreadNsPerPair(const Library& lib, long pairs, int device, std::atomic<int>& ready, int threads) {
+PerPair ThreadNsPerPair(const Library& lib, long pairs, int device, std::atomic<int>& ready, int threads) {
   static constexpr std::ptrdiff_t kSizes[] = {512, 4096, 65536, 1 << 20};
   for (std::ptrdiff_t s : kSizes) lib.free_fn(lib.malloc_fn(s, device, nullptr), s, device, nullptr);
   ready.fetch_add(1);
   while (ready.load() < threads) {
   }
   const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = ThreadCpuNs();
   for (long i = 0; i < pairs; ++i) {
     const std::ptrdiff_t size = kSizes[i & 3];
     void* p = lib.malloc_fn(size, device, nullptr);
@@ -74,11 +89,12 @@ double ThreadNsPerPair(const Library& lib, long pairs, int device, std::atomic<i
     lib.free_fn(p, size, device, nullptr);
   }
   const auto ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
-  return ns / static_cast<double>(pairs);
+  const double n = static_cast<double>(pairs);
+  return {ns / n, (ThreadCpuNs() - cpu_start) / n};
 }
 
-std::vector<double> Run(const Library& lib, int threads, long pairs) {
-  std::vector<double> per_thread(static_cast<std::size_t>(threads));
+std::vector<PerPair> Run(const Library& lib, int threads, long pairs) {
+  std::vector<PerPair> per_thread(static_cast<std::size_t>(threads));
   std::atomic<int> ready{0};
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
@@ -105,17 +121,23 @@ std::string MeasureLibrary(const std::string& path, const std::vector<int>& thre
   }
   std::string out;
   for (int threads : thread_counts) {
-    std::vector<double> all;
+    std::vector<double> wall, cpu;
     std::string run_text;
     for (int r = 0; r < runs; ++r) {
-      std::vector<double> per_thread = Run(lib, threads, pairs);
-      all.insert(all.end(), per_thread.begin(), per_thread.end());
-      run_text += (r ? "," : "") + std::to_string(Quantile(per_thread, 0.5));
+      std::vector<double> run_wall;
+      for (const PerPair& p : Run(lib, threads, pairs)) {
+        wall.push_back(p.wall_ns);
+        cpu.push_back(p.cpu_ns);
+        run_wall.push_back(p.wall_ns);
+      }
+      run_text += (r ? "," : "") + std::to_string(Quantile(run_wall, 0.5));
     }
     out += std::string(out.empty() ? "" : ",") + "{\"lib\":\"" + path +
            "\",\"threads\":" + std::to_string(threads) +
-           ",\"median_ns_per_pair\":" + std::to_string(Quantile(all, 0.5)) +
-           ",\"p90_ns_per_pair\":" + std::to_string(Quantile(all, 0.9)) + ",\"runs\":[" + run_text + "]}";
+           ",\"median_ns_per_pair\":" + std::to_string(Quantile(wall, 0.5)) +
+           ",\"p90_ns_per_pair\":" + std::to_string(Quantile(wall, 0.9)) +
+           ",\"median_cpu_ns_per_pair\":" + std::to_string(Quantile(cpu, 0.5)) + ",\"runs\":[" + run_text +
+           "]}";
   }
   (void)lib.shutdown();
   return out;
