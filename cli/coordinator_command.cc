@@ -1,5 +1,5 @@
 // memcoord coordinator --listen HOST:PORT [--token-file F] [--admin-token-file F] [--insecure]
-//                      [--tls-cert F --tls-key F [--tls-client-ca F]] [--metrics-listen [HOST:]PORT]
+//                      [--tls-cert F --tls-key F [--tls-client-ca F]] [--http-listen|--metrics-listen [HOST:]PORT]
 //                      [--dead-after 3s] [--max-message-size 4MiB] [--max-sessions 4096]
 //                      [--max-report-rate 100]
 // Runs the gRPC coordinator until SIGINT or SIGTERM. Prints one line with the bound address (useful with
@@ -50,8 +50,9 @@ void AddFlags(CLI::App* app, CoordinatorArgs& args) {
   app->add_option("--tls-key", args.tls_key, "TLS: the private key of --tls-cert, PEM");
   app->add_option("--tls-client-ca", args.tls_client_ca,
                   "mutual TLS: require client certificates signed by this CA (PEM)");
-  app->add_option("--metrics-listen", args.metrics_listen,
-                  "serve Prometheus metrics over HTTP on [HOST:]PORT (loopback unless a host is named)");
+  app->add_option("--http-listen,--metrics-listen", args.metrics_listen,
+                  "serve HTTP on [HOST:]PORT (loopback unless a host is named; memcoord's port: 9401): /metrics "
+                  "(Prometheus), the dashboard (/) and its JSON API (/api/...; admin actions need the admin token)");
   app->add_option("--dead-after", args.dead_after,
                   "a worker silent this long is dead and its group aborted (3s, 500ms, 2m; default 3s); "
                   "after 3 missed reports it is only suspect");
@@ -112,7 +113,9 @@ int Serve(const CoordinatorArgs& args) {
     return ExitCodeFor(server.status());
   }
   std::printf("memcoord coordinator listening on %s", (*server)->address().c_str());
-  if ((*server)->metrics_port() > 0) std::printf(" (metrics on port %d)", (*server)->metrics_port());
+  if ((*server)->metrics_port() > 0) {
+    std::printf(" (metrics on port %d: /metrics, dashboard /)", (*server)->metrics_port());
+  }
   std::printf("\n");
   std::fflush(stdout);
   int received = 0;

@@ -32,7 +32,9 @@ struct PoolUsage {
   std::uint64_t ooms = 0;
   std::uint64_t allocations = 0;
   std::uint64_t cache_hits = 0;
-  std::vector<TagBytes> tags;  // largest first
+  std::uint64_t driver_map_calls = 0;    // backend map calls (or segment allocations), since the pool began
+  std::uint64_t driver_unmap_calls = 0;  // backend unmap calls (or segment releases)
+  std::vector<TagBytes> tags;            // largest first
 };
 
 // Who a worker is, as it said in its Register message.
@@ -43,6 +45,7 @@ struct WorkerIdentity {
   std::string host;
   int device = -1;
   std::string device_name;
+  std::string device_uuid;  // "GPU-..." as nvidia-smi prints it; empty when the worker did not say
   std::string backend;
   std::uint64_t device_total_bytes = 0;
   std::string group = "world";
@@ -103,6 +106,14 @@ struct LeakAlert {
   std::uint64_t live_bytes = 0;
 };
 
+// A cumulative histogram as Prometheus exposes it: counts[i] observations <= bounds_s[i]; count in all.
+struct HistogramView {
+  std::vector<double> bounds_s;
+  std::vector<std::uint64_t> counts;
+  double sum_s = 0;
+  std::uint64_t count = 0;
+};
+
 struct CoordinatorStatsView {
   std::string coordinator_id;
   std::uint64_t uptime_ms = 0;
@@ -110,6 +121,7 @@ struct CoordinatorStatsView {
   double report_handling_p50_us = 0;
   double report_handling_p99_us = 0;
   std::uint64_t live_sessions = 0;
+  HistogramView trim_fanout;  // seconds from a trim command's send to its last ack (TrimOutcome::fanout_ms)
 };
 
 struct ClusterView {

@@ -8,11 +8,12 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <nlohmann/json.hpp>
 
+#include "coordinator/http/http_server.h"
 #include "coordinator/service/access_policy.h"
 #include "coordinator/service/coordinator_service.h"
 #include "coordinator/service/listen_policy.h"
-#include "coordinator/service/metrics_http.h"
 #include "coordinator/service/pem_file.h"
 
 namespace memcoord::coordinator {
@@ -21,7 +22,7 @@ class CoordinatorServer::Impl {
  public:
   std::unique_ptr<CoordinatorService> service;
   std::unique_ptr<grpc::Server> server;
-  std::unique_ptr<MetricsHttpServer> metrics;
+  std::unique_ptr<HttpServer> metrics;
   int port = 0;
   std::string host;
 
@@ -72,6 +73,31 @@ Status CheckOptions(const CoordinatorOptions& options) {
   return Status::Ok();
 }
 
+// The HTTP side over the service: snapshots for reading; trims (admin token only) through the Trim RPC's
+// handler, with the admin token (--admin-token-file); none: the HTTP side is read-only.
+Result<std::unique_ptr<HttpServer>> StartHttp(const CoordinatorOptions& options,
+                                              CoordinatorService* service) {
+  HttpServerOptions http;
+  http.listen = NormalizeMetricsListen(options.metrics_listen);
+  http.admin_token = options.admin_token;
+  HttpHandlers handlers;
+  handlers.snapshot = [service] { return service->snapshot(); };
+  handlers.trim = [service](std::uint64_t target_bytes) -> Result<std::string> {
+    v1::TrimRequest request;
+    request.set_now(true);
+    request.set_target_bytes(target_bytes);
+    v1::TrimResponse reply;
+    MEMCOORD_RETURN_IF_ERROR(service->trim(request, &reply));
+    nlohmann::json out = {
+        {"complete", reply.complete()},
+        {"released_bytes", reply.released_bytes()},
+        {"fanout_ms", reply.fanout_ms()},
+        {"missing_ranks", std::vector<int>(reply.missing_ranks().begin(), reply.missing_ranks().end())}};
+    return out.dump();
+  };
+  return HttpServer::Start(http, std::move(handlers));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(const CoordinatorOptions& options) {
@@ -107,9 +133,7 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(const Coordi
     health->SetServingStatus("memcoord.v1.Coordinator", true);
   }
   if (!options.metrics_listen.empty()) {
-    CoordinatorService* service = impl->service.get();
-    auto metrics = MetricsHttpServer::Start(NormalizeMetricsListen(options.metrics_listen),
-                                            [service] { return RenderPrometheus(service->snapshot()); });
+    auto metrics = StartHttp(options, impl->service.get());
     if (!metrics.ok()) {
       impl->service->shutdown();
       impl->server->Shutdown(std::chrono::system_clock::now());

@@ -50,8 +50,9 @@ struct CoordinatorOptions {
   bool insecure = false;  // --insecure: listen beyond loopback without a token (a loud warning)
   TlsFiles tls;
   CoordinatorLimits limits;
-  // "127.0.0.1:9400", "9400" or ":9400" (loopback): Prometheus text over HTTP; a non-loopback host must be
-  // named ("0.0.0.0:9400"). Empty: off.
+  // HTTP (coordinator/http/http_server.h): /metrics, the dashboard and its JSON API (admin actions need
+  // admin_token). "127.0.0.1:9401", "9401" or ":9401" (loopback); a non-loopback host must be named
+  // ("0.0.0.0:9401"). Empty: off. (--http-listen, alias --metrics-listen.)
   std::string metrics_listen;
   std::chrono::milliseconds liveness_period{25};
   int silence_factor = 3;                      // missed report intervals: suspect
@@ -72,7 +73,7 @@ class CoordinatorServer {
 
   int port() const;
   std::string address() const;  // "127.0.0.1:PORT"
-  int metrics_port() const;     // 0 when metrics are off
+  int metrics_port() const;     // the HTTP port (metrics, dashboard); 0 when HTTP is off
   ClusterView snapshot() const;
 
   // Stops serving: sessions are cancelled (workers see a broken stream and reconnect elsewhere or later),

@@ -49,6 +49,10 @@ grpc::Status CoordinatorService::Trim(grpc::ServerContext* context, const v1::Tr
   return ToGrpcStatus(HandleTrim(state_, *request, reply));
 }
 
+Status CoordinatorService::trim(const v1::TrimRequest& request, v1::TrimResponse* reply) {
+  return HandleTrim(state_, request, reply);
+}
+
 grpc::Status CoordinatorService::SetQuota(grpc::ServerContext* context, const v1::SetQuotaRequest* request,
                                           v1::SetQuotaResponse* reply) {
   MEMCOORD_RETURN_GRPC_IF_ERROR(authenticate(*context, "SetQuota"));

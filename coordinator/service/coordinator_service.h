@@ -48,6 +48,8 @@ class CoordinatorService final : public v1::Coordinator::WithCallbackMethod_Atta
                     v1::PlanReply* reply) override;
 
   ClusterView snapshot() const { return state_.snapshot(); }
+  // The Trim RPC without its authentication, for callers that authenticated otherwise (the HTTP admin API).
+  Status trim(const v1::TrimRequest& request, v1::TrimResponse* reply);
   // Ends every wait, cancels every session and stops the liveness thread. Idempotent.
   void shutdown();
 

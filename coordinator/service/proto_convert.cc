@@ -16,6 +16,8 @@ PoolUsage FromProto(const v1::PoolStats& in) {
   out.ooms = in.ooms();
   out.allocations = in.allocations();
   out.cache_hits = in.cache_hits();
+  out.driver_map_calls = in.driver_map_calls();
+  out.driver_unmap_calls = in.driver_unmap_calls();
   for (const v1::TagUsage& t : in.tags()) {
     out.tags.push_back(TagBytes{t.tag(), t.live_bytes(), t.live_blocks()});
   }
@@ -37,6 +39,7 @@ WorkerIdentity FromProto(const v1::Register& in) {
   out.host = in.host();
   out.device = in.device();
   out.device_name = in.device_name();
+  out.device_uuid = in.device_uuid();
   out.backend = in.backend();
   out.device_total_bytes = in.device_total_bytes();
   out.group = in.group().empty() ? "world" : in.group();
@@ -66,6 +69,7 @@ WorkerRecord FromProto(const v1::WorkerInfo& in) {
   out.id.host = in.host();
   out.id.device = in.device();
   out.id.device_name = in.device_name();
+  out.id.device_uuid = in.device_uuid();
   out.id.backend = in.backend();
   out.id.group = in.group();
   out.id.pid = in.pid();
@@ -122,6 +126,8 @@ void ToProto(const PoolUsage& in, v1::PoolStats* out) {
   out->set_ooms(in.ooms);
   out->set_allocations(in.allocations);
   out->set_cache_hits(in.cache_hits);
+  out->set_driver_map_calls(in.driver_map_calls);
+  out->set_driver_unmap_calls(in.driver_unmap_calls);
   for (const TagBytes& t : in.tags) {
     v1::TagUsage* tag = out->add_tags();
     tag->set_tag(t.tag);
@@ -137,6 +143,7 @@ void ToProto(const WorkerRecord& in, v1::WorkerInfo* out) {
   out->set_host(in.id.host);
   out->set_device(in.id.device);
   out->set_device_name(in.id.device_name);
+  out->set_device_uuid(in.id.device_uuid);
   out->set_backend(in.id.backend);
   out->set_group(in.id.group);
   out->set_pid(in.id.pid);

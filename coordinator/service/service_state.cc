@@ -52,6 +52,7 @@ ClusterView ServiceState::snapshot() const {
   view.stats.report_handling_p50_us = report_latency.percentile(50);
   view.stats.report_handling_p99_us = report_latency.percentile(99);
   view.stats.live_sessions = sessions.size();
+  view.stats.trim_fanout = trim_fanout.snapshot();
   return view;
 }
 

@@ -17,6 +17,7 @@
 #include "coordinator/service/cluster_state.h"
 #include "coordinator/service/coordinator_server.h"
 #include "coordinator/service/kv_store.h"
+#include "coordinator/service/latency_histogram.h"
 #include "coordinator/service/leak_watch.h"
 #include "coordinator/service/report_latency.h"
 #include "coordinator/service/session_registry.h"
@@ -58,6 +59,7 @@ struct ServiceState {
   TrimOrchestrator trims;
   LeakWatch leaks;
   LatencyRecorder report_latency;
+  LatencyHistogram trim_fanout;  // seconds, every trim the Trim RPC ran (the /metrics histogram)
   SessionRegistry sessions;
   SessionSlots session_slots;  // open Attach streams, registered or not (--max-sessions)
   KvStore kv;

@@ -61,6 +61,7 @@ Status HandleTrim(ServiceState& state, const v1::TrimRequest& request, v1::TrimR
   TrimOutcome outcome = state.trims.run(
       state.next_command_id(), spec, state.cluster.progress(ranks, Clock::now()),
       [&state](int rank, const TrimCommandSpec& command) { return SendTrimCommand(state, rank, command); });
+  state.trim_fanout.observe(outcome.fanout_ms / 1e3);
   FillTrimResponse(outcome, reply);
   return Status::Ok();
 }

@@ -40,6 +40,8 @@ void ToProto(const PoolSample& in, v1::PoolStats* out) {
   out->set_ooms(in.stats.ooms);
   out->set_allocations(in.stats.allocations);
   out->set_cache_hits(in.stats.cache_hits);
+  out->set_driver_map_calls(in.stats.backend_allocations);
+  out->set_driver_unmap_calls(in.stats.backend_frees);
   for (const TagUsage& t : in.tags) {
     v1::TagUsage* tag = out->add_tags();
     tag->set_tag(t.tag);

@@ -1,0 +1,332 @@
+// The coordinator's HTTP side, live: a real CoordinatorServer with in-process workers, scraped over HTTP.
+// Checks the Prometheus exposition (families, types, labels, escaping, and `promtool check metrics` when
+// promtool is installed), the JSON API, the history's events, and that admin actions need the admin token.
+#include <httplib.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+
+#include "common/bytes.h"
+#include "coordinator/http/cluster_events.h"
+#include "coordinator/http/http_server.h"
+#include "coordinator/http/prometheus_text.h"
+#include "coordinator/service/coordinator_server.h"
+#include "gtest/gtest.h"
+#include "test_support.h"
+
+namespace memcoord::coordinator {
+namespace {
+
+using memcoord::testing::StartWorker;
+using memcoord::testing::WaitFor;
+using std::chrono::milliseconds;
+
+std::unique_ptr<CoordinatorServer> StartServerWithHttp(const std::string& token = "") {
+  CoordinatorOptions options;
+  options.metrics_listen = "127.0.0.1:0";
+  options.token = token;
+  auto server = CoordinatorServer::Start(options);
+  EXPECT_TRUE(server.ok()) << server.status().ToString();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
+std::string Get(int port, const std::string& path, int* status = nullptr) {
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(5, 0);
+  auto res = client.Get(path.c_str());
+  if (status != nullptr) *status = res ? res->status : -1;
+  return res ? res->body : std::string();
+}
+
+// Whether `text` has a sample line of `name` whose labels include every `label="value"` given.
+bool HasSample(const std::string& text, const std::string& name, const std::vector<std::string>& labels) {
+  std::size_t at = 0;
+  while ((at = text.find("\n" + name + "{", at)) != std::string::npos) {
+    const std::size_t end = text.find('\n', at + 1);
+    const std::string line = text.substr(at + 1, end - at - 1);
+    bool all = true;
+    for (const std::string& l : labels) all = all && line.find(l) != std::string::npos;
+    if (all) return true;
+    at = end;
+  }
+  return false;
+}
+
+std::string TypeOf(const std::string& text, const std::string& family) {
+  std::smatch m;
+  const std::regex re("# TYPE " + family + " (\\w+)");
+  return std::regex_search(text, m, re) ? m[1].str() : "";
+}
+
+TEST(HttpListen, PortAloneMeansLoopbackAndAHostMustBeGivenToListenWider) {
+  auto only_port = ParseHttpListen("9401");
+  ASSERT_TRUE(only_port.ok());
+  EXPECT_EQ(only_port->host, "127.0.0.1");
+  EXPECT_EQ(only_port->port, 9401);
+  EXPECT_EQ(ParseHttpListen(":0")->host, "127.0.0.1");
+  EXPECT_EQ(ParseHttpListen("localhost:80")->host, "127.0.0.1");
+  EXPECT_EQ(ParseHttpListen("0.0.0.0:9401")->host, "0.0.0.0");
+  EXPECT_EQ(ParseHttpListen("[::1]:9401")->host, "::1");
+  for (const char* bad : {"", "host:", "host:port", "1:70000", "12345678"}) {
+    auto parsed = ParseHttpListen(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(parsed.status().message().find("HOST:PORT"), std::string::npos) << parsed.status().message();
+  }
+}
+
+TEST(PrometheusText, EscapesLabelValuesTypesCountersAndCountsASuspectAsHoldingItsRank) {
+  ClusterView view;
+  WorkerRecord w;
+  w.id.rank = 3;
+  w.id.host = "we\"ird\\host\nname";
+  w.id.device = 1;
+  w.id.device_uuid = "GPU-1234";
+  w.id.device_total_bytes = 100;
+  w.device_free_bytes = 30;
+  w.state = WorkerState::kSuspect;
+  PoolUsage p;
+  p.name = "default";
+  p.allocated_bytes = 10;
+  p.reserved_bytes = 25;
+  p.trims = 2;
+  p.trimmed_bytes = 4096;
+  p.driver_map_calls = 7;
+  p.tags.push_back({"act\"ivations", 10, 1});
+  w.pools.push_back(p);
+  view.workers.push_back(w);
+  view.stats.trim_fanout = HistogramView{{0.001, 0.01}, {1, 2}, 0.012, 3};
+  const std::string text = RenderPrometheus(view);
+
+  EXPECT_NE(text.find(R"(host="we\"ird\\host\nname")"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"(tag="act\"ivations")"), std::string::npos);
+  EXPECT_EQ(TypeOf(text, "memcoord_trimmed_bytes_total"), "counter");
+  EXPECT_EQ(TypeOf(text, "memcoord_trims_total"), "counter");
+  EXPECT_EQ(TypeOf(text, "memcoord_ooms_total"), "counter");
+  EXPECT_EQ(TypeOf(text, "memcoord_driver_map_calls_total"), "counter");
+  EXPECT_EQ(TypeOf(text, "memcoord_pool_allocated_bytes"), "gauge");
+  EXPECT_EQ(TypeOf(text, "memcoord_trim_fanout_seconds"), "histogram");
+  EXPECT_TRUE(HasSample(text, "memcoord_worker_live", {"rank=\"3\""}));
+  EXPECT_NE(text.find("gpu=\"1\",gpu_uuid=\"GPU-1234\"} 1\n"), std::string::npos);  // suspect holds its rank
+  EXPECT_TRUE(HasSample(text, "memcoord_worker_state", {"state=\"suspect\"} 1"}));
+  EXPECT_TRUE(HasSample(text, "memcoord_worker_state", {"state=\"live\"} 0"}));
+  EXPECT_TRUE(HasSample(text, "memcoord_device_memory_used_bytes", {"rank=\"3\"", "} 70"}));
+  EXPECT_TRUE(HasSample(text, "memcoord_device_memory_free_bytes", {"} 30"}));
+  EXPECT_TRUE(HasSample(text, "memcoord_pool_cached_bytes", {"pool=\"default\"} 15"}));
+  EXPECT_TRUE(HasSample(text, "memcoord_driver_map_calls_total", {"} 7"}));
+  EXPECT_NE(text.find("memcoord_trim_fanout_seconds_bucket{le=\"0.01\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("memcoord_trim_fanout_seconds_bucket{le=\"+Inf\"} 3\n"), std::string::npos);
+  EXPECT_NE(text.find("memcoord_trim_fanout_seconds_count 3\n"), std::string::npos);
+  EXPECT_EQ(text.find("memcoord_pool_trimmed_bytes_total"), std::string::npos);  // the old, mistyped name
+}
+
+TEST(ClusterEvents, ADiffFindsTrimsQuotaMovesOomsAndDeaths) {
+  ClusterView before;
+  WorkerRecord w;
+  w.id.rank = 0;
+  w.session_id = 5;
+  PoolUsage p;
+  p.name = "default";
+  p.limit_bytes = 100;
+  w.pools.push_back(p);
+  before.workers.push_back(w);
+  ClusterView after = before;
+  after.workers[0].pools[0].trims = 2;
+  after.workers[0].pools[0].trimmed_bytes = 3 * kMiB;
+  after.workers[0].pools[0].ooms = 1;
+  after.workers[0].pools[0].limit_bytes = 200;
+  after.workers[0].state = WorkerState::kDead;
+  after.workers[0].dead_reason = "killed";
+  std::vector<ClusterEvent> events = DiffClusterViews(before, after, 1000);
+  std::map<std::string, ClusterEvent> by_kind;
+  for (const ClusterEvent& e : events) by_kind[e.kind] = e;
+  ASSERT_EQ(by_kind.size(), 4u) << events.size();
+  EXPECT_EQ(by_kind["trim"].bytes, 3 * kMiB);
+  EXPECT_EQ(by_kind["trim"].count, 2u);
+  EXPECT_EQ(by_kind["oom"].count, 1u);
+  EXPECT_EQ(by_kind["quota"].bytes, 200u);
+  EXPECT_NE(by_kind["dead"].detail.find("killed"), std::string::npos);
+  EXPECT_TRUE(DiffClusterViews(after, after, 2000).empty());
+  // A new session restarts the counters: a registration, not a negative trim.
+  ClusterView again = before;
+  again.workers[0].session_id = 6;
+  events = DiffClusterViews(after, again, 3000);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, "register");
+}
+
+class HttpLive : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = StartServerWithHttp("admin-secret");
+    ASSERT_TRUE(server_);
+    for (int rank = 0; rank < 2; ++rank) {
+      workers_.push_back(StartWorker(server_->address(), rank, 2, {"default", "kv\"cache"}, milliseconds(50),
+                                     "admin-secret"));
+      ASSERT_TRUE(workers_.back());
+    }
+    for (auto& w : workers_) {
+      CachingPool* pool = w->pool("default");
+      auto block = pool->allocate(8 * kMiB, kDefaultStream, *pool->tag("activations"));
+      ASSERT_TRUE(block.ok());
+      ASSERT_TRUE(pool->deallocate(*block).ok());
+      held_.push_back(*pool->allocate(kMiB, kDefaultStream, *pool->tag("weights")));
+    }
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          ClusterView v = server_->snapshot();
+          return v.workers.size() == 2 && !v.workers[1].pools.empty() &&
+                 v.workers[1].pools[0].reserved_bytes > 0;
+        },
+        milliseconds(5000)));
+  }
+  void TearDown() override {
+    for (std::size_t i = 0; i < held_.size() && i < workers_.size(); ++i) {
+      (void)workers_[i]->pool("default")->deallocate(held_[i]);
+    }
+  }
+  int port() const { return server_->metrics_port(); }
+
+  std::unique_ptr<CoordinatorServer> server_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<void*> held_;
+};
+
+TEST_F(HttpLive, MetricsScrapeHasEveryFamilyWithRankAndPoolLabels) {
+  int status = 0;
+  const std::string text = Get(port(), "/metrics", &status);
+  ASSERT_EQ(status, 200);
+  for (const char* family :
+       {"memcoord_pool_allocated_bytes", "memcoord_pool_reserved_bytes", "memcoord_pool_peak_reserved_bytes",
+        "memcoord_pool_limit_bytes", "memcoord_pool_largest_free_bytes", "memcoord_tag_live_bytes",
+        "memcoord_trims_total", "memcoord_trimmed_bytes_total", "memcoord_ooms_total",
+        "memcoord_driver_map_calls_total", "memcoord_device_memory_used_bytes",
+        "memcoord_device_memory_free_bytes", "memcoord_worker_state", "memcoord_trim_fanout_seconds"}) {
+    EXPECT_NE(text.find("# TYPE " + std::string(family) + " "), std::string::npos) << family;
+  }
+  EXPECT_TRUE(
+      HasSample(text, "memcoord_pool_allocated_bytes",
+                {"rank=\"1\"", "local_rank=\"1\"", "host=\"", "gpu=\"", "gpu_uuid=\"", "pool=\"default\""}));
+  EXPECT_TRUE(HasSample(text, "memcoord_pool_reserved_bytes", {R"(pool="kv\"cache")"})) << text;
+  EXPECT_TRUE(HasSample(text, "memcoord_tag_live_bytes", {"tag=\"weights\"} 1048576"}));
+  // Map calls reach the coordinator: the 8 MiB block needed at least one.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      text, m, std::regex(R"(memcoord_driver_map_calls_total\{rank="0"[^}]*pool="default"\} (\d+))")));
+  EXPECT_GE(std::stoull(m[1].str()), 1u);
+  EXPECT_TRUE(HasSample(text, "memcoord_worker_state", {"rank=\"0\"", "state=\"live\"} 1"}));
+}
+
+TEST_F(HttpLive, PromtoolAcceptsALiveScrape) {
+  const std::string text = Get(port(), "/metrics");
+  ASSERT_FALSE(text.empty());
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "promtool is not installed (Debian package 'prometheus'; .ci/run installs it): the "
+                    "exposition was not checked by Prometheus' own linter";
+  }
+  const std::string path = ::testing::TempDir() + "/memcoord-scrape.prom";
+  std::ofstream(path) << text;
+  const std::string out_path = path + ".out";
+  const int rc = std::system(("promtool check metrics < " + path + " > " + out_path + " 2>&1").c_str());
+  std::ifstream in(out_path);
+  const std::string report((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(rc, 0) << report << "\n--- scrape ---\n" << text;
+  EXPECT_EQ(report, "") << "promtool lint findings";
+}
+
+TEST_F(HttpLive, JsonApiTimelineAndDashboardAnswer) {
+  int status = 0;
+  const auto cluster = nlohmann::json::parse(Get(port(), "/api/cluster", &status));
+  ASSERT_EQ(status, 200);
+  ASSERT_EQ(cluster["workers"].size(), 2u);
+  EXPECT_EQ(cluster["workers"][0]["pools"][0]["name"], "default");
+  EXPECT_GT(cluster["workers"][0]["pools"][0]["reserved_bytes"].get<std::uint64_t>(), 0u);
+
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const auto tl = nlohmann::json::parse(Get(port(), "/api/timeline"));
+        return tl["ranks"].size() == 2 && tl["ranks"][1]["samples"].size() >= 2;
+      },
+      milliseconds(5000)));
+  const auto one = nlohmann::json::parse(Get(port(), "/api/timeline?ranks=1"));
+  ASSERT_EQ(one["ranks"].size(), 1u);
+  EXPECT_EQ(one["ranks"][0]["rank"], 1);
+  EXPECT_EQ(one["ranks"][0]["samples"][0].size(), 5u);  // t, allocated, reserved, limit, device free
+  Get(port(), "/api/timeline?ranks=x", &status);
+  EXPECT_EQ(status, 400);
+
+  const std::string page = Get(port(), "/", &status);
+  EXPECT_EQ(status, 200);
+  EXPECT_NE(page.find("<title>memcoord</title>"), std::string::npos);
+  EXPECT_NE(page.find("id=\"timelines\""), std::string::npos);
+  const auto missing = nlohmann::json::parse(Get(port(), "/nope", &status));
+  EXPECT_EQ(status, 404);
+  EXPECT_NE(missing["error"].get<std::string>().find("/metrics"), std::string::npos);
+}
+
+TEST_F(HttpLive, TrimNeedsTheAdminTokenAndShowsUpAsEventsCountersAndFanout) {
+  httplib::Client client("127.0.0.1", port());
+  auto refused = client.Post("/api/trim", "{}", "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 401);
+  auto session = client.Get("/api/session");
+  EXPECT_EQ(nlohmann::json::parse(session->body)["admin"], false);
+
+  // The history diffs successive samples: both ranks must have been sampled once before the trim.
+  ASSERT_TRUE(WaitFor(
+      [&] { return nlohmann::json::parse(Get(port(), "/api/timeline"))["ranks"].size() == 2; }, milliseconds(5000)));
+  httplib::Headers admin = {{"Authorization", "Bearer admin-secret"}};
+  EXPECT_EQ(nlohmann::json::parse(client.Get("/api/session", admin)->body)["admin"], true);
+  auto bad = client.Post("/api/trim", admin, "[1]", "application/json");
+  EXPECT_EQ(bad->status, 400);
+  auto trimmed = client.Post("/api/trim", admin, "{}", "application/json");
+  ASSERT_TRUE(trimmed);
+  ASSERT_EQ(trimmed->status, 200) << trimmed->body;
+  const auto outcome = nlohmann::json::parse(trimmed->body);
+  EXPECT_TRUE(outcome["complete"].get<bool>());
+  EXPECT_GE(outcome["released_bytes"].get<std::uint64_t>(), 2 * 7 * kMiB);
+
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const auto events = nlohmann::json::parse(Get(port(), "/api/events"));
+        int released = 0;  // ranks whose default pool released its 8 MiB of cache
+        for (const auto& e : events) {
+          released +=
+              e["kind"] == "trim" && e["pool"] == "default" && e["bytes"].get<std::uint64_t>() >= 7 * kMiB;
+        }
+        return released == 2;
+      },
+      milliseconds(5000)))
+      << Get(port(), "/api/events");
+  const std::string text = Get(port(), "/metrics");
+  EXPECT_NE(text.find("memcoord_trim_fanout_seconds_count 1\n"), std::string::npos);
+  EXPECT_TRUE(HasSample(text, "memcoord_trims_total", {"rank=\"0\"", "pool=\"default\"} 1"}));
+}
+
+TEST(HttpAdmin, WithoutAnAdminTokenTheHttpSideIsReadOnly) {
+  auto server = StartServerWithHttp();
+  ASSERT_TRUE(server);
+  httplib::Client client("127.0.0.1", server->metrics_port());
+  auto res = client.Post("/api/trim", {{"Authorization", "Bearer "}}, "{}", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 403);
+  EXPECT_NE(res->body.find("no admin token"), std::string::npos);
+}
+
+TEST(HttpServer, ABusyPortIsAClearError) {
+  auto first = StartServerWithHttp();
+  ASSERT_TRUE(first);
+  CoordinatorOptions options;
+  options.metrics_listen = "127.0.0.1:" + std::to_string(first->metrics_port());
+  auto second = CoordinatorServer::Start(options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(second.status().message().find("cannot listen for HTTP"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace memcoord::coordinator
