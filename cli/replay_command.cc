@@ -1,10 +1,17 @@
-// memcoord replay TRACE... [--backend virtual|host|cuda|cuda-vmm] [--json]
-// Replays allocation traces, each through a fresh pool, and reports fragmentation and speed.
+// memcoord replay TRACE... [--backend virtual|host|cuda|cuda-vmm] [--json] [--timeline OUT.svg
+// [--timeline-native]]
+//                         [--snapshot OUT.pickle] [--chrome-trace OUT.json]
+// Replays allocation traces, each through a fresh pool, and reports fragmentation and speed. --timeline
+// draws requested against reserved bytes over the trace (one trace); --timeline-native adds the reserved
+// bytes of a pool growing by whole segments (--growth segments, as PyTorch's native allocator grows).
+// --snapshot and --chrome-trace export the trace's history (e.g. a worker's recorded one) for PyTorch's
+// memory viewer and for Perfetto (cli/snapshot_export.h).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -14,7 +21,11 @@
 #include "allocator/driver_cost.h"
 #include "allocator/trace.h"
 #include "allocator/trace_replay.h"
+#include "allocator/trace_timeline.h"
 #include "cli/command.h"
+#include "cli/pickle_writer.h"
+#include "cli/snapshot_export.h"
+#include "cli/timeline_svg.h"
 #include "common/bytes.h"
 
 namespace memcoord::cli {
@@ -28,7 +39,18 @@ struct ReplayArgs {
   std::string remap = "under-pressure";
   int repeat = 3;
   bool json = false;
+  std::string timeline;  // SVG path; empty: none
+  bool timeline_native = false;
+  std::string snapshot;      // PyTorch snapshot pickle path; empty: none
+  std::string chrome_trace;  // Chrome trace JSON path; empty: none
+  std::size_t snapshot_max_events = 100000;
 };
+
+PoolGrowth GrowthOf(const std::string& growth) {
+  return growth == "segments"  ? PoolGrowth::kSegments
+         : growth == "mapping" ? PoolGrowth::kMapping
+                               : PoolGrowth::kAuto;
+}
 
 // PyTorch's best of its three allocator configurations on the shared traces (peak reserved / peak
 // requested, measured on an H200), shown next to ours when a trace's workload is one of them.
@@ -60,9 +82,7 @@ int ReplayOne(const ReplayArgs& args, const std::string& path, const BackendOpti
   }
   PoolOptions options;
   options.name = "replay";
-  options.growth = args.growth == "segments"  ? PoolGrowth::kSegments
-                   : args.growth == "mapping" ? PoolGrowth::kMapping
-                                              : PoolGrowth::kAuto;
+  options.growth = GrowthOf(args.growth);
   options.remap = args.remap == "every-miss" ? RemapPolicy::kEveryMiss : RemapPolicy::kUnderPressure;
   // Each repetition replays through a fresh pool; the figures are deterministic except the timings, whose
   // median is reported.
@@ -152,7 +172,94 @@ void PrintTable(const ReplayArgs& args, const std::vector<TraceOutcome>& outcome
       << "ns/event: pool operations only, thread CPU time, median of the repetitions.\n";
 }
 
+// Writes the --timeline SVG of `trace`: this replay's pool, and with --timeline-native one growing by
+// segments. Returns the exit code.
+int WriteTimeline(const ReplayArgs& args, const TraceOutcome& outcome,
+                  const BackendOptions& backend_options) {
+  std::vector<std::pair<std::string, std::string>> runs = {
+      {args.growth, "memcoord (--growth " + args.growth + ")"}};
+  if (args.timeline_native)
+    runs.emplace_back("segments", "segments, as PyTorch's native allocator (--growth segments)");
+  std::vector<TraceTimeline> timelines;
+  for (const auto& [growth, label] : runs) {
+    Result<std::unique_ptr<DeviceBackend>> backend = MakeBackend(args.backend, backend_options);
+    if (!backend.ok()) {
+      std::fprintf(stderr, "memcoord replay: %s\n", backend.status().ToString().c_str());
+      return 1;
+    }
+    PoolOptions options;
+    options.name = "timeline";
+    options.growth = GrowthOf(growth);
+    options.remap = args.remap == "every-miss" ? RemapPolicy::kEveryMiss : RemapPolicy::kUnderPressure;
+    CachingPool pool(**backend, options);
+    Result<TraceTimeline> timeline = ReplayTimeline(outcome.trace, pool);
+    if (!timeline.ok()) {
+      std::fprintf(stderr, "memcoord replay: --timeline: %s\n", timeline.status().ToString().c_str());
+      return 1;
+    }
+    timeline->label = label;
+    timelines.push_back(*std::move(timeline));
+  }
+  const std::string name = outcome.trace.workload.empty() ? outcome.path : outcome.trace.workload;
+  const std::string svg =
+      TimelineSvg(timelines, fmt::format("{}: requested vs reserved ({} backend, {} events)", name,
+                                         args.backend, outcome.result.events));
+  std::ofstream out(args.timeline, std::ios::binary);
+  out << svg;
+  if (!out.flush()) {
+    std::fprintf(stderr, "memcoord replay: cannot write the timeline to '%s'\n", args.timeline.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+bool WriteFile(const std::string& path, const std::string& bytes, const char* what) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+  if (!out.flush()) {
+    std::fprintf(stderr, "memcoord replay: cannot write the %s to '%s'\n", what, path.c_str());
+    return false;
+  }
+  return true;
+}
+
+// --snapshot / --chrome-trace: the trace's history through a segment-growing pool (snapshot_export.h).
+int WriteSnapshots(const ReplayArgs& args, const TraceOutcome& outcome,
+                   const BackendOptions& backend_options) {
+  Result<std::unique_ptr<DeviceBackend>> backend = MakeBackend(args.backend, backend_options);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "memcoord replay: %s\n", backend.status().ToString().c_str());
+    return 1;
+  }
+  Result<PoolHistory> history = ReplayHistory(outcome.trace, **backend);
+  if (!history.ok()) {
+    std::fprintf(stderr, "memcoord replay: snapshot: %s\n", history.status().ToString().c_str());
+    return 1;
+  }
+  if (!args.snapshot.empty() &&
+      !WriteFile(args.snapshot, ToPickle(SnapshotJson(*history, args.snapshot_max_events)), "snapshot")) {
+    return 1;
+  }
+  if (!args.chrome_trace.empty() &&
+      !WriteFile(args.chrome_trace, ChromeTraceJson(*history).dump(), "Chrome trace")) {
+    return 1;
+  }
+  return 0;
+}
+
 int RunReplay(const ReplayArgs& args) {
+  const bool exports = !args.timeline.empty() || !args.snapshot.empty() || !args.chrome_trace.empty();
+  if (exports && args.traces.size() != 1) {
+    std::fprintf(stderr,
+                 "memcoord replay: --timeline, --snapshot and --chrome-trace take one trace; got %zu\n",
+                 args.traces.size());
+    return 2;
+  }
+  if (args.timeline_native && args.timeline.empty()) {
+    std::fprintf(stderr,
+                 "memcoord replay: --timeline-native adds to a --timeline OUT.svg; give --timeline too\n");
+    return 2;
+  }
   BackendOptions backend_options;
   if (!args.capacity.empty()) {
     Result<std::uint64_t> capacity = ParseBytes(args.capacity);
@@ -165,6 +272,14 @@ int RunReplay(const ReplayArgs& args) {
   std::vector<TraceOutcome> outcomes(args.traces.size());
   for (std::size_t i = 0; i < args.traces.size(); ++i) {
     const int rc = ReplayOne(args, args.traces[i], backend_options, &outcomes[i]);
+    if (rc != 0) return rc;
+  }
+  if (!args.timeline.empty()) {
+    const int rc = WriteTimeline(args, outcomes[0], backend_options);
+    if (rc != 0) return rc;
+  }
+  if (!args.snapshot.empty() || !args.chrome_trace.empty()) {
+    const int rc = WriteSnapshots(args, outcomes[0], backend_options);
     if (rc != 0) return rc;
   }
   if (args.json) {
@@ -206,6 +321,22 @@ Subcommand AddReplayCommand(CLI::App& root) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   app->add_flag("--json", args->json, "print JSON");
+  app->add_option("--timeline", args->timeline,
+                  "also write an SVG of requested vs reserved bytes over the trace (one trace only)");
+  app->add_flag("--timeline-native", args->timeline_native,
+                "with --timeline: add the reserved bytes of a pool growing by whole segments (--growth "
+                "segments), as PyTorch's native allocator grows");
+  app->add_option(
+      "--snapshot", args->snapshot,
+      "also write PyTorch's memory snapshot (pickle) of the trace's history through a segment-growing "
+      "pool: open it with torch.cuda._memory_viz or at pytorch.org/memory_viz (one trace only)");
+  app->add_option(
+      "--chrome-trace", args->chrome_trace,
+      "also write the history as Chrome trace-event JSON (Perfetto, chrome://tracing; one trace only)");
+  app->add_option("--snapshot-max-events", args->snapshot_max_events,
+                  "keep the last N events in the snapshot's device trace (PyTorch's max_entries)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100000000}))
+      ->capture_default_str();
   return {app, [args] { return RunReplay(*args); }};
 }
 

@@ -2,10 +2,16 @@
 // Every worker's pools in a table like nvidia-smi's (rank, host, device, pool, allocated, reserved, peak,
 // limit, step, state: live, suspect (missed 3 report intervals; it may come back) or dead), then leak
 // alerts. --json prints one machine-first object (bytes as integers);
-// --watch repeats it from the coordinator's Watch stream (one JSON object per line with --json).
+// --watch is a live terminal view redrawn in place from the coordinator's Watch stream: per-rank memory bars
+// and the latest events (cli/watch_view.h); with --json, one JSON object per line instead.
 #include <fmt/format.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <deque>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -13,6 +19,10 @@
 #include "cli/command.h"
 #include "cli/coordinator_flags.h"
 #include "common/bytes.h"
+#ifdef MEMCOORD_HAVE_COORDINATOR
+#include "cli/watch_view.h"
+#include "coordinator/http/cluster_events.h"
+#endif
 
 namespace memcoord::cli {
 
@@ -122,6 +132,39 @@ std::string Table(const ClusterView& view) {
   return out;
 }
 
+// The terminal's size: the tty's, else $COLUMNS/$LINES, else 160 x 50.
+std::pair<int, int> TerminalSize() {
+  winsize ws{};
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 && ws.ws_row > 0) {
+    return {ws.ws_col, ws.ws_row};
+  }
+  const char* columns = std::getenv("COLUMNS");
+  const char* lines = std::getenv("LINES");
+  return {columns ? std::atoi(columns) : 160, lines ? std::atoi(lines) : 50};
+}
+
+// --watch without --json: redraws the screen in place for every snapshot, events from successive diffs.
+Status WatchScreen(coordinator::CoordinatorClient& client, std::uint32_t interval_ms) {
+  ClusterView previous;
+  bool first = true;
+  std::deque<coordinator::ClusterEvent> events;
+  std::cout << "\033[2J" << std::flush;
+  return client.Watch(interval_ms, [&](const ClusterView& view) {
+    const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count();
+    if (!first) {
+      for (auto& e : coordinator::DiffClusterViews(previous, view, now_ms)) events.push_back(std::move(e));
+    }
+    while (events.size() > 200) events.pop_front();
+    first = false;
+    previous = view;
+    const auto [width, height] = TerminalSize();
+    std::cout << RenderWatchScreen(view, events, width, height) << std::flush;
+    return true;
+  });
+}
+
 }  // namespace
 #endif
 
@@ -148,14 +191,12 @@ Subcommand AddStatusCommand(CLI::App& root) {
             }
             coordinator::CoordinatorClient client(*options);
             if (args->watch) {
-              Status status = client.Watch(args->interval_ms, [&](const ClusterView& view) {
-                if (args->json) {
-                  std::cout << ToJson(view).dump() << std::endl;
-                } else {
-                  std::cout << "\033[H\033[2J" << Table(view) << std::flush;
-                }
-                return true;
-              });
+              Status status = args->json ? client.Watch(args->interval_ms,
+                                                        [&](const ClusterView& view) {
+                                                          std::cout << ToJson(view).dump() << std::endl;
+                                                          return true;
+                                                        })
+                                         : WatchScreen(client, args->interval_ms);
               if (!status.ok()) {
                 std::fprintf(stderr, "memcoord status: %s\n", status.ToString().c_str());
                 return ExitCodeFor(status);

@@ -3,8 +3,11 @@
 //     fan-out = command sent to the last ack (coordinator side), and the admin RPC's round trip.
 //   ingest: a coordinator process and S raw sessions reporting at H Hz (two pools, three tags each);
 //     report-handling latency as the coordinator measures it, and the coordinator's CPU use in cores.
+//   http_under_ingest: while that load runs, --scrapes back-to-back GETs of /metrics (as Prometheus scrapes)
+//     and of the dashboard's /api/cluster and /api/timeline, timed by the client: p50/p99/max and bytes.
 // The coordinator runs in a child process forked before anything touches gRPC, so its CPU time is its own.
 #include <grpcpp/grpcpp.h>
+#include <httplib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +41,7 @@ struct CoordinatorProcess {
   pid_t pid = -1;
   int stop_fd = -1;  // closing it stops the child
   std::string address;
+  int http_port = 0;  // 0: HTTP off
 };
 
 // Write ends of earlier children's stop pipes: a later child must close them, or the earlier child never
@@ -45,7 +49,7 @@ struct CoordinatorProcess {
 std::vector<int> g_stop_fds;
 
 // Forks a child running a CoordinatorServer on an ephemeral loopback port. REQUIRES: no gRPC use before.
-CoordinatorProcess StartCoordinatorProcess() {
+CoordinatorProcess StartCoordinatorProcess(bool http = false) {
   int port_pipe[2], stop_pipe[2];
   if (pipe(port_pipe) != 0 || pipe(stop_pipe) != 0) std::abort();
   const pid_t pid = fork();
@@ -53,9 +57,11 @@ CoordinatorProcess StartCoordinatorProcess() {
     for (int fd : g_stop_fds) close(fd);
     close(port_pipe[0]);
     close(stop_pipe[1]);
-    auto server = memcoord::coordinator::CoordinatorServer::Start({});
-    const int port = server.ok() ? (*server)->port() : 0;
-    if (write(port_pipe[1], &port, sizeof(port)) != sizeof(port)) _exit(1);
+    memcoord::coordinator::CoordinatorOptions options;
+    if (http) options.metrics_listen = "127.0.0.1:0";
+    auto server = memcoord::coordinator::CoordinatorServer::Start(options);
+    const int ports[2] = {server.ok() ? (*server)->port() : 0, server.ok() ? (*server)->metrics_port() : 0};
+    if (write(port_pipe[1], ports, sizeof(ports)) != sizeof(ports)) _exit(1);
     char byte;
     while (read(stop_pipe[0], &byte, 1) > 0) {
     }
@@ -64,14 +70,14 @@ CoordinatorProcess StartCoordinatorProcess() {
   }
   close(port_pipe[1]);
   close(stop_pipe[0]);
-  int port = 0;
-  if (read(port_pipe[0], &port, sizeof(port)) != sizeof(port) || port == 0) {
+  int ports[2] = {0, 0};
+  if (read(port_pipe[0], ports, sizeof(ports)) != sizeof(ports) || ports[0] == 0 || (http && ports[1] == 0)) {
     std::fprintf(stderr, "coordinator_bench: coordinator did not start\n");
     std::exit(1);
   }
   close(port_pipe[0]);
   g_stop_fds.push_back(stop_pipe[1]);
-  return {pid, stop_pipe[1], "127.0.0.1:" + std::to_string(port)};
+  return {pid, stop_pipe[1], "127.0.0.1:" + std::to_string(ports[0]), ports[1]};
 }
 
 void StopCoordinatorProcess(CoordinatorProcess& p) {
@@ -294,7 +300,43 @@ nlohmann::json MeasureIngestWindow(CoordinatorProcess& coordinator, CoordinatorC
   return out;
 }
 
-nlohmann::json Ingest(CoordinatorProcess& coordinator, int sessions, int hz, double seconds) {
+// `count` back-to-back GETs of `path`, timed from request to the last byte; errors counted apart.
+nlohmann::json TimeGets(int port, const std::string& path, int count) {
+  httplib::Client http("127.0.0.1", port);
+  http.set_read_timeout(10, 0);
+  std::vector<double> ms;
+  int errors = 0;
+  std::size_t bytes = 0;
+  for (int i = 0; i < count; ++i) {
+    const auto start = SteadyClock::now();
+    auto res = http.Get(path.c_str());
+    const double elapsed = std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
+    if (!res || res->status != 200) {
+      ++errors;
+      continue;
+    }
+    bytes = res->body.size();
+    ms.push_back(elapsed);
+  }
+  return {{"path", path},
+          {"requests", ms.size()},
+          {"errors", errors},
+          {"bytes", bytes},
+          {"p50_ms", Percentile(ms, 50)},
+          {"p99_ms", Percentile(ms, 99)},
+          {"max_ms", Percentile(ms, 100)}};
+}
+
+// The HTTP side while the ingest load runs: Prometheus scrapes, then the dashboard's two polls.
+nlohmann::json HttpUnderLoad(int port, int scrapes) {
+  nlohmann::json out = nlohmann::json::array();
+  out.push_back(TimeGets(port, "/metrics", scrapes));
+  out.push_back(TimeGets(port, "/api/cluster", std::max(1, scrapes / 4)));
+  out.push_back(TimeGets(port, "/api/timeline", std::max(1, scrapes / 4)));
+  return out;
+}
+
+nlohmann::json Ingest(CoordinatorProcess& coordinator, int sessions, int hz, double seconds, int scrapes) {
   RawSessions raw(sessions);
   ReportWriters writers(raw, hz);
   raw.open(coordinator.address, hz);
@@ -310,8 +352,15 @@ nlohmann::json Ingest(CoordinatorProcess& coordinator, int sessions, int hz, dou
             {"late_ticks", writers.late.load()},
             {"report_handling_p99_us", view.ok() ? view->stats.report_handling_p99_us : 0}};
   }
+  nlohmann::json http;
+  std::thread scraper;
+  if (coordinator.http_port > 0 && scrapes > 0) {
+    scraper = std::thread([&] { http = HttpUnderLoad(coordinator.http_port, scrapes); });
+  }
   nlohmann::json out = MeasureIngestWindow(coordinator, client, writers, seconds);
+  if (scraper.joinable()) scraper.join();  // the load keeps running until the scrapes are done
   writers.stop();
+  if (!http.is_null()) out["http_under_ingest"] = http;
   out["sessions"] = sessions;
   out["hz"] = hz;
   return out;
@@ -326,11 +375,13 @@ int main(int argc, char** argv) {
   int sessions = 1024;
   int hz = 10;
   double seconds = 8.0;  // > 65,536 reports at 1,024 x 10 Hz: the percentiles cover only the window
+  int scrapes = 200;
   app.add_option("--fanout-workers", fanout_workers, "worker counts for the trim fan-out")->delimiter(',');
   app.add_option("--trims", trims, "trims per worker count");
   app.add_option("--sessions", sessions, "ingest sessions");
   app.add_option("--hz", hz, "reports per second per session");
   app.add_option("--seconds", seconds, "ingest duration");
+  app.add_option("--scrapes", scrapes, "GET /metrics this many times during the ingest (0: HTTP off)");
   CLI11_PARSE(app, argc, argv);
   // Logs go to stdout with spdlog's default sink; keep stdout pure JSON unless asked otherwise.
   setenv("MEMCOORD_LOG_LEVEL", "error", /*overwrite=*/0);
@@ -338,13 +389,13 @@ int main(int argc, char** argv) {
 
   // Both coordinators are forked before this process touches gRPC.
   CoordinatorProcess fanout_coordinator = StartCoordinatorProcess();
-  CoordinatorProcess ingest_coordinator = StartCoordinatorProcess();
+  CoordinatorProcess ingest_coordinator = StartCoordinatorProcess(/*http=*/scrapes > 0);
   nlohmann::json result;
   result["trim_fanout"] = nlohmann::json::array();
   for (int n : fanout_workers)
     result["trim_fanout"].push_back(TrimFanout(fanout_coordinator.address, n, trims));
   StopCoordinatorProcess(fanout_coordinator);
-  result["ingest"] = Ingest(ingest_coordinator, sessions, hz, seconds);
+  result["ingest"] = Ingest(ingest_coordinator, sessions, hz, seconds, scrapes);
   StopCoordinatorProcess(ingest_coordinator);
   result["machine"] = {{"cpus", std::thread::hardware_concurrency()}, {"transport", "gRPC over 127.0.0.1"}};
   std::cout << result.dump(2) << std::endl;

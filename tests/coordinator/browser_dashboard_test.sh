@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Browser test of the dashboard (ctest label `browser`): headless Chromium loads the page a live
+# coordinator serves (4 workers, a trim, a quota, a killed rank; dashboard_scenario.sh), takes a screenshot
+# and checks the page's DOM: four rank bars, the dead rank, trim and death markers in the timelines, the
+# leak alert, the read-only mode; then with #admin=TOKEN, the admin mode and its trim button.
+# Usage: browser_dashboard_test.sh BIN_DIR OUT_DIR. Exits 77 (skipped) when Chromium is absent.
+set -uo pipefail
+bin=$1
+out=$2
+here=$(cd "$(dirname "$0")" && pwd)
+chromium=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
+if [ -z "$chromium" ]; then
+  echo "SKIP: no Chromium (Debian: apt-get install chromium); the dashboard was not checked in a browser"
+  exit 77
+fi
+mkdir -p "$out"
+# shellcheck source=dashboard_scenario.sh
+source "$here/dashboard_scenario.sh"
+trap scenario_stop EXIT
+scenario_start "$bin" "$out/scenario" || exit 1
+
+browse() {  # browse URL ARGS...: headless Chromium, as root too, no GPU, fixed window
+  timeout 60 "$chromium" --headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage --hide-scrollbars \
+    --no-first-run --user-data-dir="$out/chromium-profile" --window-size=1400,1000 \
+    --virtual-time-budget=3000 "$@" 2>>"$out/chromium.log"
+}
+
+url="http://127.0.0.1:$HTTP_PORT/"
+browse --screenshot="$out/dashboard.png" "$url" > /dev/null
+browse --dump-dom "$url" > "$out/dashboard.html"
+browse --dump-dom "$url#admin=$TOKEN" > "$out/dashboard-admin.html"
+
+failures=0
+expect() {  # expect FILE PATTERN COUNT WHAT: at least COUNT matches of the extended regex
+  local n
+  n=$(grep -oE "$2" "$1" | wc -l)
+  if [ "$n" -lt "$3" ]; then
+    echo "FAIL: $4: expected at least $3 of /$2/ in $(basename "$1"), found $n"
+    failures=$((failures + 1))
+  else
+    echo "ok: $4 ($n)"
+  fi
+}
+page=$out/dashboard.html
+expect "$page" 'data-ready="1"' 1 "the page loaded its data"
+expect "$page" 'class="rank-row [a-z]+" data-rank="[0-3]"' 4 "a memory bar row per rank"
+expect "$page" '<svg class="bar"' 4 "an SVG bar per rank"
+expect "$page" 'class="seg allocated"' 3 "allocated segments"
+expect "$page" 'class="seg cached"' 1 "cached segments"
+expect "$page" 'data-rank="3" data-state="dead"' 1 "rank 3 shown dead"
+expect "$page" '<svg class="timeline"' 4 "a timeline per rank"
+expect "$page" 'class="series allocated"' 4 "allocated lines in the timelines"
+expect "$page" 'class="marker trim"' 3 "trim markers"
+expect "$page" 'class="marker dead"' 1 "the death marker"
+expect "$page" 'class="marker quota"' 1 "the quota marker"
+expect "$page" '<tr class="leak">' 1 "the leak alert of rank 2"
+expect "$page" 'id="mode" class="mode">read-only' 1 "read-only without the admin token"
+expect "$page" 'id="admin-actions" hidden' 1 "no admin button without the admin token"
+expect "$out/dashboard-admin.html" 'class="mode admin">admin' 1 "admin mode with the token"
+expect "$out/dashboard-admin.html" 'id="admin-actions">' 1 "the trim button shown to the admin"
+if [ ! -s "$out/dashboard.png" ]; then
+  echo "FAIL: no screenshot"
+  failures=$((failures + 1))
+else
+  echo "ok: screenshot $out/dashboard.png ($(stat -c %s "$out/dashboard.png") bytes)"
+fi
+if [ "$failures" -gt 0 ]; then
+  echo "--- coordinator log"; tail -20 "$out/scenario/coordinator.log"
+  exit 1
+fi
+echo "PASS"
