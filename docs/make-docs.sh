@@ -38,6 +38,7 @@ tmux new-session -d -s "$session" -x 160 -y 30 \
 sleep 1
 "$bin/memcoord" trim --coordinator "$ADDRESS" --token-file "$TOKEN_FILE" --now > /dev/null 2>&1 || true
 sleep 2
+scenario_wait_leak "$bin"
 tmux capture-pane -p -t "$session" > "$docs/status-watch.txt"
 timeout 60 chromium --headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage --hide-scrollbars \
   --no-first-run --user-data-dir="$work/chromium" --window-size=1400,1000 --virtual-time-budget=3000 \

@@ -25,6 +25,7 @@ browse() {  # browse URL ARGS...: headless Chromium, as root too, no GPU, fixed 
     --virtual-time-budget=3000 "$@" 2>>"$out/chromium.log"
 }
 
+scenario_wait_leak "$bin" || exit 1
 url="http://127.0.0.1:$HTTP_PORT/"
 browse --screenshot="$out/dashboard.png" "$url" > /dev/null
 browse --dump-dom "$url" > "$out/dashboard.html"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The dashboard scenario, shared by the browser test and docs/make-docs.sh: a coordinator with HTTP and an
 # admin token, four worker processes (each its own group, so killing one aborts nobody else; rank 2 leaks
-# 2 MiB a step), a cache trim of every rank, a quota on rank 1, then rank 3 killed with SIGKILL.
+# 256 KiB a step), a cache trim of every rank, a quota on rank 1, then rank 3 killed with SIGKILL.
 #   source tests/coordinator/dashboard_scenario.sh; scenario_start BIN_DIR WORK_DIR; ...; scenario_stop
 # Sets ADDRESS (gRPC), HTTP_PORT, TOKEN_FILE, TOKEN. Every process it starts is stopped by scenario_stop.
 scenario_pids=()
@@ -28,7 +28,7 @@ scenario_start() {
   fi
   for rank in 0 1 2 3; do
     local leak=0
-    [ "$rank" = 2 ] && leak=2MiB
+    [ "$rank" = 2 ] && leak=256KiB  # small: the simulated device (1 GiB) must not fill during a slow run
     MEMCOORD_COORDINATOR=$ADDRESS MEMCOORD_TOKEN_FILE=$TOKEN_FILE MEMCOORD_RANK=$rank MEMCOORD_LOCAL_RANK=$rank \
       MEMCOORD_WORLD_SIZE=4 "$bin/memcoord_test_worker" --until-abort --steps 0 --step-ms 40 \
       --alloc $((48 + 16 * rank))MiB --leak "$leak" --pools default,kv_cache --report-ms 100 --group "g$rank" \
@@ -41,7 +41,8 @@ scenario_start() {
       grep -oE '"state": ?"live"' | wc -l)" = 4 ] && break
     sleep 0.05
   done
-  sleep 2  # samples for the timeline before anything happens
+  scenario_wait_leak "$bin" || return 1
+  sleep 1  # samples for the timeline before anything happens
   "${cli[@]}" trim --coordinator "$ADDRESS" --token-file "$TOKEN_FILE" --now > "$work/trim.log" 2>&1 || true
   sleep 1
   "${cli[@]}" quota set --coordinator "$ADDRESS" --token-file "$TOKEN_FILE" --rank 1 --pool default 512MiB \
@@ -49,6 +50,19 @@ scenario_start() {
   sleep 1
   kill -KILL "${scenario_pids[4]}" 2>/dev/null || true  # rank 3
   sleep 2  # the death is seen at once (its stream broke); more samples after it
+}
+
+# Waits (up to 20 s) until the coordinator shows rank 2's leak alert: the leak watch needs 8 step-end reports
+# in a row that grew, which a loaded machine can take a while to deliver.
+scenario_wait_leak() {
+  local bin=$1
+  for _ in $(seq 200); do
+    "$bin/memcoord" status --coordinator "$ADDRESS" --token-file "$TOKEN_FILE" --json 2>/dev/null |
+      grep -q '"bytes_per_step"' && return 0
+    sleep 0.1
+  done
+  echo "scenario: no leak alert for rank 2 after 20 s" >&2
+  return 1
 }
 
 scenario_stop() {

@@ -8,8 +8,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 #include <string>
 
+#include "cli/watch_view.h"
 #include "common/bytes.h"
 #include "coordinator/http/cluster_events.h"
 #include "coordinator/http/http_server.h"
@@ -277,8 +279,9 @@ TEST_F(HttpLive, TrimNeedsTheAdminTokenAndShowsUpAsEventsCountersAndFanout) {
   EXPECT_EQ(nlohmann::json::parse(session->body)["admin"], false);
 
   // The history diffs successive samples: both ranks must have been sampled once before the trim.
-  ASSERT_TRUE(WaitFor(
-      [&] { return nlohmann::json::parse(Get(port(), "/api/timeline"))["ranks"].size() == 2; }, milliseconds(5000)));
+  ASSERT_TRUE(
+      WaitFor([&] { return nlohmann::json::parse(Get(port(), "/api/timeline"))["ranks"].size() == 2; },
+              milliseconds(5000)));
   httplib::Headers admin = {{"Authorization", "Bearer admin-secret"}};
   EXPECT_EQ(nlohmann::json::parse(client.Get("/api/session", admin)->body)["admin"], true);
   auto bad = client.Post("/api/trim", admin, "[1]", "application/json");
@@ -326,6 +329,43 @@ TEST(HttpServer, ABusyPortIsAClearError) {
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(second.status().message().find("cannot listen for HTTP"), std::string::npos);
+}
+
+TEST(WatchScreen, SixtyFourRanksFitA160By50TerminalWithEvents) {
+  ClusterView view;
+  for (int rank = 0; rank < 64; ++rank) {
+    WorkerRecord w;
+    w.id.rank = rank;
+    w.id.device_total_bytes = 80 * kGiB;
+    w.device_free_bytes = 20 * kGiB;
+    w.state = rank == 7 ? WorkerState::kDead : rank == 9 ? WorkerState::kSuspect : WorkerState::kLive;
+    w.dead_reason = "session stream broke";
+    PoolUsage p;
+    p.allocated_bytes = 40 * kGiB;
+    p.reserved_bytes = 55 * kGiB;
+    p.limit_bytes = 70 * kGiB;
+    w.pools.push_back(p);
+    view.workers.push_back(w);
+  }
+  std::deque<ClusterEvent> events;
+  for (int i = 0; i < 20; ++i) events.push_back({1000, i, "trim", "default", kGiB, 1, "trim released 1 GiB"});
+  events.push_back({2000, 7, "dead", "", 0, 1, "rank 7 dead: session stream broke"});
+  const std::string screen = cli::RenderWatchScreen(view, events, 160, 50);
+  EXPECT_EQ(screen.rfind("\033[H", 0), 0u);  // redraws from the top left, in place
+  std::vector<std::string> lines;
+  std::stringstream in(screen);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  EXPECT_LE(lines.size(), 51u);  // 50 rows, and the final "erase below"
+  for (const std::string& line : lines) EXPECT_LE(line.size(), 160u + 3u) << line;  // + "erase line"
+  for (int rank = 0; rank < 64; ++rank) {
+    EXPECT_TRUE(std::regex_search(screen, std::regex("(^|\\s)" + std::to_string(rank) + " (live|SUSP|DEAD)")))
+        << "rank " << rank << " missing:\n"
+        << screen;
+  }
+  // 30 cells of 80 GiB: 40 allocated, 15 more cached, 5 used elsewhere, 20 free, the limit at 70.
+  EXPECT_NE(screen.find("[###############====== ....|...]"), std::string::npos) << screen;
+  EXPECT_NE(screen.find("rank 7 dead"), std::string::npos);  // the latest event is shown
+  EXPECT_EQ(screen.find("more ranks"), std::string::npos);
 }
 
 }  // namespace
