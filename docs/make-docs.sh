@@ -36,7 +36,7 @@ scenario_start "$bin" "$work/scenario"
 tmux new-session -d -s "$session" -x 160 -y 30 \
   "$bin/memcoord status --watch --interval-ms 500 --coordinator $ADDRESS --token-file $TOKEN_FILE"
 sleep 1
-"$bin/memcoord" trim --coordinator "$ADDRESS" --token-file "$TOKEN_FILE" --now > /dev/null 2>&1 || true
+"$bin/memcoord" trim --coordinator "$ADDRESS" --admin-token-file "$ADMIN_TOKEN_FILE" --now > /dev/null 2>&1 || true
 sleep 2
 scenario_wait_leak "$bin"
 tmux capture-pane -p -t "$session" > "$docs/status-watch.txt"

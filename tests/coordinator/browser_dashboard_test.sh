@@ -29,7 +29,7 @@ scenario_wait_leak "$bin" || exit 1
 url="http://127.0.0.1:$HTTP_PORT/"
 browse --screenshot="$out/dashboard.png" "$url" > /dev/null
 browse --dump-dom "$url" > "$out/dashboard.html"
-browse --dump-dom "$url#admin=$TOKEN" > "$out/dashboard-admin.html"
+browse --dump-dom "$url#admin=$ADMIN_TOKEN" > "$out/dashboard-admin.html"
 
 failures=0
 expect() {  # expect FILE PATTERN COUNT WHAT: at least COUNT matches of the extended regex

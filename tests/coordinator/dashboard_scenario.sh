@@ -3,16 +3,20 @@
 # admin token, four worker processes (each its own group, so killing one aborts nobody else; rank 2 leaks
 # 256 KiB a step), a cache trim of every rank, a quota on rank 1, then rank 3 killed with SIGKILL.
 #   source tests/coordinator/dashboard_scenario.sh; scenario_start BIN_DIR WORK_DIR; ...; scenario_stop
-# Sets ADDRESS (gRPC), HTTP_PORT, TOKEN_FILE, TOKEN. Every process it starts is stopped by scenario_stop.
+# Sets ADDRESS (gRPC), HTTP_PORT, TOKEN_FILE (the worker token), ADMIN_TOKEN_FILE and ADMIN_TOKEN. Every
+# process it starts is stopped by scenario_stop.
 scenario_pids=()
 
 scenario_start() {
   local bin=$1 work=$2
   mkdir -p "$work"
-  TOKEN=memcoord-docs-admin-token
-  TOKEN_FILE=$work/token
-  printf '%s\n' "$TOKEN" > "$TOKEN_FILE"
+  TOKEN_FILE=$work/worker-token
+  printf '%s\n' memcoord-docs-worker-token > "$TOKEN_FILE"
+  ADMIN_TOKEN=memcoord-docs-admin-token
+  ADMIN_TOKEN_FILE=$work/admin-token
+  printf '%s\n' "$ADMIN_TOKEN" > "$ADMIN_TOKEN_FILE"
   "$bin/memcoord" coordinator --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 --token-file "$TOKEN_FILE" \
+    --admin-token-file "$ADMIN_TOKEN_FILE" \
     --dead-after 1s > "$work/coordinator.log" 2>&1 &
   scenario_pids+=($!)
   for _ in $(seq 100); do
@@ -43,9 +47,9 @@ scenario_start() {
   done
   scenario_wait_leak "$bin" || return 1
   sleep 1  # samples for the timeline before anything happens
-  "${cli[@]}" trim --coordinator "$ADDRESS" --token-file "$TOKEN_FILE" --now > "$work/trim.log" 2>&1 || true
+  "${cli[@]}" trim --coordinator "$ADDRESS" --admin-token-file "$ADMIN_TOKEN_FILE" --now > "$work/trim.log" 2>&1 || true
   sleep 1
-  "${cli[@]}" quota set --coordinator "$ADDRESS" --token-file "$TOKEN_FILE" --rank 1 --pool default 512MiB \
+  "${cli[@]}" quota set --coordinator "$ADDRESS" --admin-token-file "$ADMIN_TOKEN_FILE" --rank 1 --pool default 512MiB \
     > "$work/quota.log" 2>&1 || true
   sleep 1
   kill -KILL "${scenario_pids[4]}" 2>/dev/null || true  # rank 3

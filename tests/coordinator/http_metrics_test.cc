@@ -27,10 +27,12 @@ using memcoord::testing::StartWorker;
 using memcoord::testing::WaitFor;
 using std::chrono::milliseconds;
 
-std::unique_ptr<CoordinatorServer> StartServerWithHttp(const std::string& token = "") {
+// `admin_token` set: workers attach with the worker token "worker-secret".
+std::unique_ptr<CoordinatorServer> StartServerWithHttp(const std::string& admin_token = "") {
   CoordinatorOptions options;
   options.metrics_listen = "127.0.0.1:0";
-  options.token = token;
+  options.admin_token = admin_token;
+  if (!admin_token.empty()) options.token = "worker-secret";
   auto server = CoordinatorServer::Start(options);
   EXPECT_TRUE(server.ok()) << server.status().ToString();
   return server.ok() ? *std::move(server) : nullptr;
@@ -277,6 +279,9 @@ TEST_F(HttpLive, TrimNeedsTheAdminTokenAndShowsUpAsEventsCountersAndFanout) {
   EXPECT_EQ(refused->status, 401);
   auto session = client.Get("/api/session");
   EXPECT_EQ(nlohmann::json::parse(session->body)["admin"], false);
+  auto worker_token =
+      client.Post("/api/trim", {{"Authorization", "Bearer worker-secret"}}, "{}", "application/json");
+  EXPECT_EQ(worker_token->status, 401);  // the worker token is not the admin's
 
   // The history diffs successive samples: both ranks must have been sampled once before the trim.
   ASSERT_TRUE(
