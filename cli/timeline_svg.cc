@@ -8,8 +8,8 @@
 namespace memcoord::cli {
 namespace {
 
-constexpr double kWidth = 1000, kHeight = 440;
-constexpr double kLeft = 70, kRight = 20, kTop = 40, kBottom = 90;
+constexpr double kWidth = 1000, kHeight = 470;
+constexpr double kLeft = 70, kRight = 20, kTop = 40, kBottom = 120;
 constexpr const char* kColors[] = {"#3b73d9", "#e0801a", "#7a3fc0", "#1a9a4a"};
 
 std::string Escape(const std::string& text) {
@@ -111,24 +111,24 @@ std::string TimelineSvg(const std::vector<TraceTimeline>& timelines, const std::
   for (std::size_t i = 0; i < timelines.size(); ++i) {
     out += Polyline(f, timelines[i].points, false, kColors[i % 4], i == 0 ? "" : "6 3");
   }
-  // Legend, below the plot: one entry per series with its peak (and the ratio to the requested peak).
-  double ly = kHeight - kBottom + 54;
-  auto entry = [&](double x, const char* color, const char* dash, const std::string& text) {
+  // Legend, below the plot: one line per series with its peak (and its ratio to the requested peak).
+  double ly = kHeight - kBottom + 58;
+  auto entry = [&](const char* color, const char* dash, const std::string& text) {
     out += fmt::format(
         R"(<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="{}" stroke-width="2" stroke-dasharray="{}"/><text x="{}" y="{}" font-size="12">{}</text>)"
         "\n",
-        x, x + 24, ly - 4, ly - 4, color, dash, x + 30, ly, Escape(text));
+        kLeft, kLeft + 24, ly - 4, ly - 4, color, dash, kLeft + 30, ly, Escape(text));
+    ly += 18;
   };
-  entry(kLeft, "#222", "", fmt::format("requested (peak {:.2f} GiB)", GiB(first.peak_requested_bytes)));
+  entry("#222", "", fmt::format("requested (peak {:.2f} GiB)", GiB(first.peak_requested_bytes)));
   for (std::size_t i = 0; i < timelines.size(); ++i) {
     const TraceTimeline& t = timelines[i];
     const double ratio = t.peak_requested_bytes == 0 ? 0
                                                      : static_cast<double>(t.peak_reserved_bytes) /
                                                            static_cast<double>(t.peak_requested_bytes);
-    const double x = kLeft + 300.0 * static_cast<double>((i + 1) % 3);
-    if ((i + 1) % 3 == 0) ly += 18;
-    entry(x, kColors[i % 4], i == 0 ? "" : "6 3",
-          fmt::format("{} reserved (peak {:.2f} GiB, x{:.4f})", t.label, GiB(t.peak_reserved_bytes), ratio));
+    entry(kColors[i % 4], i == 0 ? "" : "6 3",
+          fmt::format("reserved, {} (peak {:.2f} GiB, {:.4f} x requested)", t.label,
+                      GiB(t.peak_reserved_bytes), ratio));
   }
   out += "</svg>\n";
   return out;

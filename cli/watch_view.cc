@@ -97,13 +97,16 @@ std::string RenderWatchScreen(const ClusterView& view, const std::deque<ClusterE
       fmt::format("memcoord status --watch  {} ranks: {} live, {} suspect, {} dead  {} leak alert(s)  "
                   "[# allocated, = cached, . device free, | limit]",
                   view.workers.size(), live, suspect, dead, view.leaks.size()));
-  const int shown_events = std::min<int>(static_cast<int>(events.size()), std::max(3, height / 6));
+  // Ranks first (as many columns as the width allows), then leak alerts; the latest events fill the rest.
   const int leak_lines = std::min<int>(static_cast<int>(view.leaks.size()), 3);
-  const int rank_rows = std::max(1, height - 3 - shown_events - leak_lines - (leak_lines > 0 ? 1 : 0));
+  const int leak_block = leak_lines > 0 ? leak_lines + 1 : 0;
   const int columns = std::max(1, width / (kColumnWidth + 2));
   const int needed_rows = static_cast<int>((view.workers.size() + static_cast<std::size_t>(columns) - 1) /
                                            static_cast<std::size_t>(columns));
-  const int rows = std::min(rank_rows, std::max(needed_rows, 1));
+  const int rank_room = std::max(1, height - 2 - leak_block - 4);  // at least 3 events and their heading
+  const int rows = std::min(rank_room, std::max(needed_rows, 1));
+  const int shown_events =
+      std::min<int>(static_cast<int>(events.size()), std::max(3, height - 2 - rows - 1 - leak_block - 1));
   for (int r = 0; r < rows; ++r) {
     std::string line;
     for (int c = 0; c < columns; ++c) {
@@ -129,7 +132,7 @@ std::string RenderWatchScreen(const ClusterView& view, const std::deque<ClusterE
   lines.push_back("events:");
   for (int i = static_cast<int>(events.size()) - shown_events; i < static_cast<int>(events.size()); ++i) {
     const ClusterEvent& e = events[static_cast<std::size_t>(i)];
-    lines.push_back(fmt::format("  {} {:<8} {}", Clock(e.unix_ms), e.kind, e.detail));
+    lines.push_back(fmt::format("  {} rank {:<4} {:<8} {}", Clock(e.unix_ms), e.rank, e.kind, e.detail));
   }
   if (events.empty()) lines.push_back("  (none yet)");
   std::string out = "\033[H";

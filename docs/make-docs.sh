@@ -31,13 +31,12 @@ cleanup() {
   scenario_stop
 }
 trap cleanup EXIT
+# `status --watch` starts once the workers are live, so it sees the trim, the quota, the death.
+scenario_hook() {
+  tmux new-session -d -s "$session" -x 160 -y 30 \
+    "$bin/memcoord status --watch --interval-ms 500 --coordinator $ADDRESS --token-file $TOKEN_FILE"
+}
 scenario_start "$bin" "$work/scenario"
-# The watch starts before the events it should show are over: start it now and let it see the next ones.
-tmux new-session -d -s "$session" -x 160 -y 30 \
-  "$bin/memcoord status --watch --interval-ms 500 --coordinator $ADDRESS --token-file $TOKEN_FILE"
-sleep 1
-"$bin/memcoord" trim --coordinator "$ADDRESS" --admin-token-file "$ADMIN_TOKEN_FILE" --now > /dev/null 2>&1 || true
-sleep 2
 scenario_wait_leak "$bin"
 tmux capture-pane -p -t "$session" > "$docs/status-watch.txt"
 timeout 60 chromium --headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage --hide-scrollbars \

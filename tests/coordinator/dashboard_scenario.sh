@@ -46,6 +46,8 @@ scenario_start() {
     sleep 0.05
   done
   scenario_wait_leak "$bin" || return 1
+  # A caller may start watching here, before anything happens (make-docs starts `status --watch`).
+  if declare -F scenario_hook > /dev/null; then scenario_hook; fi
   sleep 1  # samples for the timeline before anything happens
   "${cli[@]}" trim --coordinator "$ADDRESS" --admin-token-file "$ADMIN_TOKEN_FILE" --now > "$work/trim.log" 2>&1 || true
   sleep 1
