@@ -1,14 +1,19 @@
 // memcoord estimate (--model PRESET | --spec FILE) [--precision P] [--optimizer O] [--batch B] [--seq S]
-//                   [--checkpointing none|full] [--mode training|inference] [--json]
-// Prints the estimated peak GPU memory of one training step (or one inference forward) on one device:
-// JSON with total_bytes and a breakdown (bytes as integers) with --json, a table otherwise.
+//                   [--checkpointing none|full] [--mode training|inference|generate] [--new-tokens N]
+//                   [--head H] [--data-ranks N] [--sharding none|zero1|zero2|zero3|fsdp]
+//                   [--tensor-ranks T] [--pipeline-stages S] [--micro-batches M] [--json | --explain]
+// Prints the estimated peak GPU memory of one training step (one inference forward, one generate call) on
+// one rank: JSON with total_bytes and a breakdown (bytes as integers) with --json, a table otherwise, and
+// with --explain every term by kind and the assumptions behind it. The head assumed is always printed.
 // Exit codes: 0 ok, 2 bad usage or input (the message names the option and what is accepted).
 #include <charconv>
+#include <optional>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli/command.h"
+#include "coordinator/planner/estimate_explain.h"
 #include "coordinator/planner/json_fields.h"
 #include "coordinator/planner/memory_estimator.h"
 #include "coordinator/planner/plan_report.h"
@@ -29,7 +34,15 @@ struct EstimateArgs {
   std::string seq;
   std::string checkpointing = "none";
   std::string mode = "training";
+  std::string head = "default";
+  std::string new_tokens;
+  std::string data_ranks;
+  std::string sharding = "none";
+  std::string tensor_ranks;
+  std::string pipeline_stages;
+  std::string micro_batches;
   bool json = false;
+  bool explain = false;
 };
 
 int Fail(const std::string& message) {
@@ -46,6 +59,40 @@ Result<std::int64_t> ParseCount(const std::string& option, const std::string& te
     return InvalidArgument(option + " must be a whole number, got \"" + text + "\"");
   }
   return value;
+}
+
+// Error messages name JSON fields ("data_ranks"); the command line spells them "--data-ranks".
+std::string AsFlag(std::string message) {
+  const std::size_t end = message.find_first_of(" .");
+  for (std::size_t i = 0; i < end && i < message.size(); ++i) {
+    if (message[i] == '_') message[i] = '-';
+  }
+  return "--" + message;
+}
+
+// An optional whole-number option into `value`; an error message naming it otherwise.
+std::optional<std::string> ReadCount(const std::string& option, const std::string& text, std::int64_t& value) {
+  if (text.empty()) return std::nullopt;
+  Result<std::int64_t> parsed = ParseCount(option, text);
+  if (!parsed.ok()) return parsed.status().message();
+  value = *parsed;
+  return std::nullopt;
+}
+
+// The run-shape options: head, generation length, parallelism.
+std::optional<std::string> ReadRunShape(const EstimateArgs& args, TrainingOptions& options) {
+  Result<planner::OutputHead> head = planner::ParseOutputHead(args.head);
+  if (!head.ok()) return "--" + head.status().message();
+  options.head = *head;
+  Result<planner::Sharding> sharding = planner::ParseSharding(args.sharding);
+  if (!sharding.ok()) return "--" + sharding.status().message();
+  options.parallel.sharding = *sharding;
+  if (auto e = ReadCount("--new-tokens", args.new_tokens, options.new_tokens)) return e;
+  if (auto e = ReadCount("--data-ranks", args.data_ranks, options.parallel.data_ranks)) return e;
+  if (auto e = ReadCount("--tensor-ranks", args.tensor_ranks, options.parallel.tensor_ranks)) return e;
+  if (auto e = ReadCount("--pipeline-stages", args.pipeline_stages, options.parallel.pipeline_stages)) return e;
+  if (auto e = ReadCount("--micro-batches", args.micro_batches, options.parallel.micro_batches)) return e;
+  return std::nullopt;
 }
 
 int RunEstimate(const EstimateArgs& args) {
@@ -81,13 +128,16 @@ int RunEstimate(const EstimateArgs& args) {
     if (!seq.ok()) return Fail(seq.status().message());
     options.seq = *seq;
   }
+  if (std::optional<std::string> error = ReadRunShape(args, options)) return Fail(*error);
+  if (args.json && args.explain) return Fail("--json and --explain: give at most one");
   Result<planner::MemoryEstimate> estimate = planner::EstimateMemory(*spec, options);
-  if (!estimate.ok()) return Fail("--" + estimate.status().message());
+  if (!estimate.ok()) return Fail(AsFlag(estimate.status().message()));
   if (args.json) {
     std::printf("%s\n", planner::EstimateToJson(*spec, options, *estimate).dump(2).c_str());
-  } else {
-    std::printf("%s", planner::EstimateToTable(*spec, options, *estimate).c_str());
+    return 0;
   }
+  std::printf("%s", planner::EstimateToTable(*spec, options, *estimate).c_str());
+  if (args.explain) std::printf("%s", planner::ExplainEstimate(*spec, options, *estimate).c_str());
   return 0;
 }
 
@@ -105,8 +155,18 @@ Subcommand AddEstimateCommand(CLI::App& root) {
   app->add_option("--batch", args->batch, "Sequences (images for resnet50) per step (default 1)");
   app->add_option("--seq", args->seq, "Tokens per sequence (default 1024, or the position table if smaller)");
   app->add_option("--checkpointing", args->checkpointing, "none | full (default none)");
-  app->add_option("--mode", args->mode, "training | inference (default training)");
+  app->add_option("--mode", args->mode, "training | inference | generate (default training)");
+  app->add_option("--new-tokens", args->new_tokens, "generate: tokens generated per sequence after --seq");
+  app->add_option("--head", args->head,
+                  "default | causal-lm | masked-lm | sequence-classification | image-classification "
+                  "(default: the family's pretraining head)");
+  app->add_option("--data-ranks", args->data_ranks, "Data-parallel ranks (DDP, or what --sharding shards over)");
+  app->add_option("--sharding", args->sharding, "none | zero1 | zero2 | zero3 | fsdp (default none)");
+  app->add_option("--tensor-ranks", args->tensor_ranks, "Tensor-parallel ranks (default 1)");
+  app->add_option("--pipeline-stages", args->pipeline_stages, "1F1B pipeline stages (default 1)");
+  app->add_option("--micro-batches", args->micro_batches, "Micro-batches of --batch each per step (pipelines)");
   app->add_flag("--json", args->json, "Machine-readable JSON (bytes as integers)");
+  app->add_flag("--explain", args->explain, "Every term by kind and the assumptions behind the estimate");
   return {app, [args] { return RunEstimate(*args); }};
 }
 

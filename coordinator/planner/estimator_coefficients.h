@@ -18,6 +18,7 @@ struct ActivationScales {
 inline constexpr ActivationScales kGpt2Scales{1.035, 1.035, 1.411};
 inline constexpr ActivationScales kBertScales{0.944, 0.947, 1.057};
 inline constexpr ActivationScales kLlamaScales{0.971, 0.967, 1.247};
+inline constexpr ActivationScales kMixtralScales{0.971, 0.967, 1.247};
 
 // cuBLAS + cuBLASLt workspaces PyTorch keeps once the first matmul ran (measured 64 MiB on H200).
 inline constexpr std::uint64_t kWorkspaceBytes = 67108864;
@@ -33,6 +34,17 @@ inline constexpr double kResNetActivationBf16 = 43735824.0;
 inline constexpr double kResNetActivationAmp = 44049943.0;
 inline constexpr double kResNetBackwardTransient = 0.0105;
 inline constexpr double kResNetInferenceFp32 = 10441672.0;
+
+// resnet50 with each bottleneck checkpointed: saved bytes relative to the analytic share of what the
+// whole network saves, and the recompute of the largest block (its activations and gradients) relative to
+// its analytic share.
+inline constexpr double kResNetCheckpointScale = 1.0;
+inline constexpr double kResNetRecomputeFactor = 2.0;
+
+// model.generate: fp32 copies of one step's last-token logits (processors, softmax) beyond the logits
+// themselves, and the prefill's transient in units of one block's feed-forward intermediates.
+inline constexpr double kGenerateLogitsFp32Copies = 2.0;
+inline constexpr double kGeneratePrefillTransient = 1.0;
 
 // Share of resnet50's activations per unit (stem, layer1..layer4, head), from the feature-map sizes.
 inline constexpr double kResNetActivationShare[6] = {0.095, 0.394, 0.263, 0.197, 0.049, 0.002};

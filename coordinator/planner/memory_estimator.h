@@ -1,20 +1,28 @@
 // MemoryEstimator: the peak GPU memory (as torch.cuda.max_memory_allocated reports it) of one training step
-// or one inference forward of a model on one device, plus the per-unit bytes the placement planner packs.
+// of the usual loop, one inference forward, or one model.generate call, on one rank, plus the per-unit
+// bytes the placement planner packs.
 //
-// Training peak = max(forward/backward, optimizer step) + cuBLAS workspace + inputs, where
-//   forward/backward = weights + optimizer state + saved activations + saved logits/loss
-//                      + the larger of the forward and backward transients (logit upcast, loss gradients);
+// Training peak = max(forward/backward, optimizer step), where
+//   forward/backward = weights + optimizer state + saved activations (by kind: attention, MLP, norms;
+//                      logits and loss by head) + the largest transient (the loss's logits and fp32 upcast,
+//                      the head's or a block's backward, a checkpointed block's recompute)
+//                      [+ gradients under a pipeline, which accumulate across micro-batches];
 //   optimizer step   = weights + gradients + optimizer state + optimizer temporaries (AdamW's foreach
-//                      sqrt buffer is one parameter-sized tensor; SGD has none).
-// Gradients are freed by zero_grad(set_to_none=True), so they do not overlap the forward's activations.
-// Attention is PyTorch's default memory-efficient SDPA (no s×s score matrix is kept). With full
-// checkpointing only each block's input is saved and one block is recomputed at a time during backward.
+//                      sqrt buffer is one parameter-sized tensor; SGD has none);
+// both + inputs + cuBLAS workspace + DDP buckets / ZeRO-3 and FSDP gathered parameters (model_states.h).
+// The usual loop holds no model output across backward: the logits die with it, only the loss's fp32
+// log-softmax stays. Gradients are freed by zero_grad(set_to_none=True), so (without a pipeline) they do
+// not overlap the forward's activations. Full checkpointing keeps each block's input and recomputes one
+// block at a time during backward (resnet50: each bottleneck block, non-reentrant).
 // Inference = weights + KV cache + output logits of one forward (batch 0: weights only).
-// Activation coefficients are analytic counts of the tensors autograd saves, scaled by constants fitted on
-// H200 measurements (estimator_coefficients.h). Pure function of its inputs; thread-safe.
+// Generate = weights + KV cache of prompt + new tokens + the larger of the prefill's transients and the
+// last decoding step's (the cache grows by concatenation, one layer's old and new copy coexist).
+// Pipelines: `stages` holds the per-stage peaks of the 1F1B-aware split (pipeline_split.h) and total_bytes
+// the busiest stage. Pure function of its inputs; thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,39 +38,67 @@ struct MemoryBreakdown {
   std::uint64_t gradients_bytes = 0;
   std::uint64_t optimizer_state_bytes = 0;
   std::uint64_t optimizer_temporaries_bytes = 0;
-  std::uint64_t activations_bytes = 0;  // saved for backward (inference: KV cache), logits excluded
-  std::uint64_t logits_bytes = 0;       // saved logits and loss (inference: output logits)
-  std::uint64_t transient_bytes = 0;    // short-lived buffers at the peak phase
+  std::uint64_t ddp_buckets_bytes = 0;      // DDP's gradient buckets (data_ranks > 1, no sharding)
+  std::uint64_t gathered_params_bytes = 0;  // zero3 / fsdp: unsharded parameters in flight
+  // Saved for backward, logits excluded: the sum of the four kinds below.
+  std::uint64_t activations_bytes = 0;
+  std::uint64_t attention_bytes = 0;
+  std::uint64_t mlp_bytes = 0;
+  std::uint64_t norms_bytes = 0;
+  std::uint64_t other_activations_bytes = 0;  // embedding output, checkpointed block inputs, autocast copies
+  std::uint64_t kv_cache_bytes = 0;           // inference and generate
+  std::uint64_t logits_bytes = 0;             // training: saved logits and loss; inference: output logits
+  std::uint64_t transient_bytes = 0;          // short-lived buffers at the peak phase
   std::uint64_t inputs_bytes = 0;
   std::uint64_t workspace_bytes = 0;
+  std::uint64_t rounding_bytes = 0;  // the caching allocator's 512-byte rounding of every live tensor
 };
 
 // Bytes a placement puts on the device hosting a unit: its weights and optimizer state plus the larger of
 // (gradients + optimizer temporaries) and the activations it saves (the head also carries logits and loss).
-// Summing units bounds the peak from above: each unit's phases are taken at their own maximum.
+// Summing units bounds the peak from above: each unit's phases are taken at their own maximum. The parts
+// are kept for pipeline splits, where activations multiply by the micro-batches in flight.
 struct UnitMemory {
   std::string name;
   std::int64_t params = 0;
   std::uint64_t bytes = 0;
   std::optional<std::size_t> tied_to;
+  std::uint64_t states_bytes = 0;       // weights + gradients + optimizer state
+  std::uint64_t temporaries_bytes = 0;  // optimizer temporaries
+  std::uint64_t activation_bytes = 0;   // saved per (micro-)batch, logits and the head's backward included
+};
+
+// One pipeline stage: units [first_unit, last_unit], micro-batches in flight, its peak with them and with
+// model states only (what a weights-only split balances).
+struct StagePeak {
+  std::size_t first_unit = 0;
+  std::size_t last_unit = 0;
+  std::int64_t in_flight = 1;
+  std::uint64_t bytes = 0;
+  std::uint64_t states_only_bytes = 0;
 };
 
 struct MemoryEstimate {
   std::int64_t params = 0;
-  std::uint64_t total_bytes = 0;  // the peak
-  std::string peak_phase;         // "forward/backward", "optimizer step", "forward", "weights"
+  OutputHead head = OutputHead::kDefault;  // the head assumed (never kDefault once estimated)
+  std::uint64_t total_bytes = 0;           // the peak
+  std::string peak_phase;  // "forward/backward", "optimizer step", "forward", "prefill", "decode", "weights"
   std::uint64_t forward_backward_bytes = 0;
   std::uint64_t optimizer_step_bytes = 0;
   MemoryBreakdown breakdown;
   std::vector<UnitMemory> units;
   // Extra bytes on every device that runs part of the model (workspace, recomputed block, transients).
   std::uint64_t per_device_overhead_bytes = 0;
+  std::vector<StagePeak> stages;               // pipeline_stages > 1: the 1F1B-aware split
+  std::vector<StagePeak> weights_only_stages;  // the split balancing model states alone, for comparison
+  std::vector<std::string> assumptions;  // what the figures assume, for --explain
 };
 
 // REQUIRES: spec came from PresetSpec or ParseModelSpec. INVALID_ARGUMENT naming the field when the options
 // do not fit the model: batch or seq below 1 in training, seq above the learned positions (gpt2, bert),
-// checkpointing on resnet50; and when the peak, the sum of the units or the per-device overhead would pass
-// kMaxModelBytes (2^53 bytes, limits.h), naming the batch and sequence that make it so.
+// a head the family does not have, new_tokens outside generate, bad parallelism (parallelism.h); and when
+// the peak, the sum of the units or the per-device overhead would pass kMaxModelBytes (2^53 bytes,
+// limits.h), naming the batch and sequence that make it so.
 Result<MemoryEstimate> EstimateMemory(const ModelSpec& spec, const TrainingOptions& options);
 
 }  // namespace memcoord::planner

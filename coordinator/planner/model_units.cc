@@ -1,5 +1,7 @@
 #include "coordinator/planner/model_units.h"
 
+#include "coordinator/planner/output_head.h"
+
 namespace memcoord::planner {
 namespace {
 
@@ -44,11 +46,32 @@ void AddResNetStages(std::vector<ModelUnit>& units) {
   units.push_back({"head", UnitKind::kHead, 2048 * 1000 + 1000, 2048 * 1000 + 1000, std::nullopt});
 }
 
+// BERT's head: the masked-LM head (transform, LayerNorm, output bias; decoder tied to the word embeddings)
+// or the pooler with the two-class classifier.
+ModelUnit BertHead(const ModelSpec& s, OutputHead head) {
+  const std::int64_t h = s.hidden;
+  if (head == OutputHead::kMaskedLm) {
+    return {"head", UnitKind::kHead, h * h + 3 * h + s.vocab, h * h + h + s.vocab * h, std::size_t{0}};
+  }
+  return {"pooler", UnitKind::kHead, h * h + 3 * h + 2, h * h + 3 * h + 2, std::nullopt};
+}
+
+ModelUnit LmHead(const ModelSpec& s, OutputHead head) {
+  const std::int64_t h = s.hidden;
+  if (head == OutputHead::kSequenceClassification) {
+    return {"head", UnitKind::kHead, 2 * h, 2 * h, std::nullopt};  // score: h × 2 classes, no bias
+  }
+  if (s.tied_embeddings) return {"head", UnitKind::kHead, 0, s.vocab * h, std::size_t{0}};
+  return {"head", UnitKind::kHead, s.vocab * h, s.vocab * h, std::nullopt};
+}
+
 }  // namespace
 
-std::vector<ModelUnit> BuildUnits(const ModelSpec& s) {
+std::vector<ModelUnit> BuildUnits(const ModelSpec& s, OutputHead requested) {
   std::vector<ModelUnit> units;
   const std::int64_t h = s.hidden;
+  const Result<OutputHead> resolved = ResolveHead(s.family, requested);
+  const OutputHead head = resolved.ok() ? *resolved : AcceptedHeads(s.family).front();
   switch (s.family) {
     case ModelFamily::kResNet50:
       AddResNetStages(units);
@@ -70,8 +93,7 @@ std::vector<ModelUnit> BuildUnits(const ModelSpec& s) {
       for (std::int64_t i = 0; i < s.layers; ++i) {
         units.push_back({"block." + std::to_string(i), UnitKind::kBlock, block, block - 4 * h, std::nullopt});
       }
-      // BertModel's pooler (dense + tanh) is the head; the classifier on top is a few thousand parameters.
-      units.push_back({"pooler", UnitKind::kHead, h * h + h, h * h + h, std::nullopt});
+      units.push_back(BertHead(s, head));
       return units;
     }
     case ModelFamily::kLlama:
@@ -88,11 +110,7 @@ std::vector<ModelUnit> BuildUnits(const ModelSpec& s) {
       break;
     }
   }
-  if (s.tied_embeddings) {
-    units.push_back({"head", UnitKind::kHead, 0, s.vocab * h, std::size_t{0}});
-  } else {
-    units.push_back({"head", UnitKind::kHead, s.vocab * h, s.vocab * h, std::nullopt});
-  }
+  units.push_back(LmHead(s, head));
   return units;
 }
 
@@ -102,6 +120,8 @@ std::int64_t TotalParams(const std::vector<ModelUnit>& units) {
   return total;
 }
 
-std::int64_t TotalParams(const ModelSpec& spec) { return TotalParams(BuildUnits(spec)); }
+std::int64_t TotalParams(const ModelSpec& spec, OutputHead head) {
+  return TotalParams(BuildUnits(spec, head));
+}
 
 }  // namespace memcoord::planner

@@ -3,6 +3,8 @@
 // Parameter counts are exact (weights, biases, norms, position embeddings) and sum to the real model's
 // total. A head whose weights are tied to the embeddings has zero parameters of its own and names the
 // unit it shares them with (`tied_to`): the planner keeps the two on one device and counts them once.
+// BERT's masked-LM head has parameters of its own (transform and output bias) and a decoder tied to the
+// word embeddings.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "coordinator/planner/model_spec.h"
+#include "coordinator/planner/training_options.h"
 
 namespace memcoord::planner {
 
@@ -25,11 +28,12 @@ struct ModelUnit {
   std::optional<std::size_t> tied_to;  // index of the unit whose weights this one shares
 };
 
-// Units of `spec` in execution order. REQUIRES: spec came from PresetSpec or ParseModelSpec.
-std::vector<ModelUnit> BuildUnits(const ModelSpec& spec);
+// Units of `spec` with output head `head` (kDefault: the family's pretraining head) in execution order.
+// REQUIRES: spec came from PresetSpec or ParseModelSpec; head is one AcceptedHeads(spec.family) lists.
+std::vector<ModelUnit> BuildUnits(const ModelSpec& spec, OutputHead head = OutputHead::kDefault);
 
 // Sum of unit parameters (tied weights counted once).
 std::int64_t TotalParams(const std::vector<ModelUnit>& units);
-std::int64_t TotalParams(const ModelSpec& spec);
+std::int64_t TotalParams(const ModelSpec& spec, OutputHead head = OutputHead::kDefault);
 
 }  // namespace memcoord::planner

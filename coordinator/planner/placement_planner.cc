@@ -8,6 +8,7 @@
 #include "coordinator/planner/contiguous_split.h"
 #include "coordinator/planner/limits.h"
 #include "coordinator/planner/model_packing.h"
+#include "coordinator/planner/pipeline_split.h"
 
 namespace memcoord::planner {
 namespace {
@@ -74,12 +75,19 @@ struct WholeModels {
   bool exact = true;  // the packing was proven optimal
 };
 
+// A pipelined model's stages are the request's devices.
+TrainingOptions PlannedOptions(const ModelRequest& m, std::size_t devices) {
+  TrainingOptions o = m.options;
+  if (m.pipeline) o.parallel.pipeline_stages = static_cast<std::int64_t>(devices);
+  return o;
+}
+
 Result<PlacementInput> EstimateModels(const PlanRequest& request) {
   PlacementInput in{request, {}, std::vector<std::uint64_t>(request.devices.size())};
   for (std::size_t j = 0; j < request.devices.size(); ++j) in.usable[j] = request.devices[j].usable_bytes();
   for (std::size_t i = 0; i < request.models.size(); ++i) {
     const ModelRequest& m = request.models[i];
-    Result<MemoryEstimate> e = EstimateMemory(m.spec, m.options);
+    Result<MemoryEstimate> e = EstimateMemory(m.spec, PlannedOptions(m, request.devices.size()));
     if (!e.ok()) return e.status().WithContext("models[" + std::to_string(i) + "] (" + m.name + "): ");
     in.estimates.push_back(*std::move(e));
   }
@@ -168,9 +176,47 @@ UnitRange ChainRange(const MemoryEstimate& e, const Chain& chain, std::size_t de
   return r;
 }
 
+// A 1F1B pipeline over all devices, each stage within what the device has left; the estimate's
+// weights-only split is kept for comparison. `lower_bound` is the unbounded optimum of the same split.
+std::optional<std::string> SplitPipeline(const PlacementInput& in, std::size_t i, PlacementState& state,
+                                         std::uint64_t& lower_bound) {
+  const ModelRequest& m = in.request.models[i];
+  const MemoryEstimate& e = in.estimates[i];
+  const TrainingOptions o = PlannedOptions(m, in.usable.size());
+  Result<StageLoadFunction> load = PipelineStageLoad(m.spec, o, false);
+  if (!load.ok()) return "models[" + std::to_string(i) + "] (" + Describe(m) + "): " + load.status().message();
+  std::vector<std::uint64_t> caps(in.usable.size());
+  for (std::size_t j = 0; j < caps.size(); ++j) caps[j] = in.usable[j] > state.loads[j] ? in.usable[j] - state.loads[j] : 0;
+  Result<StageSplit> split = SplitStages(e.units.size(), caps.size(), *load, caps);
+  if (!split.ok()) {
+    std::string why = "models[" + std::to_string(i) + "] (" + Describe(m) + "): " + split.status().message();
+    if (!e.weights_only_stages.empty()) why += "; the busiest stage needs at least " + FormatBytes(e.total_bytes);
+    return why;
+  }
+  lower_bound = e.total_bytes;
+  ModelPlacement& placed = state.plan.models[i];
+  placed.weights_only_stages = e.weights_only_stages;
+  const StageLoadFunction states_only = *PipelineStageLoad(m.spec, o, true);
+  for (const UnitMemory& u : e.units) placed.unit_names.push_back(u.name);
+  for (std::size_t j = 0; j < caps.size(); ++j) {
+    UnitRange r;
+    r.device = j;
+    r.first_unit = split->first[j];
+    r.last_unit = split->first[j + 1] - 1;
+    for (std::size_t u = r.first_unit; u <= r.last_unit; ++u) r.units.push_back(e.units[u].name);
+    r.bytes = split->loads[j];
+    state.loads[j] += r.bytes;
+    placed.stages.push_back({r.first_unit, r.last_unit, o.parallel.in_flight(static_cast<std::int64_t>(j)), r.bytes,
+                             states_only(r.first_unit, r.last_unit, j)});
+    placed.ranges.push_back(std::move(r));
+  }
+  return std::nullopt;
+}
+
 // One layer-split model, optimally over what is left; sets `lower_bound` to its chain's bound.
 std::optional<std::string> SplitModelByLayers(const PlacementInput& in, std::size_t i, PlacementState& state,
                                               std::uint64_t& lower_bound) {
+  if (in.request.models[i].pipeline) return SplitPipeline(in, i, state, lower_bound);
   const std::size_t n_devices = in.usable.size();
   const MemoryEstimate& e = in.estimates[i];
   const Chain chain = BuildChain(e);
@@ -232,7 +278,7 @@ Result<Plan> Place(const PlanRequest& request) {
   PlacementState state;
   state.loads.assign(in.usable.size(), 0);
   for (std::size_t i = 0; i < request.models.size(); ++i)
-    state.plan.models.push_back({request.models[i].name, in.estimates[i].total_bytes, {}});
+    state.plan.models.push_back({request.models[i].name, in.estimates[i].total_bytes, {}, {}, {}, {}});
   const auto infeasible = [&state](std::string reason) {
     state.plan.reason = std::move(reason);
     return std::move(state.plan);

@@ -1,6 +1,8 @@
 // PlacementPlanner: turns a PlanRequest into a Plan — which device holds which units of which model.
 //   - one model split by layers: the exactly optimal contiguous split (SplitChain) over the devices in
-//     their listed order, each device's usable bytes reduced by the model's per-device overhead;
+//     their listed order, each device's usable bytes reduced by the model's per-device overhead; with
+//     "micro_batches" the devices are 1F1B pipeline stages and the split (SplitStages) balances each
+//     stage's model states plus the activations of the micro-batches it holds;
 //   - whole models: PackWhole (exact up to kExactPackingItems models, packing with improvement beyond);
 //   - mixtures: whole models first, then each layer-split model optimally over what they left (each step
 //     optimal; the combination is a heuristic).
@@ -32,6 +34,11 @@ struct ModelPlacement {
   std::string name;
   std::uint64_t total_bytes = 0;  // the estimator's peak for the whole model on one device
   std::vector<UnitRange> ranges;  // in device order
+  // Pipelines ("micro_batches"): per-stage peaks of the 1F1B-aware split without capacities, and of the
+  // split a weights-only balance would choose (its peaks with the micro-batches' activations).
+  std::vector<StagePeak> stages;
+  std::vector<StagePeak> weights_only_stages;
+  std::vector<std::string> unit_names;  // pipelines: the model's units, which the stages index
 };
 
 struct Plan {

@@ -30,7 +30,41 @@ nlohmann::json SuggestionsJson(const Plan& plan) {
   return out;
 }
 
+nlohmann::json StagesJson(const std::vector<StagePeak>& stages, const std::vector<std::string>& names) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const StagePeak& p : stages) {
+    out.push_back({{"first_unit", names[p.first_unit]},
+                   {"last_unit", names[p.last_unit]},
+                   {"units", p.last_unit - p.first_unit + 1},
+                   {"micro_batches_in_flight", p.in_flight},
+                   {"peak_bytes", p.bytes},
+                   {"states_only_bytes", p.states_only_bytes}});
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::string> UnitNames(const std::vector<UnitMemory>& units) {
+  std::vector<std::string> names;
+  for (const UnitMemory& u : units) names.push_back(u.name);
+  return names;
+}
+
+std::string StagesToTable(const std::vector<StagePeak>& stages, const std::vector<std::string>& units,
+                          const std::vector<std::uint64_t>& capacities) {
+  std::string out;
+  for (std::size_t j = 0; j < stages.size(); ++j) {
+    const StagePeak& p = stages[j];
+    const std::uint64_t capacity = j < capacities.size() ? capacities[j] : 0;
+    out += "    stage " + std::to_string(j) + ": " + Pad(units[p.first_unit] + " .. " + units[p.last_unit], 24) +
+           Pad("(" + std::to_string(p.last_unit - p.first_unit + 1) + " units)", 12) + "peak " +
+           Pad(FormatBytes(p.bytes), 11) + "with " + std::to_string(p.in_flight) + " micro-batches; states only " +
+           FormatBytes(p.states_only_bytes) +
+           (capacity > 0 && p.bytes > capacity ? "  EXCEEDS " + FormatBytes(capacity) : "") + "\n";
+  }
+  return out;
+}
 
 nlohmann::json PlanToJson(const PlanRequest& request, const Plan& plan) {
   nlohmann::json j;
@@ -65,6 +99,11 @@ nlohmann::json PlanToJson(const PlanRequest& request, const Plan& plan) {
                       {"split", r.split == SplitKind::kLayers ? "layers" : "whole"},
                       {"total_bytes", m.total_bytes},
                       {"placements", placements}});
+    if (!m.stages.empty()) {
+      models.back()["micro_batches"] = r.options.parallel.micro_batches;
+      models.back()["stages"] = StagesJson(m.stages, m.unit_names);
+      models.back()["weights_only_stages"] = StagesJson(m.weights_only_stages, m.unit_names);
+    }
   }
   j["models"] = models;
   if (plan.feasible) {
@@ -110,6 +149,17 @@ std::string PlanToTable(const PlanRequest& request, const Plan& plan) {
            Pad(FormatBytes(request.devices[d].capacity_bytes), 14) +
            Pad(FormatBytes(plan.device_loads_bytes[d]), 14) + (units.empty() ? "-" : units) + "\n";
   }
+  std::vector<std::uint64_t> usable;
+  for (const DeviceSpec& d : request.devices) usable.push_back(d.usable_bytes());
+  for (std::size_t i = 0; i < plan.models.size(); ++i) {
+    const ModelPlacement& m = plan.models[i];
+    if (m.stages.empty()) continue;
+    out += m.name + ": 1F1B pipeline, " + std::to_string(request.models[i].options.parallel.micro_batches) +
+           " micro-batches; per-stage peaks of the split balancing micro-batch activations:\n" +
+           StagesToTable(m.stages, m.unit_names, usable) +
+           "  and of the split balancing model states only (weights-only), with the same activations:\n" +
+           StagesToTable(m.weights_only_stages, m.unit_names, usable);
+  }
   out += "busiest " + FormatBytes(plan.max_load_bytes) + ", lower bound " +
          FormatBytes(plan.lower_bound_bytes) + ", max/lb " + Fixed(plan.max_over_lb, 4) + ", max/even " +
          Fixed(plan.max_over_even, 4) + (plan.exact ? " (optimal)" : "") + ", planned in " +
@@ -125,8 +175,16 @@ nlohmann::json EstimateToJson(const ModelSpec& spec, const TrainingOptions& o, c
   j["params"] = e.params;
   j["precision"] = PrecisionName(o.precision);
   j["mode"] = RunModeName(o.mode);
+  j["head"] = OutputHeadName(e.head);
+  j["head_assumed"] = o.head == OutputHead::kDefault;
   j["batch"] = o.batch;
   if (spec.family != ModelFamily::kResNet50) j["seq"] = o.seq;
+  if (o.mode == RunMode::kGenerate) j["new_tokens"] = o.new_tokens;
+  j["parallel"] = {{"data_ranks", o.parallel.data_ranks},
+                   {"sharding", ShardingName(o.parallel.sharding)},
+                   {"tensor_ranks", o.parallel.tensor_ranks},
+                   {"pipeline_stages", o.parallel.pipeline_stages},
+                   {"micro_batches", o.parallel.micro_batches}};
   if (o.mode == RunMode::kTraining) {
     j["optimizer"] = OptimizerName(o.optimizer);
     j["checkpointing"] = o.checkpointing ? "full" : "none";
@@ -139,11 +197,24 @@ nlohmann::json EstimateToJson(const ModelSpec& spec, const TrainingOptions& o, c
                     {"gradients_bytes", b.gradients_bytes},
                     {"optimizer_state_bytes", b.optimizer_state_bytes},
                     {"optimizer_temporaries_bytes", b.optimizer_temporaries_bytes},
+                    {"ddp_buckets_bytes", b.ddp_buckets_bytes},
+                    {"gathered_params_bytes", b.gathered_params_bytes},
                     {"activations_bytes", b.activations_bytes},
+                    {"attention_bytes", b.attention_bytes},
+                    {"mlp_bytes", b.mlp_bytes},
+                    {"norms_bytes", b.norms_bytes},
+                    {"other_activations_bytes", b.other_activations_bytes},
+                    {"kv_cache_bytes", b.kv_cache_bytes},
                     {"logits_bytes", b.logits_bytes},
                     {"transient_bytes", b.transient_bytes},
                     {"inputs_bytes", b.inputs_bytes},
-                    {"workspace_bytes", b.workspace_bytes}};
+                    {"workspace_bytes", b.workspace_bytes},
+                    {"rounding_bytes", b.rounding_bytes}};
+  if (!e.stages.empty()) {
+    j["stages"] = StagesJson(e.stages, UnitNames(e.units));
+    j["weights_only_stages"] = StagesJson(e.weights_only_stages, UnitNames(e.units));
+  }
+  j["assumptions"] = e.assumptions;
   return j;
 }
 
@@ -157,7 +228,10 @@ std::string EstimateToTable(const ModelSpec& spec, const TrainingOptions& o, con
   }
   out += ", batch " + std::to_string(o.batch);
   if (spec.family != ModelFamily::kResNet50) out += ", seq " + std::to_string(o.seq);
-  out += "\n";
+  if (o.mode == RunMode::kGenerate) out += " + " + std::to_string(o.new_tokens) + " new tokens";
+  out += "\n  head: " + std::string(OutputHeadName(e.head)) +
+         (o.head == OutputHead::kDefault ? " (assumed: the family's pretraining head; --head to change)" : "") +
+         "\n";
   const auto row = [&](const std::string& name, std::uint64_t v) {
     out += "  " + Pad(name, 24) + Pad(FormatBytes(v), 12) + FormatBytesBinary(v) + "\n";
   };
@@ -169,7 +243,7 @@ std::string EstimateToTable(const ModelSpec& spec, const TrainingOptions& o, con
     row("activations (saved)", b.activations_bytes);
     row("logits and loss", b.logits_bytes);
   } else {
-    row("kv cache", b.activations_bytes);
+    row("kv cache", b.kv_cache_bytes);
     row("output logits", b.logits_bytes);
   }
   row("transient", b.transient_bytes);
@@ -177,10 +251,17 @@ std::string EstimateToTable(const ModelSpec& spec, const TrainingOptions& o, con
   row("workspace", b.workspace_bytes);
   out += "  " + Pad("peak (" + e.peak_phase + ")", 24) + Pad(FormatBytes(e.total_bytes), 12) +
          FormatBytesBinary(e.total_bytes) + "\n";
-  if (o.mode == RunMode::kTraining) {
+  if (o.mode == RunMode::kTraining && e.stages.empty()) {
     out += "  the peak is the larger of forward/backward (" + FormatBytes(e.forward_backward_bytes) +
            ") and the optimizer step (" + FormatBytes(e.optimizer_step_bytes) +
            "), not the sum of the rows\n";
+  }
+  if (!e.stages.empty()) {
+    out += "  1F1B pipeline, " + std::to_string(o.parallel.micro_batches) +
+           " micro-batches; split balancing stage peaks with the micro-batches in flight:\n" +
+           StagesToTable(e.stages, UnitNames(e.units), {}) +
+           "  split balancing model states only (weights-only):\n" +
+           StagesToTable(e.weights_only_stages, UnitNames(e.units), {});
   }
   return out;
 }

@@ -14,6 +14,10 @@ nlohmann::json PlanToJson(const PlanRequest& request, const Plan& plan);
 std::string PlanToTable(const PlanRequest& request, const Plan& plan);
 
 nlohmann::json EstimateToJson(const ModelSpec& spec, const TrainingOptions& options, const MemoryEstimate& e);
+// Per-stage lines of a pipeline split; a stage above its device's capacity (when given) is marked.
+std::string StagesToTable(const std::vector<StagePeak>& stages, const std::vector<std::string>& unit_names,
+                          const std::vector<std::uint64_t>& capacities);
+
 std::string EstimateToTable(const ModelSpec& spec, const TrainingOptions& options, const MemoryEstimate& e);
 
 }  // namespace memcoord::planner

@@ -67,11 +67,33 @@ Result<std::vector<DeviceSpec>> ParseDevices(const nlohmann::json& root) {
   return devices;
 }
 
+// The head, generation length and parallelism fields; the estimator checks them against the model.
+Status ParseRunShape(const nlohmann::json& m, const std::string& where, ModelRequest& r) {
+  MEMCOORD_ASSIGN_OR_RETURN(std::string head,
+                            ReadString(m, where, "head", std::string("default"), OutputHeadNames()));
+  r.options.head = *ParseOutputHead(head);
+  MEMCOORD_ASSIGN_OR_RETURN(r.options.new_tokens, ReadInt(m, where, "new_tokens", 0, 0, 1 << 24));
+  Parallelism& p = r.options.parallel;
+  MEMCOORD_ASSIGN_OR_RETURN(p.data_ranks, ReadInt(m, where, "data_ranks", 1, 1, kMaxRanks));
+  MEMCOORD_ASSIGN_OR_RETURN(p.tensor_ranks, ReadInt(m, where, "tensor_ranks", 1, 1, kMaxRanks));
+  MEMCOORD_ASSIGN_OR_RETURN(p.micro_batches, ReadInt(m, where, "micro_batches", 1, 1, kMaxRanks));
+  MEMCOORD_ASSIGN_OR_RETURN(std::string sharding,
+                            ReadString(m, where, "sharding", std::string("none"), ShardingNames()));
+  p.sharding = *ParseSharding(sharding);
+  r.pipeline = m.contains("micro_batches");
+  if (r.pipeline && r.split != SplitKind::kLayers) {
+    return InvalidArgument(where + ".micro_batches needs \"split\": \"layers\" (the devices are the pipeline's "
+                           "stages)");
+  }
+  return Status::Ok();
+}
+
 Result<ModelRequest> ParseModel(const nlohmann::json& m, const std::string& where, std::size_t count) {
   if (!m.is_object()) return InvalidArgument(where + " must be an object with \"preset\" or \"spec\"");
   MEMCOORD_RETURN_IF_ERROR(CheckKnownKeys(m, where,
                                           {"name", "preset", "spec", "precision", "mode", "optimizer",
-                                           "batch", "seq", "checkpointing", "split"}));
+                                           "batch", "seq", "checkpointing", "split", "head", "new_tokens",
+                                           "data_ranks", "sharding", "tensor_ranks", "micro_batches"}));
   ModelRequest r;
   const bool has_preset = m.contains("preset");
   const bool has_spec = m.contains("spec");
@@ -114,6 +136,7 @@ Result<ModelRequest> ParseModel(const nlohmann::json& m, const std::string& wher
   if (!training && r.options.batch > 0 && r.options.seq == 0 && r.spec.family != ModelFamily::kResNet50) {
     r.options.seq = DefaultSeq(r.spec);
   }
+  MEMCOORD_RETURN_IF_ERROR(ParseRunShape(m, where, r));
   return r;
 }
 

@@ -3,7 +3,12 @@
 //               or [{"name": "gpu0", "capacity": "80GB", "reserve": "1GiB"}, ...],
 //    "models": [{"name": "lm", "preset": "llama2-7b" | "spec": {...}, "precision": "bf16",
 //                "mode": "training|inference", "optimizer": "adamw", "batch": 8, "seq": 2048,
-//                "checkpointing": "none|full", "split": "layers|whole"}]}
+//                "checkpointing": "none|full", "split": "layers|whole", "head": "causal-lm|masked-lm|...",
+//                "new_tokens": 128, "data_ranks": 8, "sharding": "none|zero1|zero2|zero3|fsdp",
+//                "tensor_ranks": 1, "micro_batches": 8}]}
+// "micro_batches" on a layer-split model makes the devices, in order, the stages of a 1F1B pipeline:
+// stage i holds activations of min(stages - i, micro_batches) micro-batches of `batch` sequences, and the
+// split balances that (pipeline_split.h).
 // Defaults: precision fp32, optimizer adamw, checkpointing none, split layers for a single model and whole
 // otherwise; training batch 1 and seq 1024 (capped by a learned position table); inference batch 0 and seq 0
 // (weights only) unless given. Every error is INVALID_ARGUMENT (NOT_FOUND for an unknown preset) naming the
@@ -36,6 +41,7 @@ struct ModelRequest {
   ModelSpec spec;
   TrainingOptions options;
   SplitKind split = SplitKind::kLayers;
+  bool pipeline = false;  // "micro_batches" given: a 1F1B pipeline over the devices
 };
 
 struct PlanRequest {

@@ -25,11 +25,17 @@ const std::vector<std::string>& OptimizerNames() {
   return names;
 }
 const std::vector<std::string>& RunModeNames() {
-  static const std::vector<std::string> names = {"training", "inference"};
+  static const std::vector<std::string> names = {"training", "inference", "generate"};
   return names;
 }
 const std::vector<std::string>& CheckpointingNames() {
   static const std::vector<std::string> names = {"none", "full"};
+  return names;
+}
+
+const std::vector<std::string>& OutputHeadNames() {
+  static const std::vector<std::string> names = {"default", "causal-lm", "masked-lm", "sequence-classification",
+                                                 "image-classification"};
   return names;
 }
 
@@ -45,8 +51,13 @@ Result<bool> ParseCheckpointing(std::string_view name) {
   return index == 1;
 }
 
+Result<OutputHead> ParseOutputHead(std::string_view name) {
+  return Lookup<OutputHead>("head", name, OutputHeadNames());
+}
+
 std::string_view PrecisionName(Precision p) { return PrecisionNames()[static_cast<std::size_t>(p)]; }
 std::string_view OptimizerName(Optimizer o) { return OptimizerNames()[static_cast<std::size_t>(o)]; }
 std::string_view RunModeName(RunMode m) { return RunModeNames()[static_cast<std::size_t>(m)]; }
+std::string_view OutputHeadName(OutputHead h) { return OutputHeadNames()[static_cast<std::size_t>(h)]; }
 
 }  // namespace memcoord::planner

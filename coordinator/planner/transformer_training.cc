@@ -1,0 +1,213 @@
+// Training estimates of transformers (gpt2, bert, llama, mixtral), whole or as pipeline stages.
+#include <algorithm>
+
+#include "coordinator/planner/estimator_coefficients.h"
+#include "coordinator/planner/estimator_parts.h"
+#include "coordinator/planner/output_head.h"
+#include "coordinator/planner/pipeline_split.h"
+#include "coordinator/planner/transformer_activations.h"
+
+namespace memcoord::planner::internal {
+namespace {
+
+namespace cal = calibration;
+
+// Per-rank parameters of a unit: tensor parallelism splits block matmuls and the vocabulary-wide
+// embedding and head; norms are replicated.
+double RankParams(const ModelUnit& u, double tp) {
+  const double params = static_cast<double>(u.params);
+  switch (u.kind) {
+    case UnitKind::kBlock:
+      return static_cast<double>(u.matmul_params) / tp + params - static_cast<double>(u.matmul_params);
+    case UnitKind::kEmbedding:
+    case UnitKind::kHead:
+      return params / tp;
+    case UnitKind::kNorm:
+      break;
+  }
+  return params;
+}
+
+// What one (micro-)batch of training puts on a rank, before model states.
+struct Terms {
+  Dtypes z;
+  double t = 0;  // tokens per (micro-)batch
+  BlockActivations block;  // one block, all tokens
+  HeadActivations head;    // all tokens
+  double checkpoint_input = 0;
+  double block_backward = 0;
+  double recompute = 0;  // checkpointing: one block's activations, its gradients and backward transient
+  double autocast_cache = 0;
+  double inputs = 0;
+  double largest_block = 0;  // parameters per rank
+};
+
+Terms TermsOf(const ModelSpec& s, const std::vector<ModelUnit>& units, const TrainingOptions& o,
+              OutputHead head) {
+  const double tp = static_cast<double>(o.parallel.tensor_ranks);
+  Terms c;
+  c.z = DtypesFor(o.precision);
+  c.t = static_cast<double>(o.batch) * static_cast<double>(o.seq);
+  const BlockActivations per_token = BlockBytesPerToken(s, o.precision, tp);
+  c.block = {per_token.attention * c.t, per_token.mlp * c.t, per_token.norms * c.t};
+  const HeadActivations h = HeadBytesPerToken(s, head, o.precision, tp);
+  c.head = {h.io * c.t, h.saved * c.t, h.forward_transient * c.t, h.backward_transient * c.t};
+  const double residual = (c.z.amp || c.z.d == 4) ? 4 : 2;
+  c.checkpoint_input = c.t * static_cast<double>(s.hidden) * residual;
+  c.block_backward = c.t * BlockBackwardTransientPerToken(s, o.precision, tp);
+  double layer_matmul = 0;
+  for (const ModelUnit& u : units) {
+    if (u.kind != UnitKind::kBlock) continue;
+    c.largest_block = std::max(c.largest_block, RankParams(u, tp));
+    layer_matmul += static_cast<double>(u.matmul_params) / tp;
+  }
+  c.recompute = c.block.total() + c.largest_block * c.z.wb + c.block_backward;
+  c.autocast_cache = c.z.amp && o.checkpointing ? 2 * layer_matmul : 0;
+  c.inputs = c.t * 8 * 2;  // token ids and labels (int64)
+  return c;
+}
+
+// Bytes unit `u` saves for backward per (micro-)batch; the head also carries its backward transient, the
+// embedding the inputs, so that a stage's sum covers them.
+double UnitActivation(const ModelUnit& u, const Terms& c, const TrainingOptions& o, bool with_transient) {
+  const double tp = static_cast<double>(o.parallel.tensor_ranks);
+  const double copies = c.z.amp ? 2.0 * static_cast<double>(u.matmul_params) / tp : 0.0;
+  switch (u.kind) {
+    case UnitKind::kEmbedding:
+      return c.head.io + c.inputs;
+    case UnitKind::kBlock:
+      return o.checkpointing ? c.checkpoint_input : c.block.total() + copies;
+    case UnitKind::kHead:
+      return c.head.saved + copies + (with_transient ? c.head.backward_transient : 0);
+    case UnitKind::kNorm:
+      break;
+  }
+  return 0;
+}
+
+// Units [first, last] on one rank holding `in_flight` micro-batches.
+struct StageBytes {
+  ModelStates states;
+  double activations = 0;
+  double transient = 0;
+  double forward_backward = 0;
+  double optimizer_step = 0;
+};
+
+StageBytes StageOf(const std::vector<ModelUnit>& units, std::size_t first, std::size_t last,
+                   std::int64_t in_flight, const Terms& c, const TrainingOptions& o) {
+  const double tp = static_cast<double>(o.parallel.tensor_ranks);
+  double params = 0;
+  bool has_head = false;
+  StageBytes b;
+  for (std::size_t i = first; i <= last; ++i) {
+    params += RankParams(units[i], tp);
+    b.activations += UnitActivation(units[i], c, o, false);
+    has_head = has_head || units[i].kind == UnitKind::kHead;
+  }
+  b.activations *= static_cast<double>(in_flight);
+  b.states = ModelStatesPerRank(params, c.largest_block, o.precision, o.optimizer, o.parallel, true);
+  const double forward = (has_head ? c.head.forward_transient : 0) + c.autocast_cache;
+  const double backward = has_head ? c.head.backward_transient : c.block_backward;
+  const double recompute = o.checkpointing ? c.recompute - (has_head ? c.head.saved : 0) : 0;
+  b.transient = std::max({forward, backward, recompute});
+  const ModelStates& m = b.states;
+  const double fixed = m.weights + m.optimizer_state + m.ddp_buckets + cal::kWorkspaceBytes +
+                       RoundingBytes(static_cast<double>(last - first + 1) * 40);
+  const double accumulated = o.parallel.pipelined() ? m.gradients : 0;
+  b.forward_backward = fixed + accumulated + m.gathered + b.activations + b.transient;
+  b.optimizer_step = fixed + m.gradients + m.optimizer_temporaries;
+  return b;
+}
+
+void FillBreakdown(MemoryEstimate& e, const StageBytes& b, const Terms& c, const TrainingOptions& o,
+                   double layers) {
+  MemoryBreakdown& m = e.breakdown;
+  m.parameters_bytes = Bytes(b.states.weights);
+  m.gradients_bytes = Bytes(b.states.gradients);
+  m.optimizer_state_bytes = Bytes(b.states.optimizer_state);
+  m.optimizer_temporaries_bytes = Bytes(b.states.optimizer_temporaries);
+  m.ddp_buckets_bytes = Bytes(b.states.ddp_buckets);
+  m.gathered_params_bytes = Bytes(b.states.gathered);
+  const double blocks = o.checkpointing ? 0 : layers;
+  m.attention_bytes = Bytes(blocks * c.block.attention);
+  m.mlp_bytes = Bytes(blocks * c.block.mlp);
+  m.norms_bytes = Bytes(blocks * c.block.norms);
+  const double logits = c.head.saved;
+  const double other = b.activations - c.inputs - logits - blocks * c.block.total();
+  m.other_activations_bytes = Bytes(other);
+  m.activations_bytes = m.attention_bytes + m.mlp_bytes + m.norms_bytes + m.other_activations_bytes;
+  m.logits_bytes = Bytes(logits);
+  m.transient_bytes = Bytes(b.transient);
+  m.inputs_bytes = Bytes(c.inputs);
+  m.workspace_bytes = cal::kWorkspaceBytes;
+  m.rounding_bytes = Bytes(b.forward_backward - b.states.weights - b.states.optimizer_state -
+                           b.states.ddp_buckets - cal::kWorkspaceBytes - b.states.gathered - b.activations -
+                           b.transient - (o.parallel.pipelined() ? b.states.gradients : 0));
+}
+
+void FillUnits(MemoryEstimate& e, const std::vector<ModelUnit>& units, const Terms& c,
+               const TrainingOptions& o) {
+  const double tp = static_cast<double>(o.parallel.tensor_ranks);
+  for (const ModelUnit& u : units) {
+    const ModelStates m = ModelStatesPerRank(RankParams(u, tp), 0, o.precision, o.optimizer, o.parallel, true);
+    const double act = UnitActivation(u, c, o, true);
+    UnitMemory out{u.name, u.params, 0, u.tied_to};
+    out.states_bytes = Bytes(m.weights + m.gradients + m.optimizer_state);
+    out.temporaries_bytes = Bytes(m.optimizer_temporaries);
+    out.activation_bytes = Bytes(act);
+    out.bytes = Bytes(m.weights + m.optimizer_state + std::max(act, m.gradients + m.optimizer_temporaries));
+    e.units.push_back(std::move(out));
+  }
+}
+
+// A stage's peak (states_only: weights, gradients and optimizer state alone, what a weights-only split
+// balances). Copies what it needs, so the function outlives the estimate.
+StageLoadFunction MakeStageLoad(const std::vector<ModelUnit>& units, const Terms& c, const TrainingOptions& o,
+                                bool states_only) {
+  return [units, c, o, states_only](std::size_t first, std::size_t last, std::size_t stage) {
+    if (states_only) {
+      const StageBytes b = StageOf(units, first, last, 0, c, o);
+      return Bytes(b.states.weights + b.states.gradients + b.states.optimizer_state);
+    }
+    const StageBytes b = StageOf(units, first, last, o.parallel.in_flight(static_cast<std::int64_t>(stage)), c, o);
+    return Bytes(std::max(b.forward_backward, b.optimizer_step));
+  };
+}
+
+}  // namespace
+
+StageLoadFunction TransformerStageLoad(const ModelSpec& s, const TrainingOptions& o, bool states_only) {
+  const std::vector<ModelUnit> units = BuildUnits(s, o.head);
+  return MakeStageLoad(units, TermsOf(s, units, o, *ResolveHead(s.family, o.head)), o, states_only);
+}
+
+MemoryEstimate EstimateTransformerTraining(const ModelSpec& s, const std::vector<ModelUnit>& units,
+                                           const TrainingOptions& o) {
+  MemoryEstimate e;
+  e.head = *ResolveHead(s.family, o.head);
+  e.params = TotalParams(units);
+  const Terms c = TermsOf(s, units, o, e.head);
+  FillUnits(e, units, c, o);
+  const StageBytes whole = StageOf(units, 0, units.size() - 1, 1, c, o);
+  FillBreakdown(e, whole, c, o, static_cast<double>(s.layers));
+  e.forward_backward_bytes = Bytes(whole.forward_backward);
+  e.optimizer_step_bytes = Bytes(whole.optimizer_step);
+  e.total_bytes = std::max(e.forward_backward_bytes, e.optimizer_step_bytes);
+  e.peak_phase = e.forward_backward_bytes >= e.optimizer_step_bytes ? "forward/backward" : "optimizer step";
+  e.per_device_overhead_bytes =
+      Bytes(cal::kWorkspaceBytes + (o.checkpointing ? c.recompute : 0) + c.autocast_cache);
+  if (!o.parallel.pipelined()) return e;
+  const StageLoadFunction load = MakeStageLoad(units, c, o, false);
+  const StageLoadFunction states_only = MakeStageLoad(units, c, o, true);
+  PipelineComparison splits = ComparePipelineSplits(
+      units.size(), static_cast<std::size_t>(o.parallel.pipeline_stages), o.parallel.micro_batches, load, states_only);
+  e.stages = std::move(splits.aware);
+  e.weights_only_stages = std::move(splits.weights_only);
+  e.total_bytes = 0;
+  for (const StagePeak& p : e.stages) e.total_bytes = std::max(e.total_bytes, p.bytes);
+  e.peak_phase = "busiest pipeline stage";
+  return e;
+}
+
+}  // namespace memcoord::planner::internal
