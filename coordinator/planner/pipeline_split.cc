@@ -8,36 +8,38 @@
 namespace memcoord::planner {
 namespace {
 
-// The last unit (exclusive end) stage `stage` may take from `begin` within `limit`, leaving `reserve`
-// units for later stages; begin when not even one unit fits.
-std::size_t LongestRun(std::size_t begin, std::size_t units, std::size_t reserve, std::size_t stage,
-                       std::uint64_t limit, const StageLoadFunction& load) {
-  std::size_t lo = begin;                // known to fit (an empty run)
-  std::size_t hi = units - reserve + 1;  // exclusive upper bound on the end
+// The first unit stage `stage` may take so that it ends at `end` (exclusive) within `limit`, leaving
+// `reserve` units before it for the earlier stages; `end` when not even one unit fits.
+std::size_t LongestRunBack(std::size_t end, std::size_t reserve, std::size_t stage, std::uint64_t limit,
+                           const StageLoadFunction& load) {
+  std::size_t lo = reserve;  // the earliest start allowed
+  if (end <= lo) return end;
+  if (load(lo, end - 1, stage) <= limit) return lo;
+  std::size_t hi = end;  // known to fit (an empty run); invariant: start lo does not fit
   while (hi - lo > 1) {
     const std::size_t mid = lo + (hi - lo) / 2;
-    if (load(begin, mid - 1, stage) <= limit) {
-      lo = mid;
-    } else {
+    if (load(mid, end - 1, stage) <= limit) {
       hi = mid;
+    } else {
+      lo = mid;
     }
   }
-  return lo;
+  return hi;
 }
 
+// Fills the stages from the last one backwards, each taking the longest run that fits: units are cheaper
+// on later stages (fewer micro-batches in flight), so pushing them late never hurts an earlier stage.
 bool Fill(std::size_t units, std::size_t stages, std::uint64_t bottleneck, const StageLoadFunction& load,
           const std::vector<std::uint64_t>& capacities, StageSplit* out) {
-  std::vector<std::size_t> first(stages + 1, 0);
-  std::size_t pos = 0;
-  for (std::size_t j = 0; j < stages; ++j) {
-    first[j] = pos;
+  std::vector<std::size_t> first(stages + 1, units);
+  std::size_t end = units;
+  for (std::size_t j = stages; j-- > 0;) {
     const std::uint64_t limit = capacities.empty() ? bottleneck : std::min(bottleneck, capacities[j]);
-    const std::size_t reserve = stages - 1 - j;
-    std::size_t end = j + 1 == stages ? units : LongestRun(pos, units, reserve, j, limit, load);
-    if (end == pos || (j + 1 == stages && load(pos, units - 1, j) > limit)) return false;
-    pos = end;
+    const std::size_t begin = j == 0 ? 0 : LongestRunBack(end, j, j, limit, load);
+    if (begin == end || load(begin, end - 1, j) > limit) return false;
+    first[j] = begin;
+    end = begin;
   }
-  first[stages] = units;
   if (out != nullptr) {
     out->first = first;
     out->loads.clear();

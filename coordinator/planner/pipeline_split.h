@@ -3,11 +3,14 @@
 // layers weigh more on early stages). The split minimises the busiest stage's load, within each stage's
 // capacity.
 //
-// Method: a bottleneck T is feasible iff the greedy fill (each stage, in order, takes the longest run of the
-// remaining units that keeps its load within min(T, capacity) and leaves one unit for each later stage)
-// places every unit. This is exact when a stage's load never decreases as its range grows (then taking
-// fewer units never helps a later stage). Binary search over integer T finds the optimum. Deterministic:
-// among optimal splits it returns the greedy one. Pure functions; thread-safe if `load` is.
+// Method: a bottleneck T is feasible iff the greedy fill (each stage, from the last backwards, takes the
+// longest run of the remaining units that keeps its load within min(T, capacity) and leaves one unit for
+// each earlier stage) places every unit. This is exact when a stage's load never decreases as its range
+// grows, a range never costs more on a later stage than on an earlier one (1F1B: fewer micro-batches in
+// flight), and the capacities are equal (or none): then a unit pushed later never hurts, and the greedy's
+// frontier stays behind any feasible split's. With unequal capacities it is a heuristic that may miss a fit.
+// Binary search over integer T finds the optimum. Deterministic: among optimal splits it returns the
+// greedy one (later stages filled first). Pure functions; thread-safe if `load` is.
 #pragma once
 
 #include <cstdint>

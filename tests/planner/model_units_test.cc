@@ -21,13 +21,27 @@ TEST(ModelUnitsTest, PresetParameterCountsMatchTheRealModels) {
   EXPECT_EQ(Params("gpt2-medium"), 354'823'168);
   EXPECT_EQ(Params("gpt2-large"), 774'030'080);
   EXPECT_EQ(Params("gpt2-xl"), 1'557'611'200);
-  EXPECT_EQ(Params("bert-base"), 109'482'240);   // bert-base-uncased with its pooler
-  EXPECT_EQ(Params("bert-large"), 335'141'888);  // bert-large-uncased with its pooler
+  EXPECT_EQ(Params("bert-base"), 109'514'298);   // BertForMaskedLM, bert-base-uncased (the default head)
+  EXPECT_EQ(Params("bert-large"), 335'174'458);  // BertForMaskedLM, bert-large-uncased
   EXPECT_EQ(Params("llama2-7b"), 6'738'415'616);
   EXPECT_EQ(Params("llama2-13b"), 13'015'864'320);
   EXPECT_EQ(Params("llama2-70b"), 68'976'648'192);
   EXPECT_EQ(Params("mixtral-8x7b"), 46'702'792'704);
   EXPECT_EQ(Params("resnet50"), 25'557'032);
+}
+
+TEST(ModelUnitsTest, HeadsChangeTheHeadUnit) {
+  const ModelSpec bert = *PresetSpec("bert-base");
+  EXPECT_EQ(TotalParams(bert, OutputHead::kSequenceClassification), 109'483'778);  // pooler + 2 classes
+  EXPECT_EQ(TotalParams(bert, OutputHead::kMaskedLm), TotalParams(bert));
+  const std::vector<ModelUnit> mlm = BuildUnits(bert, OutputHead::kMaskedLm);
+  ASSERT_TRUE(mlm.back().tied_to.has_value());  // the decoder shares the word embeddings
+  EXPECT_EQ(*mlm.back().tied_to, 0u);
+  EXPECT_EQ(mlm.back().params, 768 * 768 + 3 * 768 + 30522);
+  const ModelSpec gpt2 = *PresetSpec("gpt2");
+  EXPECT_EQ(TotalParams(gpt2, OutputHead::kSequenceClassification), 124'439'808 + 2 * 768);
+  const ModelSpec llama = *PresetSpec("llama2-7b");
+  EXPECT_EQ(TotalParams(llama, OutputHead::kSequenceClassification), 6'738'415'616 - 32000 * 4096 + 2 * 4096);
 }
 
 TEST(ModelUnitsTest, Gpt2HeadIsTiedToTheEmbeddingsAndCountedOnce) {

@@ -128,10 +128,10 @@ TEST(PlacementPlannerTest, SeveralWholeModelsArePackedOptimally) {
       {"preset": "gpt2", "precision": "bf16", "mode": "inference"}]})");
   ASSERT_TRUE(plan.feasible) << plan.reason;
   EXPECT_TRUE(plan.exact);
-  // Sizes in parameters: 1557.6M | 774.0M + 354.8M + 335.1M + 124.4M = 1588.4M: the best split isolates
-  // gpt2-xl with gpt2 (1682.0M) ... or leaves it alone (1588.4M on the other side). The optimum is 1588.4M ×
-  // 2 bytes.
-  const std::uint64_t expected = 2ull * (774'030'080 + 354'823'168 + 335'141'888 + 124'439'808);
+  // Sizes in parameters (bert-large with its default masked-LM head): 1557.6M | 774.0M + 354.8M + 335.2M +
+  // 124.4M = 1588.5M: the best split isolates gpt2-xl with gpt2 (1682.0M) ... or leaves it alone (1588.5M on
+  // the other side). The optimum is 1588.5M × 2 bytes.
+  const std::uint64_t expected = 2ull * (774'030'080 + 354'823'168 + 335'174'458 + 124'439'808);
   EXPECT_EQ(plan.max_load_bytes, expected);
   EXPECT_EQ(plan.models[0].ranges.size(), 1u);
 }
@@ -162,7 +162,7 @@ TEST(PlacementPlannerTest, ModelLargerThanAllDevicesSaysWhyAndWhatWouldFit) {
 
 TEST(PlacementPlannerTest, TooLargeBatchSuggestsTheLargestThatFits) {
   Result<PlanRequest> request = ParsePlanRequest(
-      R"({"devices": {"count": 1, "capacity": "24GB"}, "models": [{"preset": "bert-base", "precision": "bf16", "batch": 256, "seq": 512}]})");
+      R"({"devices": {"count": 1, "capacity": "24GB"}, "models": [{"preset": "bert-base", "head": "sequence-classification", "precision": "bf16", "batch": 256, "seq": 512}]})");
   ASSERT_TRUE(request.ok());
   Result<Plan> plan = MakePlan(*request);
   ASSERT_TRUE(plan.ok());

@@ -1,68 +1,132 @@
 #!/usr/bin/env python3
-"""Recomputes the activation scales of ../estimator_coefficients.h from the "fit" rows of measured_h200.json.
+"""Fits the calibrated constants of ../estimator_coefficients.h on the "fit" rows only (fit_h200.jsonl).
 
-For each family and precision: (bytes the forward saved, measured as after_forward - before_forward, minus the
-embedding/final-norm term, the logits and the autocast weight copies) / (the analytic per-block count of
-memory_estimator.cc × blocks × tokens). Also prints resnet50's per-image bytes. Runs anywhere (no torch).
-Usage: python3 fit_scales.py [measured_h200.json]
+Mirrors the analytic counts of ../transformer_activations.cc and ../resnet_estimate.cc (plain Python, no
+torch), and for each constant prints the value the measurements give:
+  - transformer activation scales per family and precision (fp32, bf16, amp): the bytes the forward saved
+    (after_forward - before_forward on the last step), minus the embedding/final-norm term, the head's saved
+    loss tensors and the autocast weight copies, over the analytic per-block count × blocks × tokens;
+  - resnet50: bytes saved per image by precision, the checkpointed share and the recompute factor;
+  - generate: the prefill transient in feed-forward units, from the generate rows.
+Usage: python3 fit_scales.py [fit_h200.jsonl]
 """
 import json
 import sys
+from collections import defaultdict
 
-# family, blocks, hidden, ffn, kv width, vocab (the same geometries the script measured)
-GEOMETRY = {
-    "gpt2": ("gpt2", 12, 768, 3072, 768, 50257),
-    "gpt2-medium": ("gpt2", 24, 1024, 4096, 1024, 50257),
-    "bert-base": ("bert", 12, 768, 3072, 768, 30522),
-    "llama-small": ("llama", 8, 2048, 5504, 2048, 32000),
-    "llama-gqa": ("llama", 6, 2048, 5504, 512, 32000),
-}
+RESNET_ALL, RESNET_CKPT, RESNET_LARGEST = 21324800, 7727104, 3211264
+RESNET_PARAMS = 25557032
 
 
-def matmul_params(fam, L, h, f, kv, V):
-    """Parameters cast to 16 bits under autocast: inside blocks, and outside them (head or pooler)."""
-    if fam in ("gpt2", "bert"):
-        inside = L * (2 * h * h + 2 * h * kv + 2 * h * f + 2 * h + 2 * kv + f)
-        return inside, (V * h if fam == "gpt2" else h * h + h)
-    return L * (2 * h * h + 2 * h * kv + 3 * h * f), V * h
+def load(path):
+    specs, rows = {}, []
+    for line in open(path):
+        j = json.loads(line)
+        if "meta" in j:
+            specs = j["specs"]
+        elif "error" not in j:
+            rows.append(j)
+    return specs, rows
 
 
-def block_coefficient(fam, precision, h, f, kv):
-    """memory_estimator.cc BlockCoefficient: analytic bytes saved per token by one block."""
-    d = 4 if precision == "fp32" else 2
-    amp = precision.startswith("amp")
+def dtypes(precision):
+    """(activation bytes d, weight bytes wb, amp)"""
+    return {"fp32": (4, 4, False), "bf16": (2, 2, False)}.get(precision, (2, 4, True))
+
+
+def geometry(s):
+    h, L = s["hidden"], s["layers"]
+    kv = h // s["heads"] * s.get("kv_heads", s["heads"])
+    k = s.get("experts_per_token", 1)
+    return h, L, kv, s["ffn"] * k, s["vocab"], k, s.get("experts", 1)
+
+
+def block_count(s, precision):
+    """transformer_activations.cc Analytic(): bytes one block saves per token, unscaled."""
+    d, _, amp = dtypes(precision)
+    h, _, kv, f, _, k, experts = geometry(s)
     amp_residual = 4 * h if amp else 0
-    if fam == "gpt2":
-        return (7 * d + 2) * h + 2 * d * kv + 5 * f * d + amp_residual
-    if fam == "bert":
-        return (7 * d + 2) * h + 2 * d * kv + 2 * f * d + amp_residual
+    if s["family"] in ("gpt2", "bert"):
+        mlp = (5 if s["family"] == "gpt2" else 2) * f * d
+        return (5 * d + 2) * h + 2 * d * kv + 2 * d * h + amp_residual + mlp
     norms = (24 if d == 4 else 16) * h + amp_residual
-    return norms + 3 * d * h + 2 * d * kv + 4 * d * f
+    mlp = 4 * d * f + (2 * k * d * h + 4 * experts + 8 * k if s["family"] == "mixtral" else 0)
+    return 3 * d * h + 2 * d * kv + norms + mlp
+
+
+def head_saved(s, head, precision):
+    d, _, amp = dtypes(precision)
+    h, V = s["hidden"], s["vocab"]
+    if head == "causal-lm":
+        return 4 * V
+    if head == "masked-lm":
+        return 4 * d * h + (4 if amp else d) * V
+    return 0
+
+
+def matmul_params(s, head):
+    """Parameters cast to 16 bits under autocast: block matmuls and the head's."""
+    h, L, kv, f, V, k, experts = geometry(s)
+    if s["family"] in ("gpt2", "bert"):
+        block = 2 * h * h + 2 * h * kv + 2 * h * s["ffn"] + 2 * h + 2 * kv + s["ffn"] + h
+    else:
+        block = 2 * h * h + 2 * h * kv + experts * 3 * h * s["ffn"] + (h * experts if s["family"] == "mixtral" else 0)
+    if head == "sequence-classification":
+        out = h * h + 3 * h + 2 if s["family"] == "bert" else 2 * h
+    elif head == "masked-lm":
+        out = h * h + h + V * h
+    else:
+        out = V * h
+    return L * block + out
+
+
+def transformer_scales(specs, rows):
+    sums = defaultdict(lambda: [0.0, 0.0])
+    for r in rows:
+        if r["model"] == "resnet50" or r["mode"] != "training" or r["checkpointing"] != "none":
+            continue
+        s = specs[r["model"]]
+        d, _, amp = dtypes(r["precision"])
+        T = r["batch"] * r["seq"]
+        saved = r["after_forward_bytes"] - r["before_forward_bytes"]
+        saved -= (2 * d + 1) * s["hidden"] * T
+        saved -= head_saved(s, r["head"], r["precision"]) * T
+        saved -= 2 * matmul_params(s, r["head"]) if amp else 0
+        key = (s["family"], "amp" if amp else r["precision"])
+        sums[key][0] += saved
+        sums[key][1] += s["layers"] * T * block_count(s, r["precision"])
+        print(f"  {r['model']:14s} {r['precision']:9s} {r['head']:24s} b{r['batch']} s{r['seq']}: "
+              f"scale {saved / (s['layers'] * T * block_count(s, r['precision'])):.3f}")
+    for (fam, prec), (num, den) in sorted(sums.items()):
+        print(f"{fam:8s} {prec:5s} scale {num / den:.3f}")
+
+
+def resnet(rows):
+    per_image = {}
+    for r in rows:
+        if r["model"] != "resnet50" or r["mode"] != "training" or r["checkpointing"] != "none":
+            continue
+        amp = r["precision"].startswith("amp")
+        saved = r["after_forward_bytes"] - r["before_forward_bytes"] - (2 * RESNET_PARAMS if amp else 0)
+        per_image[r["precision"]] = saved / r["batch"]
+        print(f"resnet50 {r['precision']}: {saved / r['batch']:.0f} bytes saved per image")
+    for r in rows:
+        if r["model"] == "resnet50" and r["mode"] == "training" and r["checkpointing"] == "full":
+            base = per_image[r["precision"]]
+            saved = (r["after_forward_bytes"] - r["before_forward_bytes"]) / r["batch"]
+            print(f"resnet50 checkpoint scale {saved / (base * RESNET_CKPT / RESNET_ALL):.3f}")
+            extra = (r["after_backward_peak_bytes"] - r["before_forward_bytes"]) / r["batch"] - saved
+            print(f"resnet50 recompute factor {extra / (base * RESNET_LARGEST / RESNET_ALL):.3f}")
+        if r["model"] == "resnet50" and r["mode"] == "inference":
+            live = (r["peak_bytes"] - r["workspace_bytes"] - r["weights_bytes"] - r["inputs_bytes"]) / r["batch"]
+            print(f"resnet50 inference {r['precision']}: {live:.0f} live bytes per image")
 
 
 def main():
-    data = json.load(open(sys.argv[1] if len(sys.argv) > 1 else "measured_h200.json"))
-    sums = {}
-    for r in data["rows"]:
-        if r.get("role") != "fit" or r["mode"] != "training" or r["checkpointing"] != "none":
-            continue
-        saved = r["after_forward_bytes"] - r["before_forward_bytes"]
-        if r["model"] == "resnet50":
-            print(f"resnet50 {r['precision']}: {saved / r['batch']:.0f} bytes saved per image")
-            continue
-        fam, L, h, f, kv, V = GEOMETRY[r["model"]]
-        precision = r["precision"]
-        d = 4 if precision == "fp32" else 2
-        T = r["batch"] * r["seq"]
-        inside, outside = matmul_params(fam, L, h, f, kv, V)
-        saved -= (2 * d + 1) * h * T  # embedding dropout mask and output, final norm in/out
-        saved -= T * V * (d + 4) if fam != "bert" else 0  # logits and fp32 log-softmax
-        saved -= 2 * (inside + outside) if precision.startswith("amp") else 0
-        key = (fam, "amp" if precision.startswith("amp") else precision)
-        num, den = sums.get(key, (0, 0))
-        sums[key] = (num + saved, den + L * T * block_coefficient(fam, precision, h, f, kv))
-    for (fam, precision), (num, den) in sorted(sums.items()):
-        print(f"{fam:6s} {precision:5s} scale {num / den:.3f}")
+    specs, rows = load(sys.argv[1] if len(sys.argv) > 1 else "fit_h200.jsonl")
+    print("transformer activation scales (per row, then per family and precision):")
+    transformer_scales(specs, rows)
+    resnet(rows)
 
 
 if __name__ == "__main__":
