@@ -7,9 +7,9 @@
 // with --explain every term by kind and the assumptions behind it. The head assumed is always printed.
 // Exit codes: 0 ok, 2 bad usage or input (the message names the option and what is accepted).
 #include <charconv>
-#include <optional>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "cli/command.h"
@@ -71,7 +71,8 @@ std::string AsFlag(std::string message) {
 }
 
 // An optional whole-number option into `value`; an error message naming it otherwise.
-std::optional<std::string> ReadCount(const std::string& option, const std::string& text, std::int64_t& value) {
+std::optional<std::string> ReadCount(const std::string& option, const std::string& text,
+                                     std::int64_t& value) {
   if (text.empty()) return std::nullopt;
   Result<std::int64_t> parsed = ParseCount(option, text);
   if (!parsed.ok()) return parsed.status().message();
@@ -90,7 +91,8 @@ std::optional<std::string> ReadRunShape(const EstimateArgs& args, TrainingOption
   if (auto e = ReadCount("--new-tokens", args.new_tokens, options.new_tokens)) return e;
   if (auto e = ReadCount("--data-ranks", args.data_ranks, options.parallel.data_ranks)) return e;
   if (auto e = ReadCount("--tensor-ranks", args.tensor_ranks, options.parallel.tensor_ranks)) return e;
-  if (auto e = ReadCount("--pipeline-stages", args.pipeline_stages, options.parallel.pipeline_stages)) return e;
+  if (auto e = ReadCount("--pipeline-stages", args.pipeline_stages, options.parallel.pipeline_stages))
+    return e;
   if (auto e = ReadCount("--micro-batches", args.micro_batches, options.parallel.micro_batches)) return e;
   return std::nullopt;
 }
@@ -160,11 +162,13 @@ Subcommand AddEstimateCommand(CLI::App& root) {
   app->add_option("--head", args->head,
                   "default | causal-lm | masked-lm | sequence-classification | image-classification "
                   "(default: the family's pretraining head)");
-  app->add_option("--data-ranks", args->data_ranks, "Data-parallel ranks (DDP, or what --sharding shards over)");
+  app->add_option("--data-ranks", args->data_ranks,
+                  "Data-parallel ranks (DDP, or what --sharding shards over)");
   app->add_option("--sharding", args->sharding, "none | zero1 | zero2 | zero3 | fsdp (default none)");
   app->add_option("--tensor-ranks", args->tensor_ranks, "Tensor-parallel ranks (default 1)");
   app->add_option("--pipeline-stages", args->pipeline_stages, "1F1B pipeline stages (default 1)");
-  app->add_option("--micro-batches", args->micro_batches, "Micro-batches of --batch each per step (pipelines)");
+  app->add_option("--micro-batches", args->micro_batches,
+                  "Micro-batches of --batch each per step (pipelines)");
   app->add_flag("--json", args->json, "Machine-readable JSON (bytes as integers)");
   app->add_flag("--explain", args->explain, "Every term by kind and the assumptions behind the estimate");
   return {app, [args] { return RunEstimate(*args); }};

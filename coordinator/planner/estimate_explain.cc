@@ -78,8 +78,9 @@ std::vector<std::string> EstimateAssumptions(const ModelSpec& spec, const Traini
                       : "checkpointing: Hugging Face gradient_checkpointing_enable(use_reentrant=False), "
                         "one checkpoint per block");
   }
-  out.push_back("activation sizes: analytic counts × scales fitted on H200 measurements (torch 2.11, "
-                "transformers 5.17; calibration/README.md)");
+  out.push_back(
+      "activation sizes: analytic counts × scales fitted on H200 measurements (torch 2.11, "
+      "transformers 5.17; calibration/README.md)");
   for (std::string& s : ParallelAssumptions(o)) out.push_back(std::move(s));
   return out;
 }
@@ -90,11 +91,13 @@ std::string ExplainEstimate(const ModelSpec&, const TrainingOptions& o, const Me
   const bool training = o.mode == RunMode::kTraining;
   out += Row("weights", b.parameters_bytes, "every phase");
   if (training) {
-    out += Row("gradients", b.gradients_bytes, e.stages.empty() ? "optimizer step" : "every phase (accumulated)");
+    out += Row("gradients", b.gradients_bytes,
+               e.stages.empty() ? "optimizer step" : "every phase (accumulated)");
     out += Row("optimizer state", b.optimizer_state_bytes, "every phase");
     out += Row("optimizer temporaries", b.optimizer_temporaries_bytes, "optimizer step");
     if (b.ddp_buckets_bytes > 0) out += Row("DDP gradient buckets", b.ddp_buckets_bytes, "every phase");
-    if (b.gathered_params_bytes > 0) out += Row("gathered parameters", b.gathered_params_bytes, "forward/backward");
+    if (b.gathered_params_bytes > 0)
+      out += Row("gathered parameters", b.gathered_params_bytes, "forward/backward");
     out += Row("activations: attention", b.attention_bytes, "forward/backward");
     out += Row("activations: MLP", b.mlp_bytes, "forward/backward");
     out += Row("activations: norms", b.norms_bytes, "forward/backward");
@@ -102,7 +105,8 @@ std::string ExplainEstimate(const ModelSpec&, const TrainingOptions& o, const Me
                "embedding output, checkpointed block inputs, autocast weight copies");
     out += Row("logits and loss", b.logits_bytes, "forward/backward (the fp32 log-softmax of the loss)");
   } else {
-    out += Row("KV cache", b.kv_cache_bytes, o.mode == RunMode::kGenerate ? "prompt + new tokens" : "returned");
+    out +=
+        Row("KV cache", b.kv_cache_bytes, o.mode == RunMode::kGenerate ? "prompt + new tokens" : "returned");
     out += Row("logits", b.logits_bytes, o.mode == RunMode::kGenerate ? "one step, last token" : "output");
   }
   out += Row("transient", b.transient_bytes, "largest short-lived buffer at the peak phase");

@@ -91,7 +91,7 @@ struct MemoryEstimate {
   std::uint64_t per_device_overhead_bytes = 0;
   std::vector<StagePeak> stages;               // pipeline_stages > 1: the 1F1B-aware split
   std::vector<StagePeak> weights_only_stages;  // the split balancing model states alone, for comparison
-  std::vector<std::string> assumptions;  // what the figures assume, for --explain
+  std::vector<std::string> assumptions;        // what the figures assume, for --explain
 };
 
 // REQUIRES: spec came from PresetSpec or ParseModelSpec. INVALID_ARGUMENT naming the field when the options

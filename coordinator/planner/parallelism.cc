@@ -57,8 +57,8 @@ Status CheckParallelism(const Parallelism& p, std::int64_t layers, std::int64_t 
   }
   if (p.pipeline_stages > layers && heads > 0) {
     return InvalidArgument(where + "pipeline_stages " + std::to_string(p.pipeline_stages) +
-                           " exceeds the model's " + std::to_string(layers) +
-                           " layers; accepted: 1.." + std::to_string(layers));
+                           " exceeds the model's " + std::to_string(layers) + " layers; accepted: 1.." +
+                           std::to_string(layers));
   }
   if (p.micro_batches > 1 && !p.pipelined()) {
     return InvalidArgument(where + "micro_batches " + std::to_string(p.micro_batches) +

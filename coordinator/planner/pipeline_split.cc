@@ -49,16 +49,15 @@ bool Fill(std::size_t units, std::size_t stages, std::uint64_t bottleneck, const
   return true;
 }
 
-std::vector<StagePeak> Peaks(const StageSplit& split, std::int64_t micro_batches, const StageLoadFunction& load,
-                             const StageLoadFunction& states_only) {
+std::vector<StagePeak> Peaks(const StageSplit& split, std::int64_t micro_batches,
+                             const StageLoadFunction& load, const StageLoadFunction& states_only) {
   std::vector<StagePeak> out;
   const std::size_t stages = split.first.size() - 1;
   for (std::size_t j = 0; j < stages; ++j) {
     StagePeak p;
     p.first_unit = split.first[j];
     p.last_unit = split.first[j + 1] - 1;
-    p.in_flight = std::max<std::int64_t>(
-        1, std::min(static_cast<std::int64_t>(stages - j), micro_batches));
+    p.in_flight = std::max<std::int64_t>(1, std::min(static_cast<std::int64_t>(stages - j), micro_batches));
     p.bytes = load(p.first_unit, p.last_unit, j);
     p.states_only_bytes = states_only(p.first_unit, p.last_unit, j);
     out.push_back(p);
@@ -71,8 +70,9 @@ std::vector<StagePeak> Peaks(const StageSplit& split, std::int64_t micro_batches
 Result<StageSplit> SplitStages(std::size_t units, std::size_t stages, const StageLoadFunction& load,
                                const std::vector<std::uint64_t>& capacities) {
   if (stages == 0 || units < stages) {
-    return InvalidArgument("pipeline_stages " + std::to_string(stages) + " needs at least that many units, got " +
-                           std::to_string(units) + "; accepted: 1.." + std::to_string(units));
+    return InvalidArgument("pipeline_stages " + std::to_string(stages) +
+                           " needs at least that many units, got " + std::to_string(units) +
+                           "; accepted: 1.." + std::to_string(units));
   }
   std::uint64_t hi = 0;
   for (std::size_t j = 0; j < stages; ++j) hi = std::max(hi, load(0, units - 1, j));
@@ -95,7 +95,8 @@ Result<StageSplit> SplitStages(std::size_t units, std::size_t stages, const Stag
 }
 
 PipelineComparison ComparePipelineSplits(std::size_t units, std::size_t stages, std::int64_t micro_batches,
-                                         const StageLoadFunction& load, const StageLoadFunction& states_only) {
+                                         const StageLoadFunction& load,
+                                         const StageLoadFunction& states_only) {
   PipelineComparison c;
   const Result<StageSplit> aware = SplitStages(units, stages, load);
   const Result<StageSplit> naive = SplitStages(units, stages, states_only);

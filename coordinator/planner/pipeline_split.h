@@ -24,7 +24,8 @@ namespace memcoord::planner {
 
 // Bytes of units [first, last] (inclusive) as stage `stage` (0-based). REQUIRES: non-decreasing as the
 // range grows, for every stage.
-using StageLoadFunction = std::function<std::uint64_t(std::size_t first, std::size_t last, std::size_t stage)>;
+using StageLoadFunction =
+    std::function<std::uint64_t(std::size_t first, std::size_t last, std::size_t stage)>;
 
 struct StageSplit {
   std::vector<std::size_t> first;  // size stages + 1; first[stages] == units

@@ -184,13 +184,16 @@ std::optional<std::string> SplitPipeline(const PlacementInput& in, std::size_t i
   const MemoryEstimate& e = in.estimates[i];
   const TrainingOptions o = PlannedOptions(m, in.usable.size());
   Result<StageLoadFunction> load = PipelineStageLoad(m.spec, o, false);
-  if (!load.ok()) return "models[" + std::to_string(i) + "] (" + Describe(m) + "): " + load.status().message();
+  if (!load.ok())
+    return "models[" + std::to_string(i) + "] (" + Describe(m) + "): " + load.status().message();
   std::vector<std::uint64_t> caps(in.usable.size());
-  for (std::size_t j = 0; j < caps.size(); ++j) caps[j] = in.usable[j] > state.loads[j] ? in.usable[j] - state.loads[j] : 0;
+  for (std::size_t j = 0; j < caps.size(); ++j)
+    caps[j] = in.usable[j] > state.loads[j] ? in.usable[j] - state.loads[j] : 0;
   Result<StageSplit> split = SplitStages(e.units.size(), caps.size(), *load, caps);
   if (!split.ok()) {
     std::string why = "models[" + std::to_string(i) + "] (" + Describe(m) + "): " + split.status().message();
-    if (!e.weights_only_stages.empty()) why += "; the busiest stage needs at least " + FormatBytes(e.total_bytes);
+    if (!e.weights_only_stages.empty())
+      why += "; the busiest stage needs at least " + FormatBytes(e.total_bytes);
     return why;
   }
   lower_bound = e.total_bytes;
@@ -206,8 +209,8 @@ std::optional<std::string> SplitPipeline(const PlacementInput& in, std::size_t i
     for (std::size_t u = r.first_unit; u <= r.last_unit; ++u) r.units.push_back(e.units[u].name);
     r.bytes = split->loads[j];
     state.loads[j] += r.bytes;
-    placed.stages.push_back({r.first_unit, r.last_unit, o.parallel.in_flight(static_cast<std::int64_t>(j)), r.bytes,
-                             states_only(r.first_unit, r.last_unit, j)});
+    placed.stages.push_back({r.first_unit, r.last_unit, o.parallel.in_flight(static_cast<std::int64_t>(j)),
+                             r.bytes, states_only(r.first_unit, r.last_unit, j)});
     placed.ranges.push_back(std::move(r));
   }
   return std::nullopt;

@@ -57,10 +57,11 @@ std::string StagesToTable(const std::vector<StagePeak>& stages, const std::vecto
   for (std::size_t j = 0; j < stages.size(); ++j) {
     const StagePeak& p = stages[j];
     const std::uint64_t capacity = j < capacities.size() ? capacities[j] : 0;
-    out += "    stage " + std::to_string(j) + ": " + Pad(units[p.first_unit] + " .. " + units[p.last_unit], 24) +
+    out += "    stage " + std::to_string(j) + ": " +
+           Pad(units[p.first_unit] + " .. " + units[p.last_unit], 24) +
            Pad("(" + std::to_string(p.last_unit - p.first_unit + 1) + " units)", 12) + "peak " +
-           Pad(FormatBytes(p.bytes), 11) + "with " + std::to_string(p.in_flight) + " micro-batches; states only " +
-           FormatBytes(p.states_only_bytes) +
+           Pad(FormatBytes(p.bytes), 11) + "with " + std::to_string(p.in_flight) +
+           " micro-batches; states only " + FormatBytes(p.states_only_bytes) +
            (capacity > 0 && p.bytes > capacity ? "  EXCEEDS " + FormatBytes(capacity) : "") + "\n";
   }
   return out;
@@ -229,9 +230,10 @@ std::string EstimateToTable(const ModelSpec& spec, const TrainingOptions& o, con
   out += ", batch " + std::to_string(o.batch);
   if (spec.family != ModelFamily::kResNet50) out += ", seq " + std::to_string(o.seq);
   if (o.mode == RunMode::kGenerate) out += " + " + std::to_string(o.new_tokens) + " new tokens";
-  out += "\n  head: " + std::string(OutputHeadName(e.head)) +
-         (o.head == OutputHead::kDefault ? " (assumed: the family's pretraining head; --head to change)" : "") +
-         "\n";
+  out +=
+      "\n  head: " + std::string(OutputHeadName(e.head)) +
+      (o.head == OutputHead::kDefault ? " (assumed: the family's pretraining head; --head to change)" : "") +
+      "\n";
   const auto row = [&](const std::string& name, std::uint64_t v) {
     out += "  " + Pad(name, 24) + Pad(FormatBytes(v), 12) + FormatBytesBinary(v) + "\n";
   };

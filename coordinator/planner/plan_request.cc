@@ -82,7 +82,8 @@ Status ParseRunShape(const nlohmann::json& m, const std::string& where, ModelReq
   p.sharding = *ParseSharding(sharding);
   r.pipeline = m.contains("micro_batches");
   if (r.pipeline && r.split != SplitKind::kLayers) {
-    return InvalidArgument(where + ".micro_batches needs \"split\": \"layers\" (the devices are the pipeline's "
+    return InvalidArgument(where +
+                           ".micro_batches needs \"split\": \"layers\" (the devices are the pipeline's "
                            "stages)");
   }
   return Status::Ok();
@@ -90,10 +91,10 @@ Status ParseRunShape(const nlohmann::json& m, const std::string& where, ModelReq
 
 Result<ModelRequest> ParseModel(const nlohmann::json& m, const std::string& where, std::size_t count) {
   if (!m.is_object()) return InvalidArgument(where + " must be an object with \"preset\" or \"spec\"");
-  MEMCOORD_RETURN_IF_ERROR(CheckKnownKeys(m, where,
-                                          {"name", "preset", "spec", "precision", "mode", "optimizer",
-                                           "batch", "seq", "checkpointing", "split", "head", "new_tokens",
-                                           "data_ranks", "sharding", "tensor_ranks", "micro_batches"}));
+  MEMCOORD_RETURN_IF_ERROR(CheckKnownKeys(
+      m, where,
+      {"name", "preset", "spec", "precision", "mode", "optimizer", "batch", "seq", "checkpointing", "split",
+       "head", "new_tokens", "data_ranks", "sharding", "tensor_ranks", "micro_batches"}));
   ModelRequest r;
   const bool has_preset = m.contains("preset");
   const bool has_spec = m.contains("spec");

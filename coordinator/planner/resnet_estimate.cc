@@ -40,7 +40,8 @@ MemoryEstimate Inference(const std::vector<ModelUnit>& units, const TrainingOpti
   e.forward_backward_bytes = e.breakdown.parameters_bytes + Bytes(live + input) + e.breakdown.workspace_bytes;
   e.total_bytes = e.forward_backward_bytes;
   e.peak_phase = o.batch > 0 ? "forward" : "weights";
-  for (std::size_t i = 0; i < e.units.size(); ++i) e.units[i].bytes += Bytes(live * cal::kResNetActivationShare[i]);
+  for (std::size_t i = 0; i < e.units.size(); ++i)
+    e.units[i].bytes += Bytes(live * cal::kResNetActivationShare[i]);
   e.units[0].bytes += Bytes(input);
   e.per_device_overhead_bytes = e.breakdown.workspace_bytes;
   return e;
@@ -64,14 +65,16 @@ void Activations(const TrainingOptions& o, double p, Dtypes z, double* saved, do
     return;
   }
   *saved = b * per_image * kCheckpointSavedElements / kAllSavedElements * cal::kResNetCheckpointScale;
-  *transient = b * per_image * kLargestBlockElements / kAllSavedElements * cal::kResNetRecomputeFactor + copies;
+  *transient =
+      b * per_image * kLargestBlockElements / kAllSavedElements * cal::kResNetRecomputeFactor + copies;
 }
 
 }  // namespace
 
 MemoryEstimate EstimateResNet(const std::vector<ModelUnit>& units, const TrainingOptions& o) {
   const Dtypes z = DtypesFor(o.precision);
-  const double input = static_cast<double>(o.batch) * 3 * 224 * 224 * (o.precision == Precision::kBf16 ? 2 : 4);
+  const double input =
+      static_cast<double>(o.batch) * 3 * 224 * 224 * (o.precision == Precision::kBf16 ? 2 : 4);
   if (o.mode != RunMode::kTraining) return Inference(units, o, z, input);
   const double p = static_cast<double>(TotalParams(units));
   const ModelStates s = ModelStatesPerRank(p, p, o.precision, o.optimizer, o.parallel, true);
@@ -104,7 +107,8 @@ MemoryEstimate EstimateResNet(const std::vector<ModelUnit>& units, const Trainin
     e.units[i].states_bytes = Bytes(us.weights + us.gradients + us.optimizer_state);
     e.units[i].temporaries_bytes = Bytes(us.optimizer_temporaries);
     e.units[i].activation_bytes = Bytes(act);
-    e.units[i].bytes = Bytes(us.weights + us.optimizer_state + std::max(act, us.gradients + us.optimizer_temporaries));
+    e.units[i].bytes =
+        Bytes(us.weights + us.optimizer_state + std::max(act, us.gradients + us.optimizer_temporaries));
   }
   e.units[0].bytes += Bytes(input);
   e.per_device_overhead_bytes = Bytes(cal::kWorkspaceBytes + transient);

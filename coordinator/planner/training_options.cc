@@ -34,8 +34,8 @@ const std::vector<std::string>& CheckpointingNames() {
 }
 
 const std::vector<std::string>& OutputHeadNames() {
-  static const std::vector<std::string> names = {"default", "causal-lm", "masked-lm", "sequence-classification",
-                                                 "image-classification"};
+  static const std::vector<std::string> names = {"default", "causal-lm", "masked-lm",
+                                                 "sequence-classification", "image-classification"};
   return names;
 }
 

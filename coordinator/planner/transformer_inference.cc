@@ -59,7 +59,8 @@ MemoryEstimate Start(const std::vector<ModelUnit>& units, const TrainingOptions&
   return e;
 }
 
-void Finish(MemoryEstimate& e, const std::vector<ModelUnit>& units, const InferenceDims& d, double transient) {
+void Finish(MemoryEstimate& e, const std::vector<ModelUnit>& units, const InferenceDims& d,
+            double transient) {
   MemoryBreakdown& m = e.breakdown;
   m.transient_bytes = Bytes(transient);
   m.workspace_bytes = cal::kWorkspaceBytes;
@@ -68,7 +69,8 @@ void Finish(MemoryEstimate& e, const std::vector<ModelUnit>& units, const Infere
                              m.inputs_bytes + m.workspace_bytes + m.rounding_bytes;
   e.total_bytes = e.forward_backward_bytes;
   for (std::size_t i = 0; i < units.size(); ++i) {
-    if (units[i].kind == UnitKind::kBlock) e.units[i].bytes += Bytes(static_cast<double>(m.kv_cache_bytes) / d.layers);
+    if (units[i].kind == UnitKind::kBlock)
+      e.units[i].bytes += Bytes(static_cast<double>(m.kv_cache_bytes) / d.layers);
     if (units[i].kind == UnitKind::kHead) e.units[i].bytes += m.logits_bytes;
     e.units[i].activation_bytes = e.units[i].bytes - e.units[i].states_bytes;
   }
@@ -123,7 +125,8 @@ MemoryEstimate EstimateTransformerInference(const ModelSpec& s, const std::vecto
   } else {
     OneForward(e, d);
     const double t = d.b * d.prompt;
-    transient = std::max(t * d.h * d.z.d, FeedForwardTransient(d, t) - static_cast<double>(e.breakdown.logits_bytes));
+    transient =
+        std::max(t * d.h * d.z.d, FeedForwardTransient(d, t) - static_cast<double>(e.breakdown.logits_bytes));
   }
   Finish(e, units, d, transient);
   return e;

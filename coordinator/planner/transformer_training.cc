@@ -31,7 +31,7 @@ double RankParams(const ModelUnit& u, double tp) {
 // What one (micro-)batch of training puts on a rank, before model states.
 struct Terms {
   Dtypes z;
-  double t = 0;  // tokens per (micro-)batch
+  double t = 0;            // tokens per (micro-)batch
   BlockActivations block;  // one block, all tokens
   HeadActivations head;    // all tokens
   double checkpoint_input = 0;
@@ -150,7 +150,8 @@ void FillUnits(MemoryEstimate& e, const std::vector<ModelUnit>& units, const Ter
                const TrainingOptions& o) {
   const double tp = static_cast<double>(o.parallel.tensor_ranks);
   for (const ModelUnit& u : units) {
-    const ModelStates m = ModelStatesPerRank(RankParams(u, tp), 0, o.precision, o.optimizer, o.parallel, true);
+    const ModelStates m =
+        ModelStatesPerRank(RankParams(u, tp), 0, o.precision, o.optimizer, o.parallel, true);
     const double act = UnitActivation(u, c, o, true);
     UnitMemory out{u.name, u.params, 0, u.tied_to};
     out.states_bytes = Bytes(m.weights + m.gradients + m.optimizer_state);
@@ -170,7 +171,8 @@ StageLoadFunction MakeStageLoad(const std::vector<ModelUnit>& units, const Terms
       const StageBytes b = StageOf(units, first, last, 0, c, o);
       return Bytes(b.states.weights + b.states.gradients + b.states.optimizer_state);
     }
-    const StageBytes b = StageOf(units, first, last, o.parallel.in_flight(static_cast<std::int64_t>(stage)), c, o);
+    const StageBytes b =
+        StageOf(units, first, last, o.parallel.in_flight(static_cast<std::int64_t>(stage)), c, o);
     return Bytes(std::max(b.forward_backward, b.optimizer_step));
   };
 }
@@ -200,8 +202,9 @@ MemoryEstimate EstimateTransformerTraining(const ModelSpec& s, const std::vector
   if (!o.parallel.pipelined()) return e;
   const StageLoadFunction load = MakeStageLoad(units, c, o, false);
   const StageLoadFunction states_only = MakeStageLoad(units, c, o, true);
-  PipelineComparison splits = ComparePipelineSplits(
-      units.size(), static_cast<std::size_t>(o.parallel.pipeline_stages), o.parallel.micro_batches, load, states_only);
+  PipelineComparison splits =
+      ComparePipelineSplits(units.size(), static_cast<std::size_t>(o.parallel.pipeline_stages),
+                            o.parallel.micro_batches, load, states_only);
   e.stages = std::move(splits.aware);
   e.weights_only_stages = std::move(splits.weights_only);
   e.total_bytes = 0;

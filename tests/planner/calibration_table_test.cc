@@ -72,9 +72,9 @@ std::vector<double> Errors(const Measured& m, const char* set) {
     const double error = (static_cast<double>(e->total_bytes) - measured) / measured;
     errors.push_back(error);
     std::printf("| %s | %s | %s | %s | %s | %lld | %lld%s | %s | %s | %.3f | %.3f | %+.1f%% |\n", set,
-                model.c_str(), row["head"].get<std::string>().c_str(), row["precision"].get<std::string>().c_str(),
-                row["optimizer"].get<std::string>().c_str(), row["batch"].get<long long>(),
-                row["seq"].get<long long>(),
+                model.c_str(), row["head"].get<std::string>().c_str(),
+                row["precision"].get<std::string>().c_str(), row["optimizer"].get<std::string>().c_str(),
+                row["batch"].get<long long>(), row["seq"].get<long long>(),
                 o.mode == RunMode::kGenerate ? ("+" + std::to_string(o.new_tokens)).c_str() : "",
                 row["checkpointing"].get<std::string>().c_str(), row["mode"].get<std::string>().c_str(),
                 measured / 1e9, static_cast<double>(e->total_bytes) / 1e9, 100 * error);

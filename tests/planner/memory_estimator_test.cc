@@ -3,14 +3,14 @@
 // H200 measurements is calibration_table_test.cc.
 #include "coordinator/planner/memory_estimator.h"
 
-#include "coordinator/planner/estimate_explain.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
+#include "coordinator/planner/estimate_explain.h"
 
 namespace memcoord::planner {
 namespace {
@@ -107,7 +107,8 @@ TEST(MemoryEstimatorTest, OptionsThatDoNotFitTheModelAreNamed) {
   o.new_tokens = 100;
   e = EstimateMemory(*PresetSpec("gpt2"), o);
   ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.status().message().find("seq + new_tokens 1100 exceeds the gpt2 position table"), std::string::npos);
+  EXPECT_NE(e.status().message().find("seq + new_tokens 1100 exceeds the gpt2 position table"),
+            std::string::npos);
 }
 
 TEST(MemoryEstimatorTest, HeadsDecideTheLogits) {
@@ -124,7 +125,8 @@ TEST(MemoryEstimatorTest, HeadsDecideTheLogits) {
   // The fp32 log-softmax over 30522 tokens at every position, and more around the loss.
   EXPECT_GE(mlm.breakdown.logits_bytes, 32ull * 512 * 30522 * 4);
   EXPECT_GT(mlm.total_bytes, cls.total_bytes + 32ull * 512 * 30522 * 4);
-  EXPECT_NE(mlm.assumptions.front().find("masked-lm (the family's pretraining head, by default)"), std::string::npos);
+  EXPECT_NE(mlm.assumptions.front().find("masked-lm (the family's pretraining head, by default)"),
+            std::string::npos);
   EXPECT_EQ(Estimate("gpt2", o).head, OutputHead::kSequenceClassification);
   o.head = OutputHead::kDefault;
   EXPECT_EQ(Estimate("llama2-7b", o).head, OutputHead::kCausalLm);
@@ -172,9 +174,9 @@ TEST(MemoryEstimatorTest, ExplainListsEveryKindAndAssumption) {
   EXPECT_GT(b.mlp_bytes, b.attention_bytes);
   EXPECT_GT(b.norms_bytes, 0u);
   const std::string text = ExplainEstimate(spec, o, e);
-  for (const char* term : {"weights", "gradients", "optimizer state", "activations: attention", "activations: MLP",
-                           "activations: norms", "logits and loss", "allocator rounding", "workspace",
-                           "zero2 over 8 ranks", "K = 12", "head: causal-lm"}) {
+  for (const char* term : {"weights", "gradients", "optimizer state", "activations: attention",
+                           "activations: MLP", "activations: norms", "logits and loss", "allocator rounding",
+                           "workspace", "zero2 over 8 ranks", "K = 12", "head: causal-lm"}) {
     EXPECT_NE(text.find(term), std::string::npos) << term << "\n" << text;
   }
 }

@@ -84,7 +84,8 @@ TEST(ModelStatesTest, EstimateShardsModelStatesOverRanks) {
     const Result<MemoryEstimate> e = EstimateMemory(*spec, o);
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     const MemoryBreakdown& b = e->breakdown;
-    const double states = static_cast<double>(b.parameters_bytes + b.gradients_bytes + b.optimizer_state_bytes);
+    const double states =
+        static_cast<double>(b.parameters_bytes + b.gradients_bytes + b.optimizer_state_bytes);
     if (s == Sharding::kZero3) {
       EXPECT_NEAR(states, 16 * psi / 8, 16);
     }

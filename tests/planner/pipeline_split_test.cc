@@ -46,7 +46,9 @@ TEST(PipelineSplitTest, OptimalAgainstBruteForce) {
       items.states.push_back(rng() % 100);
       items.acts.push_back(rng() % 50);
     }
-    const StageLoadFunction load = [&](std::size_t a, std::size_t b, std::size_t j) { return items.Load(a, b, j); };
+    const StageLoadFunction load = [&](std::size_t a, std::size_t b, std::size_t j) {
+      return items.Load(a, b, j);
+    };
     const Result<StageSplit> split = SplitStages(n, items.stages, load);
     ASSERT_TRUE(split.ok()) << split.status().ToString();
     EXPECT_EQ(split->bottleneck_bytes, BruteForce(items, n, items.stages)) << "trial " << trial;
@@ -56,7 +58,9 @@ TEST(PipelineSplitTest, OptimalAgainstBruteForce) {
 
 TEST(PipelineSplitTest, CapacitiesAndBadInput) {
   Items items{{10, 10, 10, 10}, {5, 5, 5, 5}, 2};
-  const StageLoadFunction load = [&](std::size_t a, std::size_t b, std::size_t j) { return items.Load(a, b, j); };
+  const StageLoadFunction load = [&](std::size_t a, std::size_t b, std::size_t j) {
+    return items.Load(a, b, j);
+  };
   EXPECT_FALSE(SplitStages(4, 5, load).ok());
   EXPECT_FALSE(SplitStages(4, 0, load).ok());
   const Result<StageSplit> tight = SplitStages(4, 2, load, {20, 1000});  // stage 0 takes one 20-byte item
@@ -95,7 +99,8 @@ TEST(PipelineSplitTest, MicroBatchesNeedALayerSplit) {
   const Result<PlanRequest> r = ParsePlanRequest(R"({"devices": {"count": 2, "capacity": "80GB"},
     "models": [{"preset": "gpt2", "split": "whole", "micro_batches": 4}]})");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("models[0].micro_batches needs \"split\": \"layers\""), std::string::npos)
+  EXPECT_NE(r.status().message().find("models[0].micro_batches needs \"split\": \"layers\""),
+            std::string::npos)
       << r.status().message();
 }
 
