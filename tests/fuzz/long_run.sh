@@ -22,7 +22,7 @@ mkdir -p "$out"
 
 # last_stat LOG KEY: the value libFuzzer printed last for KEY (a `stat::KEY: N` line or `KEY: N` on a status line).
 last_stat() {
-  grep -oE "(stat::)?$2: [0-9]+" "$1" | tail -1 | grep -oE '[0-9]+$' || echo "?"
+  grep -oE "(stat::)?$2: +[0-9]+" "$1" | tail -1 | grep -oE '[0-9]+$' || echo "?"
 }
 
 for target in "${targets[@]}"; do
@@ -43,7 +43,7 @@ for target in "${targets[@]}"; do
     result="FAILED rc=$rc: $(grep -m1 -oE '(ERROR: [A-Za-z]+: [^ ]+|deadly signal|out-of-memory|timeout|ERROR: libFuzzer: [a-z-]+)' "$log")"
   fi
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$target" "$wall" "$cpu" \
-    "$(last_stat "$log" number_of_executed_runs)" "$(last_stat "$log" cov)" "$(last_stat "$log" ft)" \
+    "$(last_stat "$log" number_of_executed_units)" "$(last_stat "$log" cov)" "$(last_stat "$log" ft)" \
     "$(last_stat "$log" new_units_added)" "$result" >>"$out/summary.tsv"
   tail -1 "$out/summary.tsv"
 done
