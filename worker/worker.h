@@ -1,15 +1,18 @@
-// Worker: the memcoord runtime inside one training process (one per GPU). init() finds the process's rank
-// from the launcher's environment (worker/topology.h), binds the device from its local rank (CUDA's
-// numbering already respects CUDA_VISIBLE_DEVICES; without a GPU it uses the host backend, a simulated
-// device), owns named, isolated CachingPools on that device, and, when a coordinator address is known,
-// keeps a session with it on a background thread: a report every report_interval and at every step_end().
+// Worker: the memcoord runtime inside one training process (usually one per GPU). init() finds the
+// process's rank from the launcher's environment (worker/topology.h), binds the primary device from its
+// local rank (CUDA's numbering already respects CUDA_VISIBLE_DEVICES; without a GPU it uses the host
+// backend, a simulated device), owns named, isolated CachingPools on that device and a default pool on any
+// other device the process uses (device_pool(d), one backend per device), and, when a coordinator address
+// is known, keeps a session with it on a background thread: a report every report_interval and at every
+// step_end().
 //
 // Safe points. Commands from the coordinator are applied only inside step_end() (a trim for step S runs at
 // the end of step S), or at once when the coordinator says `now`; an Abort calls the on_abort hook at once
-// (from the session thread) so a training program can abort its communicator. Training never blocks on the
-// coordinator: without one (or while it is down) the worker runs standalone and keeps trying to attach,
-// with backoff, re-registering after a coordinator restart. A pool that cannot serve an allocation asks
-// the coordinator for room (bounded by oom_wait) before failing.
+// (from the session thread) so a training program can abort its communicator; abort_info() keeps the dead
+// rank, the reason and the time. Training never blocks on the coordinator: without one (or while it is down)
+// the worker runs standalone and keeps trying to attach, with backoff, re-registering after a coordinator
+// restart. A pool that cannot serve an allocation asks the coordinator for room (bounded by oom_wait) before
+// failing.
 //
 // Thread safety: step_begin/step_end belong to the training thread; pools are thread-safe; every other
 // method may be called from any thread. Ownership: the Worker owns its backend, pools and session; pools

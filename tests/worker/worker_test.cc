@@ -39,6 +39,35 @@ TEST(Worker, TrainingNeverBlocksWithoutACoordinator) {
   EXPECT_LT(std::chrono::steady_clock::now() - stop, milliseconds(1000));
 }
 
+TEST(Worker, EachSimulatedDeviceHasItsOwnDefaultPoolAndBackend) {
+  WorkerOptions options;
+  options.backend = "host";
+  options.capacity_bytes = 256 << 20;
+  options.simulated_devices = 2;
+  options.topology = Topology{0, 0, 1, "test"};
+  auto worker = Worker::init(options);
+  ASSERT_TRUE(worker.ok()) << worker.status().ToString();
+  EXPECT_EQ((*worker)->device_count(), 2);
+  EXPECT_EQ((*worker)->primary_device(), 0);
+  auto d0 = (*worker)->device_pool(0);
+  auto d1 = (*worker)->device_pool(1);
+  ASSERT_TRUE(d0.ok() && d1.ok());
+  EXPECT_EQ((*d0)->name(), "default");
+  EXPECT_EQ((*d1)->name(), "default@1");
+  EXPECT_NE(&(*d0)->backend(), &(*d1)->backend());  // one backend per device
+  EXPECT_EQ(*(*worker)->device_pool(-1), *d0);      // -1: the primary device
+  EXPECT_EQ(*(*worker)->device_pool(1), *d1);       // made once
+  EXPECT_EQ((*worker)->pool("default@1"), *d1);
+  const auto listed = (*worker)->pools_with_devices();
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[1], std::make_pair(1, *d1));
+  const Status bad = (*worker)->device_pool(2).status();
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("MEMCOORD_DEVICES"), std::string::npos) << bad.ToString();
+  options.simulated_devices = 65;
+  EXPECT_EQ(Worker::init(options).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(Worker, BadOptionsAreRefused) {
   WorkerOptions options;
   options.backend = "quantum";
