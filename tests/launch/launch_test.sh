@@ -265,6 +265,28 @@ case "$case_name" in
     [ ! -e "$admin" ] || fail "the admin token file outlived the job"
     ;;
 
+  multi_host_locked)
+    # Across hosts (a hostfile) the started coordinator listens on every interface, which it may only do
+    # because it has tokens; the run dir (the worker token) is in the current folder, which hosts share.
+    if ! getent hosts "$(hostname -f 2>/dev/null || hostname)" >/dev/null; then
+      echo "SKIP [$case_name]: this host's own name does not resolve, so a multi-host coordinator cannot be reached"
+      exit 0
+    fi
+    printf 'localhost slots=4\n' >"$tmp/hosts"
+    cd "$tmp"
+    SHOW_TOKENS=1 QUERY_COORDINATOR=1 SLEEP_S=3 "$launcher" -n 2 --hostfile "$tmp/hosts" --start-coordinator \
+      "$rank_program" >"$out" 2>&1 &
+    launcher_pid=$!
+    for _ in $(seq 100); do grep -q '^rank 1 token_file=' "$out" && grep -q '^rank 0 token_file=' "$out" && break; sleep 0.1; done
+    coordinator_pid=$(sed -n 's/.*started a coordinator on .* (pid \([0-9]*\)).*/\1/p' "$out")
+    [ -n "$coordinator_pid" ] || fail "no coordinator started"
+    ps -o args= -p "$coordinator_pid" | grep -q -- '--listen 0.0.0.0:0 --token-file ' ||
+      fail "the coordinator does not listen on 0.0.0.0 with a token: $(ps -o args= -p "$coordinator_pid")"
+    wait "$launcher_pid" || fail "the job failed (the ranks' memcoord status with the worker token?)"
+    expect_line "^rank 0 token_file=$tmp/memcoord-launch\.[A-Za-z0-9]+/worker.token mode=600 admin=none"
+    expect_no_line '^memcoord-launch: started a coordinator on 127\.'
+    ;;
+
   bad_dead_after)
     run_capture "$launcher" -n 1 --dead-after 5s "$rank_program"
     expect_rc 2
