@@ -1,7 +1,7 @@
 // memcoord coordinator --listen HOST:PORT [--token-file F] [--admin-token-file F] [--insecure]
 //                      [--tls-cert F --tls-key F [--tls-client-ca F]] [--http-listen|--metrics-listen [HOST:]PORT]
 //                      [--dead-after 3s] [--max-message-size 4MiB] [--max-sessions 4096]
-//                      [--max-report-rate 100]
+//                      [--max-report-rate 2000]
 // Runs the gRPC coordinator until SIGINT or SIGTERM. Prints one line with the bound address (useful with
 // port 0) once it serves. Beyond loopback it needs a token (or --insecure, which warns loudly); which RPC
 // needs which token: coordinator/service/access_policy.h. Bad flags exit 2 naming the flag.
@@ -34,7 +34,7 @@ struct CoordinatorArgs {
   std::string dead_after = "3s";
   std::string max_message_size = "4MiB";
   std::size_t max_sessions = 4096;
-  double max_report_rate = 100;
+  double max_report_rate = 2000;
 };
 
 void AddFlags(CLI::App* app, CoordinatorArgs& args) {
@@ -60,8 +60,8 @@ void AddFlags(CLI::App* app, CoordinatorArgs& args) {
                   "largest request accepted (default 4MiB); larger ones get RESOURCE_EXHAUSTED");
   app->add_option("--max-sessions", args.max_sessions, "open worker sessions at most (default 4096)");
   app->add_option("--max-report-rate", args.max_report_rate,
-                  "messages per second one worker session may send, sustained (default 100; 0: no limit); "
-                  "beyond it the session is cut off");
+                  "reports per second one worker session may send, sustained (default 2000; 0: no limit); "
+                  "beyond it the session is cut off (a worker reports at every step end)");
 }
 
 #ifdef MEMCOORD_HAVE_COORDINATOR

@@ -13,6 +13,14 @@
 namespace memcoord::coordinator {
 namespace {
 
+// Reports (and messages of no or an unknown kind, which do nothing) count against --max-report-rate. Acks
+// answer the coordinator's own commands, so the admin's trims and quota moves bound their rate (a soak
+// runs hundreds of trims a second); an OomRequest blocks the allocation that sent it until it is answered.
+bool CountsAgainstReportRate(const v1::WorkerMessage& message) {
+  return message.kind_case() != v1::WorkerMessage::kAck && message.kind_case() != v1::WorkerMessage::kOom &&
+         message.kind_case() != v1::WorkerMessage::kRegister;
+}
+
 class AttachReactor final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>,
                             public WorkerSession {
  public:
@@ -94,14 +102,15 @@ class AttachReactor final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1
       end(context_->IsCancelled(), Status::Ok());
       return;
     }
-    if (!limiter_.allow(Clock::now())) {
+    if (CountsAgainstReportRate(in_) && !limiter_.allow(Clock::now())) {
       const double rate = limiter_.per_second();
-      spdlog::warn("coordinator: session {} (rank {}) sends more than {:g} messages/s: cut off", id, rank,
+      spdlog::warn("coordinator: session {} (rank {}) sends more than {:g} reports/s: cut off", id, rank,
                    rate);
-      end(false, ResourceExhausted(fmt::format(
-                     "this session sent more than {:g} messages per second, sustained (--max-report-rate "
-                     "{:g}): cut off",
-                     rate, rate)));
+      end(false,
+          ResourceExhausted(fmt::format(
+              "this session sent more than {:g} reports per second, sustained (--max-report-rate {:g}): "
+              "cut off",
+              rate, rate)));
       return;
     }
     if (state_.options.before_attach_message) state_.options.before_attach_message(in_.kind_case());

@@ -4,9 +4,11 @@
 // stopped worker. The reactor deletes itself in OnDone, after it left the session registry.
 //
 // Limits: a stream takes one of --max-sessions slots before reading (none left: RESOURCE_EXHAUSTED at once)
-// and may send --max-report-rate messages per second, sustained (beyond: cut off with RESOURCE_EXHAUSTED
-// naming the limit; it counts as a protocol error). Every reaction catches exceptions: it logs them and ends
-// this stream with INTERNAL, and the coordinator serves on.
+// and may send --max-report-rate reports per second, sustained (beyond: cut off with RESOURCE_EXHAUSTED
+// naming the limit; it counts as a protocol error). Acks and OOM requests are not counted: they answer
+// the coordinator's commands or wait for its answer, so their rate is bounded by the coordinator. Every
+// reaction catches exceptions: it logs them and ends this stream with INTERNAL, and the coordinator serves
+// on.
 //
 // Internal to the coordinator library: included only by the service's .cc (it pulls in gRPC headers).
 #pragma once

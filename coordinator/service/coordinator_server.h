@@ -35,9 +35,12 @@ struct TlsFiles {
 struct CoordinatorLimits {
   std::size_t max_message_bytes = std::size_t{4} << 20;  // --max-message-size: largest request accepted
   std::size_t max_sessions = 4096;                       // --max-sessions: open Attach streams at once
-  // --max-report-rate: messages per second one Attach session may send, sustained (a burst of one
-  // second's worth is allowed); beyond it the session is cut off (it counts as a broken session).
-  double max_reports_per_second = 100;
+  // --max-report-rate: reports per second one Attach session may send, sustained (a burst of one second's
+  // worth is allowed); beyond it the session is cut off (it counts as a broken session). Acks and OOM
+  // requests are not counted (attach_reactor.h says why). A worker reports at every step end and every
+  // report interval, so a loop of 1 ms steps sends ~1,000/s: the default leaves it twice that, and still
+  // cuts off a runaway client (tens of thousands a second) within a second.
+  double max_reports_per_second = 2000;
 };
 
 struct CoordinatorOptions {

@@ -299,6 +299,29 @@ TEST(CoordinatorSecurity, AFloodingSessionIsCutOffWhileANormalWorkerKeepsReporti
   EXPECT_NE(cut->state, WorkerState::kLive);
 }
 
+// Acks answer the coordinator's commands (a soak runs hundreds of trims a second): they are not reports.
+TEST(CoordinatorSecurity, AcksAreNotCountedAgainstTheReportRate) {
+  CoordinatorOptions options;
+  options.limits.max_reports_per_second = 100;
+  auto server = StartServer(options);
+  ASSERT_TRUE(server);
+  RawSession session(server->address(), "");
+  ASSERT_TRUE(session.register_rank(0, "world"));
+  v1::WorkerMessage ack;
+  for (int i = 0; i < 500; ++i) {
+    ack.mutable_ack()->set_command_id(1000 + static_cast<std::uint64_t>(i));
+    ASSERT_TRUE(session.stream->Write(ack)) << i;
+  }
+  ASSERT_TRUE(session.report(1));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto view = server->snapshot();
+        const WorkerRecord* w = FindRank(view, 0);
+        return w != nullptr && w->state == WorkerState::kLive && w->step == 1;
+      },
+      milliseconds(5000)));
+}
+
 TEST(CoordinatorSecurity, AnExceptionInTheAttachReactorEndsOnlyThatSessionWithInternal) {
   // The seam throws while an Ack is handled; the worker below never acks (no trim runs here).
   CoordinatorOptions options;
