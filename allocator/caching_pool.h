@@ -1,15 +1,18 @@
-// CachingPool: a stream-aware caching allocator over one DeviceBackend. Blocks are carved from memory the
-// backend provides and kept for reuse when freed, so a cache hit never calls the backend (the driver) and
-// never synchronizes anything.
+// CachingPool: a stream-aware caching allocator over one DeviceBackend, the class users hold. Blocks are
+// carved from memory the backend provides and kept for reuse when freed, so a cache hit never calls the
+// backend (the driver) and never synchronizes anything.
 //
-// How memory grows. On a mapping backend (cuda-vmm, host, virtual) each of two arenas (small blocks
-// <= small_block_limit, large blocks above it, kept apart so long-lived small tensors do not pin large
-// ranges) is a reserved address range backed by physical chunks mapped on demand. On a miss the pool places
-// the request where it needs the fewest new chunks and maps them. It packs (unmaps whole idle free chunks
-// elsewhere in the cache and maps them where the request goes, instead of growing) under pressure (its
-// limit, a nearly full device) and, sparingly, at its own high-water mark: see RemapPolicy. A loop over the
-// same sizes stops calling the backend after its first round. On a segment backend (cuda, pinned-host) it
-// grows by whole segments, as PyTorch's native allocator does.
+// Composition. The pool is a stack of MemoryResources, the way RMM composes memory resources; each layer is
+// its own class, file and test, and the hot path pays only for the layers attached:
+//   OomRetryAdaptor     (only while an OOM hook is set) asks the hook, without the lock, and retries once
+//   ThreadSafeAdaptor   one mutex around everything below
+//   RecorderAdaptor     (only while a TraceRecorder is set) writes every allocation and free
+//   TagAdaptor          (only once a tag is registered) live bytes per tag; untagged = total - tagged
+//   StatsAdaptor        live bytes, requests, blocks, allocations, with peaks
+//   CorePool            arenas, blocks, streams, packing, the last-resort pass (core_pool.h says how memory
+//                       grows and when it packs)
+//   LimitAdaptor        a DeviceBackend under the core: the quota on reserved bytes (set_limit)
+//   the DeviceBackend   given by the caller
 //
 // Streams. A block freed on stream A is reused on A at once (stream order makes that safe). Reuse on another
 // stream B makes B wait on the device for A's queued work (an event), never the host. Blocks used on extra
@@ -31,63 +34,16 @@
 #include <vector>
 
 #include "allocator/device_backend.h"
+#include "allocator/memory_resource.h"
+#include "allocator/oom_retry_adaptor.h"
+#include "allocator/pool_options.h"
+#include "allocator/pool_snapshot.h"
 #include "allocator/pool_stats.h"
 #include "common/result.h"
 
 namespace memcoord {
 
 class TraceRecorder;
-
-// Tags name what an allocation is for ("activations", "optimizer", "gradients"); live bytes are kept per tag.
-using TagId = std::uint8_t;
-constexpr TagId kUntagged = 0;
-constexpr std::size_t kMaxTags = 64;
-
-enum class PoolGrowth {
-  kAuto,  // mapping when the backend supports it, else segments
-  kMapping,
-  kSegments,
-};
-
-// When a mapping arena packs: unmaps idle free chunks elsewhere in its cache and maps them where a miss
-// needs memory, instead of growing. Packing keeps reserved memory near what live blocks need but costs
-// driver calls (tens of microseconds a chunk on a GPU), and memory moved away may be wanted back.
-enum class RemapPolicy {
-  // Default. Under pressure (a limit that would be exceeded, a device nearly out of free memory) packs
-  // whatever idle cache the miss needs, from both arenas. Without pressure, packs only at the pool's
-  // high-water mark and only within the request's arena, and each byte moved raises the mark by 1/64 of a
-  // byte (up to 1/64 of it): a loop that keeps missing stops calling the driver after a round or two, a loop
-  // over the same sizes after its first round.
-  kUnderPressure,
-  // Packs from both arenas on every miss at the high-water mark: the smallest footprint, and a driver call
-  // on each such miss even in a steady loop. For comparison (benchmarks) only.
-  kEveryMiss,
-};
-
-struct PoolOptions {
-  std::string name = "default";
-  PoolGrowth growth = PoolGrowth::kAuto;
-  RemapPolicy remap = RemapPolicy::kUnderPressure;
-  std::size_t small_block_limit = 1 << 20;  // requests up to this go to the small arena
-  std::uint64_t limit_bytes = 0;            // quota on reserved bytes; 0: no limit but the device's
-  // Address space reserved per arena range on mapping backends; 0: twice the device's total memory.
-  std::uint64_t address_range_bytes = 0;
-  // A miss that would leave the device with less free memory than this packs the cache first (pressure);
-  // 0: 1/32 of the device's total memory.
-  std::uint64_t device_reserve_bytes = 0;
-};
-
-// What the pool tells its OOM hook: it could not serve `requested_bytes` even after freeing its cache.
-struct OomEvent {
-  std::string pool;
-  std::uint64_t requested_bytes = 0;
-  std::uint64_t limit_bytes = 0;
-  std::uint64_t reserved_bytes = 0;
-  std::uint64_t allocated_bytes = 0;
-};
-// Called without the pool's lock held; returns true when it made room (raised the limit, trimmed another
-// pool) and the allocation should be retried once more.
-using OomHook = std::function<bool(const OomEvent&)>;
 
 class CachingPool {
  public:
@@ -119,6 +75,12 @@ class CachingPool {
   Result<TagId> tag(std::string_view name);
 
   PoolStats stats() const;
+  // Peaks (allocated, requested, active, reserved) become the current figures, so the next peak is that of
+  // what runs from now on (torch.cuda.reset_peak_memory_stats). Counters (allocations, trims, ...) stay.
+  void reset_peak_stats();
+  // Every segment with the blocks that tile it (allocated, free or unmapped, with stream and tag), at one
+  // instant. O(blocks), takes the lock.
+  PoolSnapshot snapshot() const;
   std::vector<TagUsage> tag_usage() const;  // tags with live bytes, largest first
   // Size of the live block at ptr as handed out (rounded), NOT_FOUND otherwise.
   Result<std::size_t> block_size(const void* ptr) const;
@@ -127,7 +89,8 @@ class CachingPool {
   DeviceBackend& backend() const;
 
   // Walks every block and checks the pool's invariants (blocks tile their segments, free blocks merged and
-  // indexed, reserved == mapped bytes, allocated == live blocks). O(blocks), takes the lock; for tests.
+  // indexed, reserved == mapped bytes == the limit's count, allocated == live blocks == the stats' figure).
+  // O(blocks), takes the lock; for tests.
   Status check_invariants() const;
 
  private:

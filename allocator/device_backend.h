@@ -69,6 +69,12 @@ class DeviceBackend {
   // Blocks the host until `stream` is idle. Used by trim and OOM recovery only, never on allocation hits.
   virtual Status synchronize(StreamId stream);
 
+  // --- budget -------------------------------------------------------------------------------------------
+  // Bytes by which taking `more_bytes` more (allocate or map) would pass a budget this backend enforces; 0
+  // when it fits or there is none (the default). A LimitAdaptor reports its limit here, and a pool packs its
+  // cache under that pressure before it grows.
+  virtual std::uint64_t bytes_over_budget(std::uint64_t /*more_bytes*/) const { return 0; }
+
   // --- facts --------------------------------------------------------------------------------------------
   virtual DeviceInfo device_info() = 0;
   virtual std::string_view kind() const = 0;

@@ -425,6 +425,38 @@ std::size_t Arena::largest_free() const {
   return largest;
 }
 
+void Arena::snapshot(std::vector<SegmentSnapshot>& out) const {
+  for (const Segment& seg : segments_) {
+    if (!seg.live) continue;
+    SegmentSnapshot& s = out.emplace_back();
+    s.address = seg.base;
+    s.size = seg.size;
+    s.small = config_.small;
+    for (const Block* b = seg.first; b != nullptr; b = b->next) {
+      BlockSnapshot& block = s.blocks.emplace_back();
+      block.address = b->address;
+      block.size = b->size;
+      switch (b->state) {
+        case BlockState::kAllocated:
+          block.state = BlockSnapshot::State::kAllocated;
+          block.requested = b->requested;
+          block.tag = b->tag;
+          break;
+        case BlockState::kFree:
+          block.state = BlockSnapshot::State::kFree;
+          break;
+        case BlockState::kHole:
+          block.state = BlockSnapshot::State::kUnmapped;
+          break;
+      }
+      if (b->state != BlockState::kHole) {
+        block.stream = stream_ids_[b->stream];
+        s.mapped_bytes += b->size;
+      }
+    }
+  }
+}
+
 Status Arena::check_invariants() const {
   std::uint64_t reserved = 0;
   std::size_t free_blocks = 0;

@@ -16,6 +16,7 @@
 #include "allocator/detail/block.h"
 #include "allocator/detail/free_index.h"
 #include "allocator/device_backend.h"
+#include "allocator/pool_snapshot.h"
 #include "common/result.h"
 
 namespace memcoord::detail {
@@ -80,6 +81,9 @@ class Arena {
   std::uint64_t backend_allocated_bytes() const { return backend_allocated_bytes_; }  // mapped or allocated
   std::uint64_t backend_released_bytes() const { return backend_released_bytes_; }    // unmapped or released
   bool mapping() const { return config_.mapping; }
+
+  // Appends every live segment with its blocks (streams as backend ids). For snapshots; O(blocks).
+  void snapshot(std::vector<SegmentSnapshot>& out) const;
 
   // Walks every segment and checks the invariants of block.h plus the byte accounting; returns the first
   // violation as INTERNAL. For tests.

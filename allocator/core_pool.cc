@@ -1,0 +1,309 @@
+#include "allocator/core_pool.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+namespace memcoord {
+namespace {
+
+constexpr std::size_t kAlignment = 512;
+constexpr std::size_t kMaxStreams = 64;
+// No device has a petabyte; larger requests are bugs (negative sizes cast to size_t land here).
+constexpr std::uint64_t kAbsurdBytes = 1ULL << 50;
+// RemapPolicy::kUnderPressure: the headroom a pool earns from remapping at its high-water mark, as a
+// fraction of the bytes remapped and at most that fraction of the mark.
+constexpr std::uint64_t kHeadroomDivisor = 64;
+
+}  // namespace
+
+CorePool::CorePool(DeviceBackend& backend, PoolOptions options)
+    : backend_(backend),
+      options_(std::move(options)),
+      small_(backend, arena_config(/*small=*/true), slab_, stream_ids_),
+      large_(backend, arena_config(/*small=*/false), slab_, stream_ids_) {
+  stream_ids_.reserve(kMaxStreams);
+  stream_ids_.push_back(kDefaultStream);
+}
+
+CorePool::~CorePool() {
+  if (live_.size() > 0) {
+    spdlog::warn("pool '{}' destroyed with {} live blocks ({} bytes): released with the pool", options_.name,
+                 live_.size(), allocated_bytes_);
+  }
+  for (StreamId s : stream_ids_) (void)backend_.synchronize(s);
+}
+
+detail::ArenaConfig CorePool::arena_config(bool small) const {
+  detail::ArenaConfig c;
+  const bool can_map = backend_.chunk_bytes() > 0;
+  c.mapping = options_.growth == PoolGrowth::kMapping || (options_.growth == PoolGrowth::kAuto && can_map);
+  c.chunk_bytes = can_map ? backend_.chunk_bytes() : (2 << 20);
+  std::uint64_t range = options_.address_range_bytes;
+  if (range == 0) range = 2 * backend_.device_info().total_bytes;
+  c.range_bytes =
+      std::max<std::uint64_t>((range + c.chunk_bytes - 1) / c.chunk_bytes * c.chunk_bytes, c.chunk_bytes);
+  c.small = small;
+  return c;
+}
+
+Result<Allocation> CorePool::do_allocate(std::size_t bytes, StreamId stream, TagId tag) {
+  if (bytes == 0)
+    return InvalidArgument(
+        fmt::format("pool '{}': allocation of 0 bytes; sizes must be positive", options_.name));
+  if (bytes > kAbsurdBytes) {
+    return InvalidArgument(fmt::format(
+        "pool '{}': allocation of {} bytes is absurd (over 1 PiB; a negative size?)", options_.name, bytes));
+  }
+  const std::size_t size = (bytes + kAlignment - 1) & ~(kAlignment - 1);
+  MEMCOORD_ASSIGN_OR_RETURN(std::uint8_t stream_index, stream_index_of(stream));
+  MEMCOORD_ASSIGN_OR_RETURN(detail::Block * b, take_or_grow(bytes, size, stream_index));
+  b->requested = bytes;
+  b->tag = tag;
+  live_.insert(b->address, b);
+  allocated_bytes_ += b->size;
+  update_cache_stats();
+  return Allocation{reinterpret_cast<void*>(b->address), b->size, bytes, stream, tag};
+}
+
+// A hit from the cache, else growth, else the last-resort pass (see the header).
+Result<detail::Block*> CorePool::take_or_grow(std::size_t bytes, std::size_t size, std::uint8_t stream) {
+  detail::Arena& arena = bytes <= options_.small_block_limit ? small_ : large_;
+  detail::Block* b = arena.take_cached(size, stream);
+  if (b != nullptr) {
+    cache_hits_.add(1);
+    return b;
+  }
+  Result<detail::Block*> grown = grow(arena, size, stream, /*last_resort=*/false);
+  if (!grown.ok()) grown = grow(arena, size, stream, /*last_resort=*/true);
+  if (!grown.ok()) {
+    update_cache_stats();
+    return ResourceExhausted(grown.status().message());
+  }
+  return grown;
+}
+
+Result<Allocation> CorePool::do_deallocate(void* ptr) {
+  if (ptr == nullptr) return InvalidArgument(fmt::format("pool '{}': free of a null pointer", options_.name));
+  detail::Block* b = live_.erase(reinterpret_cast<std::uintptr_t>(ptr));
+  if (b == nullptr) {
+    return NotFound(
+        fmt::format("pool '{}': free of {} which is not a live block of this pool (never allocated "
+                    "here, or already freed)",
+                    options_.name, ptr));
+  }
+  allocated_bytes_ -= b->size;
+  const Allocation freed{ptr, b->size, b->requested, stream_ids_[b->stream], b->tag};
+  arena_of(b).release(b);
+  update_cache_stats();
+  return freed;
+}
+
+Status CorePool::do_record_stream(void* ptr, StreamId stream) {
+  detail::Block* b = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (b == nullptr) {
+    return NotFound(
+        fmt::format("pool '{}': record_stream on {} which is not a live block", options_.name, ptr));
+  }
+  MEMCOORD_ASSIGN_OR_RETURN(std::uint8_t index, stream_index_of(stream));
+  if (index != b->stream) b->wait_mask |= 1ULL << index;
+  return Status::Ok();
+}
+
+TrimResult CorePool::do_trim(std::uint64_t target) {
+  const auto start = std::chrono::steady_clock::now();
+  TrimResult result;
+  const std::uint64_t before = reserved_.current.load();
+  if (before > target) {
+    const std::uint64_t want = before - target;
+    std::uint64_t got = release_cached(large_, want, true, nullptr, nullptr);
+    if (got < want) release_cached(small_, want - got, true, nullptr, nullptr);
+    if (target == 0) {
+      large_.release_empty_segments();
+      small_.release_empty_segments();
+    }
+  }
+  result.released_bytes = before - reserved_.current.load();
+  result.reserved_after_bytes = reserved_.current.load();
+  trims_.add(1);
+  trimmed_bytes_.add(result.released_bytes);
+  update_cache_stats();
+  result.duration_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+void CorePool::fill_stats(PoolStats& s) const {
+  s.reserved_bytes = reserved_.current.load();
+  s.peak_reserved_bytes = reserved_.peak.load();
+  s.cache_hits = cache_hits_.load();
+  s.backend_allocations = backend_allocations_.load();
+  s.backend_frees = backend_frees_.load();
+  s.backend_allocated_bytes = backend_allocated_bytes_.load();
+  s.backend_released_bytes = backend_released_bytes_.load();
+  s.maps_chunks = large_.mapping();
+  s.trims = trims_.load();
+  s.trimmed_bytes = trimmed_bytes_.load();
+  s.largest_free_bytes = largest_free_.load();
+  const std::uint64_t free_total = free_bytes_.load();
+  s.fragmentation = free_total == 0
+                        ? 0.0
+                        : 1.0 - static_cast<double>(s.largest_free_bytes) / static_cast<double>(free_total);
+}
+
+Result<std::size_t> CorePool::block_size(const void* ptr) const {
+  const detail::Block* b = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (b == nullptr) return NotFound(fmt::format("{} is not a live block of pool '{}'", ptr, options_.name));
+  return b->size;
+}
+
+PoolSnapshot CorePool::snapshot() const {
+  PoolSnapshot out;
+  small_.snapshot(out.segments);
+  large_.snapshot(out.segments);
+  return out;
+}
+
+Status CorePool::check_invariants() const {
+  MEMCOORD_RETURN_IF_ERROR(small_.check_invariants().WithContext("small arena: "));
+  MEMCOORD_RETURN_IF_ERROR(large_.check_invariants().WithContext("large arena: "));
+  std::uint64_t live_bytes = 0;
+  live_.for_each([&](std::uintptr_t, const detail::Block* b) { live_bytes += b->size; });
+  if (live_bytes != allocated_bytes_) return Internal("allocated bytes disagree with live blocks");
+  if (small_.reserved_bytes() + large_.reserved_bytes() != reserved_.current.load()) {
+    return Internal("reserved bytes disagree with the arenas");
+  }
+  if (reserved_.current.load() < allocated_bytes_) return Internal("reserved below allocated");
+  return Status::Ok();
+}
+
+detail::Arena& CorePool::arena_of(const detail::Block* b) {
+  return b->requested <= options_.small_block_limit ? small_ : large_;
+}
+
+Result<std::uint8_t> CorePool::stream_index_of(StreamId stream) {
+  for (std::size_t i = 0; i < stream_ids_.size(); ++i) {
+    if (stream_ids_[i] == stream) return static_cast<std::uint8_t>(i);
+  }
+  if (stream_ids_.size() >= kMaxStreams) {
+    return InvalidArgument(
+        fmt::format("pool '{}': more than {} distinct streams; reuse streams or use one pool "
+                    "per group of streams",
+                    options_.name, kMaxStreams));
+  }
+  stream_ids_.push_back(stream);
+  return static_cast<std::uint8_t>(stream_ids_.size() - 1);
+}
+
+// A miss: grow the arena by a segment or by mapped chunks. `last_resort` first synchronizes busy streams
+// and frees everything cached in both arenas.
+Result<detail::Block*> CorePool::grow(detail::Arena& arena, std::size_t size, std::uint8_t stream,
+                                      bool last_resort) {
+  if (!arena.mapping()) return grow_segments(arena, size, stream, last_resort);
+  return grow_mapping(arena, size, stream, last_resort);
+}
+
+// A segment the backend refuses (its budget, the device) fails the miss; nothing was allocated.
+Result<detail::Block*> CorePool::grow_segments(detail::Arena& arena, std::size_t size, std::uint8_t stream,
+                                               bool last_resort) {
+  if (last_resort) release_everything_cached();
+  const std::uint64_t before = arena.reserved_bytes();
+  Result<detail::Block*> b = arena.grow_segment(size, stream);
+  if (!b.ok()) return b;
+  account_reserved_growth(arena.reserved_bytes() - before);
+  return b;
+}
+
+// Mapping arenas: place the request where it needs the fewest new chunks, make room for those chunks
+// (pack_for), then map them (which a budget below may refuse: nothing then changes).
+Result<detail::Block*> CorePool::grow_mapping(detail::Arena& arena, std::size_t size, std::uint8_t stream,
+                                              bool last_resort) {
+  if (last_resort) release_everything_cached();
+  MEMCOORD_ASSIGN_OR_RETURN(detail::Placement placement, arena.plan(size, stream));
+  if (!last_resort) pack_for(arena, placement);
+  const std::uint64_t before = arena.reserved_bytes();
+  Result<detail::Block*> b = arena.map_and_take(placement, size, stream);
+  if (!b.ok()) return b;
+  account_reserved_growth(arena.reserved_bytes() - before);
+  high_water_ = std::max(high_water_, reserved_.current.load());
+  return b;
+}
+
+// Packing: unmapping idle free chunks so that the chunks a placement needs come from the cache instead of
+// from new memory. It costs driver calls (an unmap now, a map again if that memory is wanted back), so:
+//   under pressure (the backend's budget, or a device nearly full) it takes idle chunks from both arenas, as
+//     many as the placement needs to fit;
+//   otherwise only at the pool's own high-water mark, and only within the request's arena (a loop over
+//     small and large sizes never trades chunks between the two), and (RemapPolicy::kUnderPressure) every
+//     byte moved raises the mark by 1/64 of a byte, up to 1/64 of it: a pool that keeps remapping grows a
+//     little instead, and its misses stop calling the driver;
+//   below the high-water mark, never: the pool grows.
+// The hole's neighbours stay untouched: unmapping them would merge holes under the placement.
+void CorePool::pack_for(detail::Arena& arena, const detail::Placement& placement) {
+  const std::uint64_t need = placement.map_bytes;
+  if (need == 0) return;
+  detail::Arena& other = &arena == &small_ ? large_ : small_;
+  const std::uint64_t reserved = reserved_.current.load();
+  const std::uint64_t pressure = std::max(backend_.bytes_over_budget(need), device_shortfall(need));
+  if (pressure > 0) {
+    std::uint64_t got = release_cached(arena, pressure, false, placement.hole->prev, placement.hole->next);
+    if (got < pressure) release_cached(other, pressure - got, false, nullptr, nullptr);
+    return;
+  }
+  const std::uint64_t mark = high_water_ + headroom_;
+  if (reserved + need <= mark) return;
+  const bool every_miss = options_.remap == RemapPolicy::kEveryMiss;
+  const std::uint64_t want = reserved + need - mark;
+  std::uint64_t got = release_cached(arena, want, false, placement.hole->prev, placement.hole->next);
+  if (every_miss) {
+    if (got < want) release_cached(other, want - got, false, nullptr, nullptr);
+    return;
+  }
+  headroom_ = std::min(high_water_ / kHeadroomDivisor, headroom_ + got / kHeadroomDivisor);
+}
+
+// Bytes the device lacks for mapping `need` more while keeping its reserve free (0 when it has them).
+// Asks the backend (cudaMemGetInfo on CUDA, ~5 us) only on a miss that is about to map anyway.
+std::uint64_t CorePool::device_shortfall(std::uint64_t need) {
+  const DeviceInfo info = backend_.device_info();
+  const std::uint64_t reserve =
+      options_.device_reserve_bytes != 0 ? options_.device_reserve_bytes : info.total_bytes / 32;
+  const std::uint64_t wanted = need + reserve;
+  return info.free_bytes >= wanted ? 0 : wanted - info.free_bytes;
+}
+
+void CorePool::release_everything_cached() {
+  release_cached(small_, std::numeric_limits<std::uint64_t>::max(), true, nullptr, nullptr);
+  release_cached(large_, std::numeric_limits<std::uint64_t>::max(), true, nullptr, nullptr);
+}
+
+std::uint64_t CorePool::release_cached(detail::Arena& arena, std::uint64_t want, bool synchronize,
+                                       const detail::Block* keep_a, const detail::Block* keep_b) {
+  const std::uint64_t before = arena.reserved_bytes();
+  const std::uint64_t released = arena.release_free_memory(want, synchronize, keep_a, keep_b);
+  reserved_.sub(before - arena.reserved_bytes());
+  sync_backend_counters();
+  return released;
+}
+
+void CorePool::account_reserved_growth(std::uint64_t bytes) {
+  reserved_.add(bytes);
+  sync_backend_counters();
+}
+
+void CorePool::sync_backend_counters() {
+  backend_allocations_.store(small_.backend_allocations() + large_.backend_allocations());
+  backend_frees_.store(small_.backend_frees() + large_.backend_frees());
+  backend_allocated_bytes_.store(small_.backend_allocated_bytes() + large_.backend_allocated_bytes());
+  backend_released_bytes_.store(small_.backend_released_bytes() + large_.backend_released_bytes());
+}
+
+void CorePool::update_cache_stats() {
+  largest_free_.store(std::max(small_.largest_free(), large_.largest_free()));
+  free_bytes_.store(small_.free_bytes() + large_.free_bytes());
+}
+
+}  // namespace memcoord

@@ -1,0 +1,113 @@
+// CorePool: the caching core of a CachingPool, and the bottom of its MemoryResource stack. Carves blocks from
+// memory its DeviceBackend provides and keeps freed blocks for reuse, so a cache hit never calls the
+// backend (the driver) and never synchronizes anything. No limit, statistics of callers, tags, tracing or
+// OOM hook here: those are adaptors (LimitAdaptor under it, the others above it).
+//
+// How memory grows. On a mapping backend each of two arenas (small blocks <= small_block_limit, large blocks
+// above it, kept apart so long-lived small tensors do not pin large ranges) is a reserved address range
+// backed by physical chunks mapped on demand. On a miss the pool places the request where it needs the
+// fewest new chunks and maps them. It packs (unmaps whole idle free chunks elsewhere in the cache and maps
+// them where the request goes, instead of growing) under pressure and, sparingly, at its own high-water
+// mark: see RemapPolicy. Pressure is the device nearly full (device_info().free_bytes against
+// device_reserve_bytes) or a budget the backend enforces (DeviceBackend::bytes_over_budget, which a
+// LimitAdaptor reports). On a segment backend it grows by whole segments, as PyTorch's native allocator does.
+//
+// Out of memory. Before a miss fails, a last-resort pass synchronizes the streams that hold cache and
+// releases every whole free chunk (every whole free segment) of both arenas, then tries once more: an
+// allocation fails only once the cache is gone. Any growth failure (the backend's or a budget's) is then
+// RESOURCE_EXHAUSTED carrying the cause's message (CachingPool adds the pool's context).
+//
+// Streams. A block freed on stream A is reused on A at once. Reuse on another stream B makes B wait on the
+// device for A's queued work (an event), never the host. Blocks used on extra streams (record_stream) are
+// held until those streams' work is done. At most 64 distinct streams per pool.
+//
+// Thread safety: NOT thread-safe. Callers serialize every call (CachingPool wraps it in a ThreadSafeAdaptor);
+// fill_stats() and reserved_bytes() alone may be called from any thread at any time (relaxed atomics).
+// Ownership: does not own its backend, which must outlive it; it must outlive every block it hands out.
+// Destroying it synchronizes its streams and releases all its memory; live blocks are logged as leaked.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "allocator/detail/arena.h"
+#include "allocator/detail/block.h"
+#include "allocator/detail/counter.h"
+#include "allocator/detail/pointer_map.h"
+#include "allocator/memory_resource.h"
+#include "allocator/pool_options.h"
+#include "allocator/pool_snapshot.h"
+#include "allocator/pool_stats.h"
+
+namespace memcoord {
+
+class CorePool final : public MemoryResource {
+ public:
+  // options.limit_bytes is ignored: a limit is a LimitAdaptor under the pool.
+  explicit CorePool(DeviceBackend& backend, PoolOptions options = {});
+  ~CorePool() override;
+
+  // Fills the core's figures: reserved (and its peak), backend calls, cache hits, trims, largest free block,
+  // fragmentation, maps_chunks. Lock-free; fields may come from slightly different instants.
+  void fill_stats(PoolStats& s) const;
+  std::uint64_t reserved_bytes() const { return reserved_.current.load(); }  // lock-free
+  // Bytes of live blocks (rounded sizes). REQUIRES: serialized with the other calls.
+  std::uint64_t allocated_bytes() const { return allocated_bytes_; }
+  // Peak reserved becomes the current reserved. Packing's own high-water mark is unaffected.
+  void reset_peak_reserved() { reserved_.reset_peak(); }
+
+  // Size of the live block at ptr as handed out (rounded), NOT_FOUND otherwise.
+  Result<std::size_t> block_size(const void* ptr) const;
+  PoolSnapshot snapshot() const;
+  // Walks every block and checks the invariants (blocks tile their segments, free blocks merged and indexed,
+  // reserved == mapped bytes, allocated == live blocks). O(blocks); for tests.
+  Status check_invariants() const;
+
+  const PoolOptions& options() const { return options_; }
+  DeviceBackend& backend() const { return backend_; }
+
+ private:
+  Result<Allocation> do_allocate(std::size_t bytes, StreamId stream, TagId tag) override;
+  Result<Allocation> do_deallocate(void* ptr) override;
+  Status do_record_stream(void* ptr, StreamId stream) override;
+  TrimResult do_trim(std::uint64_t target_bytes) override;
+
+  detail::ArenaConfig arena_config(bool small) const;
+  detail::Arena& arena_of(const detail::Block* b);
+  Result<std::uint8_t> stream_index_of(StreamId stream);
+  Result<detail::Block*> take_or_grow(std::size_t bytes, std::size_t size, std::uint8_t stream);
+  Result<detail::Block*> grow(detail::Arena& arena, std::size_t size, std::uint8_t stream, bool last_resort);
+  Result<detail::Block*> grow_segments(detail::Arena& arena, std::size_t size, std::uint8_t stream,
+                                       bool last_resort);
+  Result<detail::Block*> grow_mapping(detail::Arena& arena, std::size_t size, std::uint8_t stream,
+                                      bool last_resort);
+  void pack_for(detail::Arena& arena, const detail::Placement& placement);
+  std::uint64_t device_shortfall(std::uint64_t need);
+  void release_everything_cached();
+  std::uint64_t release_cached(detail::Arena& arena, std::uint64_t want, bool synchronize,
+                               const detail::Block* keep_a, const detail::Block* keep_b);
+  void account_reserved_growth(std::uint64_t bytes);
+  void sync_backend_counters();
+  void update_cache_stats();
+
+  DeviceBackend& backend_;
+  const PoolOptions options_;
+
+  std::vector<StreamId> stream_ids_;  // pool stream index -> backend stream
+  detail::BlockSlab slab_;
+  detail::PointerMap live_;
+  detail::Arena small_;
+  detail::Arena large_;
+  std::uint64_t allocated_bytes_ = 0;
+  std::uint64_t high_water_ = 0;  // most reserved bytes ever (mapping arenas grow freely below it)
+  // A miss may grow the pool by this much beyond the high-water mark without packing (see pack_for).
+  std::uint64_t headroom_ = 0;
+
+  // Written by the serialized calls, read by fill_stats from anywhere.
+  detail::Gauge reserved_;
+  detail::Counter cache_hits_, backend_allocations_, backend_frees_, backend_allocated_bytes_,
+      backend_released_bytes_, trims_, trimmed_bytes_, largest_free_, free_bytes_;
+};
+
+}  // namespace memcoord

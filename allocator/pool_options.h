@@ -1,0 +1,46 @@
+// PoolOptions: how a CachingPool (and the CorePool inside it) grows, packs and is named. Plain data.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace memcoord {
+
+enum class PoolGrowth {
+  kAuto,  // mapping when the backend supports it, else segments
+  kMapping,
+  kSegments,
+};
+
+// When a mapping arena packs: unmaps idle free chunks elsewhere in its cache and maps them where a miss
+// needs memory, instead of growing. Packing keeps reserved memory near what live blocks need but costs
+// driver calls (tens of microseconds a chunk on a GPU), and memory moved away may be wanted back.
+enum class RemapPolicy {
+  // Default. Under pressure (a limit that would be exceeded, a device nearly out of free memory) packs
+  // whatever idle cache the miss needs, from both arenas. Without pressure, packs only at the pool's
+  // high-water mark and only within the request's arena, and each byte moved raises the mark by 1/64 of a
+  // byte (up to 1/64 of it): a loop that keeps missing stops calling the driver after a round or two, a loop
+  // over the same sizes after its first round.
+  kUnderPressure,
+  // Packs from both arenas on every miss at the high-water mark: the smallest footprint, and a driver call
+  // on each such miss even in a steady loop. For comparison (benchmarks) only.
+  kEveryMiss,
+};
+
+struct PoolOptions {
+  std::string name = "default";
+  PoolGrowth growth = PoolGrowth::kAuto;
+  RemapPolicy remap = RemapPolicy::kUnderPressure;
+  std::size_t small_block_limit = 1 << 20;  // requests up to this go to the small arena
+  // Quota on reserved bytes; 0: no limit but the device's. Enforced by the CachingPool's LimitAdaptor; a
+  // CorePool on its own ignores it (put a LimitAdaptor under it instead).
+  std::uint64_t limit_bytes = 0;
+  // Address space reserved per arena range on mapping backends; 0: twice the device's total memory.
+  std::uint64_t address_range_bytes = 0;
+  // A miss that would leave the device with less free memory than this packs the cache first (pressure);
+  // 0: 1/32 of the device's total memory.
+  std::uint64_t device_reserve_bytes = 0;
+};
+
+}  // namespace memcoord

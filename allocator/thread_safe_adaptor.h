@@ -1,0 +1,45 @@
+// ThreadSafeAdaptor: makes a resource stack safe to share between threads by holding one mutex around every
+// call into `upstream`. Everything below it (a CorePool and the adaptors over it) may then be
+// single-threaded; their figures are relaxed atomics that readers see without the lock.
+// lock() hands the same mutex to a composer (CachingPool) for operations that span several layers (a limit
+// change that trims, a tag registration, a snapshot) and for changing the upstream (set_upstream), which is
+// only ever dereferenced under the lock. Never hold the lock while calling out to unknown code (an OOM hook):
+// OomRetryAdaptor therefore sits above this adaptor. Ownership: does not own `upstream`.
+#pragma once
+
+#include <mutex>
+
+#include "allocator/memory_resource.h"
+
+namespace memcoord {
+
+class ThreadSafeAdaptor final : public ResourceAdaptor {
+ public:
+  explicit ThreadSafeAdaptor(MemoryResource& upstream) : ResourceAdaptor(upstream) {}
+
+  [[nodiscard]] std::unique_lock<std::mutex> lock() const { return std::unique_lock<std::mutex>(mu_); }
+  // REQUIRES: the caller holds lock().
+  void set_upstream(MemoryResource& upstream) { ResourceAdaptor::set_upstream(upstream); }
+
+ private:
+  Result<Allocation> do_allocate(std::size_t bytes, StreamId stream, TagId tag) override {
+    std::lock_guard<std::mutex> guard(mu_);
+    return upstream().allocate(bytes, stream, tag);
+  }
+  Result<Allocation> do_deallocate(void* ptr) override {
+    std::lock_guard<std::mutex> guard(mu_);
+    return upstream().deallocate(ptr);
+  }
+  Status do_record_stream(void* ptr, StreamId stream) override {
+    std::lock_guard<std::mutex> guard(mu_);
+    return upstream().record_stream(ptr, stream);
+  }
+  TrimResult do_trim(std::uint64_t target_bytes) override {
+    std::lock_guard<std::mutex> guard(mu_);
+    return upstream().trim(target_bytes);
+  }
+
+  mutable std::mutex mu_;  // serializes every call into upstream() and guards the upstream pointer
+};
+
+}  // namespace memcoord
