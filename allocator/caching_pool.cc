@@ -15,11 +15,6 @@
 #include "common/bytes.h"
 
 namespace memcoord {
-namespace {
-// No device has a petabyte; larger requests are bugs (negative sizes cast to size_t land here).
-constexpr std::uint64_t kAbsurdBytes = 1ULL << 50;
-}  // namespace
-
 // The stack, bottom up. Members are declared in that order, so each layer outlives the ones above it.
 class CachingPool::Impl {
  public:
@@ -37,7 +32,7 @@ class CachingPool::Impl {
   Result<void*> allocate(std::size_t bytes, StreamId stream, TagId tag) {
     // Checked here (again in the core and the tag layer) so bad input never takes the lock, and in the
     // order users have always seen.
-    if (bytes == 0 || bytes > kAbsurdBytes) return core_.allocate(bytes, stream, tag).status();
+    MEMCOORD_RETURN_IF_ERROR(CorePool::CheckSize(name(), bytes));
     if (tag != kUntagged && !tags_.known(tag)) {
       return InvalidArgument(fmt::format("{}: unknown tag id {}; register tags with tag(name)", owner_, tag));
     }

@@ -50,14 +50,19 @@ detail::ArenaConfig CorePool::arena_config(bool small) const {
   return c;
 }
 
-Result<Allocation> CorePool::do_allocate(std::size_t bytes, StreamId stream, TagId tag) {
-  if (bytes == 0)
-    return InvalidArgument(
-        fmt::format("pool '{}': allocation of 0 bytes; sizes must be positive", options_.name));
+Status CorePool::CheckSize(std::string_view pool, std::size_t bytes) {
+  if (bytes == 0) {
+    return InvalidArgument(fmt::format("pool '{}': allocation of 0 bytes; sizes must be positive", pool));
+  }
   if (bytes > kAbsurdBytes) {
     return InvalidArgument(fmt::format(
-        "pool '{}': allocation of {} bytes is absurd (over 1 PiB; a negative size?)", options_.name, bytes));
+        "pool '{}': allocation of {} bytes is absurd (over 1 PiB; a negative size?)", pool, bytes));
   }
+  return Status::Ok();
+}
+
+Result<Allocation> CorePool::do_allocate(std::size_t bytes, StreamId stream, TagId tag) {
+  MEMCOORD_RETURN_IF_ERROR(CheckSize(options_.name, bytes));
   const std::size_t size = (bytes + kAlignment - 1) & ~(kAlignment - 1);
   MEMCOORD_ASSIGN_OR_RETURN(std::uint8_t stream_index, stream_index_of(stream));
   MEMCOORD_ASSIGN_OR_RETURN(detail::Block * b, take_or_grow(bytes, size, stream_index));

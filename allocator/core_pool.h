@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "allocator/detail/arena.h"
@@ -47,6 +48,10 @@ class CorePool final : public MemoryResource {
   // options.limit_bytes is ignored: a limit is a LimitAdaptor under the pool.
   explicit CorePool(DeviceBackend& backend, PoolOptions options = {});
   ~CorePool() override;
+
+  // INVALID_ARGUMENT naming `pool` for 0 or absurd (over 1 PiB: a negative size cast) byte counts, else OK.
+  // allocate() checks it first; a composer may check it before taking its lock.
+  static Status CheckSize(std::string_view pool, std::size_t bytes);
 
   // Fills the core's figures: reserved (and its peak), backend calls, cache hits, trims, largest free block,
   // fragmentation, maps_chunks. Lock-free; fields may come from slightly different instants.

@@ -1,5 +1,7 @@
 // Pool operation costs on the host-side backends (no GPU needed), side by side in one run:
 //   CacheHitPair/<bytes>      allocate + free of one size, every call a cache hit.
+//   CacheHitPairWorkerPool/<bytes>  the same on a pool set up as the worker sets its pools up (an OOM hook,
+//                             tags registered, the block tagged): what the optional layers cost a hit.
 //   MixedPattern/<growth>     the shared data README's mixed pattern (200,000 operations, mt19937_64(42),
 //                             <= 1,000 live blocks, sizes (2^k + r) & ~255, k in 8..26), per operation,
 //                             after a warm-up pass; mapping (default) next to PyTorch-style segments.
@@ -56,6 +58,22 @@ void BM_CacheHitPair(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 2);
 }
 BENCHMARK(BM_CacheHitPair)->Arg(512)->Arg(1 << 20)->Arg(64 << 20);
+
+void BM_CacheHitPairWorkerPool(benchmark::State& state) {
+  VirtualBackend backend;
+  CachingPool pool(backend);
+  pool.set_oom_hook([](const OomEvent&) { return false; });
+  const TagId tag = *pool.tag("activations");
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  (void)pool.deallocate(*pool.allocate(bytes, kDefaultStream, tag));  // warm
+  for (auto _ : state) {
+    void* p = *pool.allocate(bytes, kDefaultStream, tag);
+    benchmark::DoNotOptimize(p);
+    (void)pool.deallocate(p);
+  }
+  state.SetItemsProcessed(state.iterations() * 2);
+}
+BENCHMARK(BM_CacheHitPairWorkerPool)->Arg(512)->Arg(1 << 20);
 
 void BM_MixedPattern(benchmark::State& state) {
   VirtualBackend backend;
