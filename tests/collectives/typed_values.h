@@ -106,8 +106,9 @@ inline Bytes ReducedReference(DataType type, ReduceOp op, int n, std::size_t cou
   return out;
 }
 
+// An empty vector's data() may be null, and memcmp with a null pointer is undefined even for 0 bytes.
 inline bool SameBytes(const Bytes& a, const Bytes& b, std::size_t bytes) {
-  return std::memcmp(a.data(), b.data(), bytes) == 0;
+  return bytes == 0 || std::memcmp(a.data(), b.data(), bytes) == 0;
 }
 
 constexpr DataType kAllTypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16,
