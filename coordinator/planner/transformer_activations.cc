@@ -101,10 +101,13 @@ HeadActivations HeadBytesPerToken(const ModelSpec& s, OutputHead head, Precision
     case OutputHead::kMaskedLm: {
       // The transform (dense, GELU, LayerNorm) keeps four hidden-sized tensors; CrossEntropyLoss runs
       // log-softmax over every position (in fp32 under autocast, in the activation dtype otherwise).
-      const double loss_bytes = z.amp ? 4 : z.d;
+      // Under autocast the half-precision logits are kept as well; the forward's transient (the logits
+      // before the loss) and backward's two gradients over the vocabulary are in the activation dtype
+      // (fit rows: forward fp32 4, bf16 2, amp-bf16 2 bytes per entry; backward 8, 4, 4).
+      const double loss_bytes = z.amp ? 4 + z.d : z.d;
       a.saved = 4 * z.d * h + loss_bytes * v;
-      a.forward_transient = (z.d + (z.amp ? 4 : 0)) * v;
-      a.backward_transient = 2 * loss_bytes * v;
+      a.forward_transient = z.d * v;
+      a.backward_transient = 2 * z.d * v;
       break;
     }
     case OutputHead::kSequenceClassification:

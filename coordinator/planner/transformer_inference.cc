@@ -95,8 +95,9 @@ double Generate(MemoryEstimate& e, const InferenceDims& d, double new_tokens) {
   const double total = d.b * (d.prompt + new_tokens);
   const double cache = per_token_cache * total;
   const double logits = d.b * d.v * (d.z.d + cal::kGenerateLogitsFp32Copies * 4);
-  const double prefill = cal::kGeneratePrefillTransient * FeedForwardTransient(d, d.b * d.prompt) -
-                         per_token_cache * d.b * new_tokens;
+  // Both generate rows of the fit set peak at the full cache plus one prompt forward's feed-forward
+  // transient (not the prompt's cache alone): the transient is counted on top of the whole cache.
+  const double prefill = cal::kGeneratePrefillTransient * FeedForwardTransient(d, d.b * d.prompt);
   const double decode = per_token_cache / d.layers * total;
   e.breakdown.kv_cache_bytes = Bytes(cache);
   e.breakdown.logits_bytes = Bytes(logits);

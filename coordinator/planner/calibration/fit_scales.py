@@ -60,7 +60,7 @@ def head_saved(s, head, precision):
     if head == "causal-lm":
         return 4 * V
     if head == "masked-lm":
-        return 4 * d * h + (4 if amp else d) * V
+        return 4 * d * h + (4 + d if amp else d) * V
     return 0
 
 
