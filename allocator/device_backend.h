@@ -32,6 +32,14 @@ struct DeviceInfo {
   std::uint64_t total_bytes = 0;
   std::uint64_t free_bytes = 0;  // as the driver (or the capacity cap) sees it now
   bool device_memory = false;    // false: host-addressable memory a CPU may touch directly
+  // The GPU's UUID as nvidia-smi prints it, "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (gpu_uuid.h), read
+  // once when a CUDA backend is created. Empty for backends without a GPU (host, virtual, pinned-host): the
+  // worker sends it as the `gpu_uuid` label of its metrics, the label dcgm-exporter's series carry as
+  // `UUID`, and Prometheus users join the two on it. An empty value is how Prometheus says "no such label"
+  // (it joins nothing and groups as absent); a made-up "GPU-..." would look like a real GPU, could match no
+  // dcgm series or the wrong one, and the same synthetic value on every host would merge simulated devices
+  // of different machines in `by (gpu_uuid)` aggregations.
+  std::string uuid;
 };
 
 class DeviceBackend {

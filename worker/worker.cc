@@ -329,6 +329,7 @@ Result<std::unique_ptr<Worker>> Worker::init(WorkerOptions options) {
     config.host = HostName();
     config.device = impl->device;
     config.device_name = info.name;
+    config.device_uuid = info.uuid;
     config.backend = kind;
     config.device_total_bytes = info.total_bytes;
     config.group = options.group;

@@ -12,11 +12,11 @@ namespace memcoord {
 
 Result<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device) {
   MEMCOORD_ASSIGN_OR_RETURN(CudaDeviceFacts facts, ReadCudaDeviceFacts(device));
-  return std::unique_ptr<CudaBackend>(new CudaBackend(device, std::move(facts.name), facts.total_bytes));
+  return std::unique_ptr<CudaBackend>(new CudaBackend(device, std::move(facts)));
 }
 
-CudaBackend::CudaBackend(int device, std::string name, std::uint64_t total_bytes)
-    : device_(device), name_(std::move(name)), total_bytes_(total_bytes), streams_(device) {}
+CudaBackend::CudaBackend(int device, CudaDeviceFacts facts)
+    : device_(device), facts_(std::move(facts)), streams_(device) {}
 
 CudaBackend::~CudaBackend() {
   if (const std::uint64_t held = held_bytes(); held != 0) {
@@ -25,18 +25,18 @@ CudaBackend::~CudaBackend() {
 }
 
 Result<void*> CudaBackend::do_allocate(std::size_t bytes) {
-  if (bytes > total_bytes_) {
+  if (bytes > facts_.total_bytes) {
     return ResourceExhausted(
         fmt::format("cuda backend: cannot allocate {} bytes on device {} ({}): the device has "
                     "{} bytes in all",
-                    bytes, device_, name_, total_bytes_));
+                    bytes, device_, facts_.name, facts_.total_bytes));
   }
   ScopedCudaDevice on_device(device_);
   MEMCOORD_RETURN_IF_ERROR(on_device.status());
   void* ptr = nullptr;
   const Status status = CudaRuntimeStatus(cudaMalloc(&ptr, bytes), fmt::format("cudaMalloc({})", bytes));
   if (!status.ok()) {
-    const std::uint64_t free_bytes = ReadCudaDeviceInfo("cuda", device_, name_, total_bytes_).free_bytes;
+    const std::uint64_t free_bytes = ReadCudaDeviceInfo("cuda", device_, facts_).free_bytes;
     return status.WithContext(fmt::format(
         "cuda backend: allocating {} bytes on device {} ({} bytes free): ", bytes, device_, free_bytes));
   }
@@ -55,6 +55,6 @@ void CudaBackend::do_release(void* ptr, std::size_t bytes) noexcept {
   held_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
 }
 
-DeviceInfo CudaBackend::device_info() { return ReadCudaDeviceInfo("cuda", device_, name_, total_bytes_); }
+DeviceInfo CudaBackend::device_info() { return ReadCudaDeviceInfo("cuda", device_, facts_); }
 
 }  // namespace memcoord

@@ -3,7 +3,7 @@
 // (61-91 us a pair on an H200 for up to 64 MiB, 439 us at 1 GiB), which is why a CachingPool sits on top.
 //
 // Streams: cudaEventRecord + cudaStreamWaitEvent, cudaStreamQuery, cudaStreamSynchronize (CudaStreamOps).
-// Facts: device_info() from cudaMemGetInfo (free/total) and the name read once at creation.
+// Facts: device_info() from cudaMemGetInfo (free/total) and the name and UUID read once at creation.
 // held_bytes(): the bytes of segments currently held, for DeviceBytesUsedOutside().
 //
 // Thread safety: all methods are thread-safe. Every call makes the backend's device current for its duration
@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include "allocator/cuda/cuda_device_facts.h"
 #include "allocator/cuda/cuda_stream_ops.h"
 #include "allocator/device_backend.h"
 #include "common/result.h"
@@ -41,13 +42,12 @@ class CudaBackend final : public DeviceBackend {
   std::uint64_t held_bytes() const { return held_bytes_.load(std::memory_order_relaxed); }
 
  private:
-  CudaBackend(int device, std::string name, std::uint64_t total_bytes);
+  CudaBackend(int device, CudaDeviceFacts facts);
   Result<void*> do_allocate(std::size_t bytes) override;
   void do_release(void* ptr, std::size_t bytes) noexcept override;
 
   const int device_;
-  const std::string name_;
-  const std::uint64_t total_bytes_;
+  const CudaDeviceFacts facts_;
   CudaStreamOps streams_;
   std::atomic<std::uint64_t> held_bytes_{0};
 };

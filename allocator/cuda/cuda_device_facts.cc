@@ -4,8 +4,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <array>
+#include <cstring>
+
 #include "allocator/cuda/cuda_device.h"
 #include "allocator/cuda/cuda_status.h"
+#include "allocator/gpu_uuid.h"
 
 namespace memcoord {
 
@@ -24,16 +28,19 @@ Result<CudaDeviceFacts> ReadCudaDeviceFacts(int device) {
   std::size_t free_bytes = 0;
   std::size_t total_bytes = 0;
   MEMCOORD_RETURN_IF_ERROR(CudaRuntimeStatus(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
-  return CudaDeviceFacts{props.name, total_bytes};
+  std::array<std::uint8_t, kGpuUuidBytes> uuid{};
+  static_assert(sizeof(props.uuid.bytes) == kGpuUuidBytes);
+  std::memcpy(uuid.data(), props.uuid.bytes, uuid.size());
+  return CudaDeviceFacts{props.name, FormatGpuUuid(uuid), total_bytes};
 }
 
-DeviceInfo ReadCudaDeviceInfo(std::string_view kind, int device, const std::string& name,
-                              std::uint64_t total_bytes) {
+DeviceInfo ReadCudaDeviceInfo(std::string_view kind, int device, const CudaDeviceFacts& facts) {
   DeviceInfo info;
   info.kind = std::string(kind);
-  info.name = name;
+  info.name = facts.name;
+  info.uuid = facts.uuid;
   info.device = device;
-  info.total_bytes = total_bytes;
+  info.total_bytes = facts.total_bytes;
   info.device_memory = true;
   ScopedCudaDevice on_device(device);
   std::size_t free_bytes = 0;

@@ -45,18 +45,12 @@ Result<std::unique_ptr<CudaVmmBackend>> CudaVmmBackend::Create(int device) {
     return Internal(
         fmt::format("cuda-vmm: device {} reports an allocation granularity of {} bytes", device, chunk));
   }
-  return std::unique_ptr<CudaVmmBackend>(
-      new CudaVmmBackend(device, std::move(facts.name), facts.total_bytes, *api, chunk));
+  return std::unique_ptr<CudaVmmBackend>(new CudaVmmBackend(device, std::move(facts), *api, chunk));
 }
 
-CudaVmmBackend::CudaVmmBackend(int device, std::string name, std::uint64_t total_bytes,
-                               const CudaDriverApi& api, std::size_t chunk_bytes)
-    : device_(device),
-      name_(std::move(name)),
-      total_bytes_(total_bytes),
-      api_(api),
-      chunk_bytes_(chunk_bytes),
-      streams_(device) {}
+CudaVmmBackend::CudaVmmBackend(int device, CudaDeviceFacts facts, const CudaDriverApi& api,
+                               std::size_t chunk_bytes)
+    : device_(device), facts_(std::move(facts)), api_(api), chunk_bytes_(chunk_bytes), streams_(device) {}
 
 CudaVmmBackend::~CudaVmmBackend() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -157,7 +151,7 @@ Status CudaVmmBackend::map(std::uintptr_t address, std::size_t bytes) {
   mapped.reserve(bytes / chunk_bytes_);
   auto undo = [&](Status status) {
     for (const auto& [chunk, handle] : mapped) unmap_chunk(chunk, handle);
-    const std::uint64_t free_bytes = ReadCudaDeviceInfo("cuda-vmm", device_, name_, total_bytes_).free_bytes;
+    const std::uint64_t free_bytes = ReadCudaDeviceInfo("cuda-vmm", device_, facts_).free_bytes;
     return status.WithContext(
         fmt::format("cuda-vmm: mapping {} bytes at {:#x} on device {} ({} bytes free): ", bytes, address,
                     device_, free_bytes));
@@ -212,11 +206,11 @@ void CudaVmmBackend::unmap(std::uintptr_t address, std::size_t bytes) noexcept {
 }
 
 Result<void*> CudaVmmBackend::do_allocate(std::size_t bytes) {
-  if (bytes > total_bytes_) {
+  if (bytes > facts_.total_bytes) {
     return ResourceExhausted(
         fmt::format("cuda-vmm backend: cannot allocate {} bytes on device {} ({}): the device "
                     "has {} bytes in all",
-                    bytes, device_, name_, total_bytes_));
+                    bytes, device_, facts_.name, facts_.total_bytes));
   }
   const std::size_t rounded = (bytes + chunk_bytes_ - 1) / chunk_bytes_ * chunk_bytes_;
   MEMCOORD_ASSIGN_OR_RETURN(std::uintptr_t base, reserve_address(rounded));
@@ -247,8 +241,6 @@ void CudaVmmBackend::do_release(void* ptr, std::size_t bytes) noexcept {
   free_address(base, rounded);
 }
 
-DeviceInfo CudaVmmBackend::device_info() {
-  return ReadCudaDeviceInfo("cuda-vmm", device_, name_, total_bytes_);
-}
+DeviceInfo CudaVmmBackend::device_info() { return ReadCudaDeviceInfo("cuda-vmm", device_, facts_); }
 
 }  // namespace memcoord

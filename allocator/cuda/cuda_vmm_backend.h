@@ -10,7 +10,8 @@
 // for pools forced to grow by segments.
 //
 // The driver API comes from cudaGetDriverEntryPointByVersion (CudaDriverApi); libcuda is never linked.
-// Streams: CudaStreamOps. Facts: device_info() from cudaMemGetInfo. held_bytes(): bytes mapped now.
+// Streams: CudaStreamOps. Facts: device_info() from cudaMemGetInfo, the name and UUID read once at creation.
+// held_bytes(): bytes mapped now.
 //
 // Thread safety: all methods are thread-safe; mu_ guards the bookkeeping, driver calls run outside it.
 // Ownership: the backend must outlive its pools. Destroying it unmaps and frees whatever is still mapped or
@@ -28,6 +29,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "allocator/cuda/cuda_device_facts.h"
 #include "allocator/cuda/cuda_stream_ops.h"
 #include "allocator/device_backend.h"
 #include "common/result.h"
@@ -60,8 +62,7 @@ class CudaVmmBackend final : public DeviceBackend {
   std::uint64_t held_bytes() const { return mapped_bytes_.load(std::memory_order_relaxed); }
 
  private:
-  CudaVmmBackend(int device, std::string name, std::uint64_t total_bytes, const CudaDriverApi& api,
-                 std::size_t chunk_bytes);
+  CudaVmmBackend(int device, CudaDeviceFacts facts, const CudaDriverApi& api, std::size_t chunk_bytes);
   Result<void*> do_allocate(std::size_t bytes) override;
   void do_release(void* ptr, std::size_t bytes) noexcept override;
 
@@ -72,8 +73,7 @@ class CudaVmmBackend final : public DeviceBackend {
   void unmap_chunk(std::uintptr_t address, unsigned long long handle) noexcept;
 
   const int device_;
-  const std::string name_;
-  const std::uint64_t total_bytes_;
+  const CudaDeviceFacts facts_;
   const CudaDriverApi& api_;
   const std::size_t chunk_bytes_;
   CudaStreamOps streams_;

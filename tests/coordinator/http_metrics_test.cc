@@ -19,6 +19,7 @@
 #include "coordinator/service/coordinator_server.h"
 #include "gtest/gtest.h"
 #include "test_support.h"
+#include "tests/worker/uuid_backend.h"
 
 namespace memcoord::coordinator {
 namespace {
@@ -313,6 +314,42 @@ TEST_F(HttpLive, TrimNeedsTheAdminTokenAndShowsUpAsEventsCountersAndFanout) {
   const std::string text = Get(port(), "/metrics");
   EXPECT_NE(text.find("memcoord_trim_fanout_seconds_count 1\n"), std::string::npos);
   EXPECT_TRUE(HasSample(text, "memcoord_trims_total", {"rank=\"0\"", "pool=\"default\"} 1"}));
+}
+
+// A worker's GPU UUID (DeviceInfo::uuid, sent in its Register) is the `gpu_uuid` label of every series of
+// that rank, as dcgm-exporter's `UUID` label names the same GPU; a worker without a GPU has an empty one.
+TEST(HttpWorkerLabels, AWorkersGpuUuidIsItsGpuUuidLabelAndEmptyWithoutAGpu) {
+  auto server = StartServerWithHttp();
+  ASSERT_TRUE(server);
+  const std::string uuid = "GPU-b8ea3855-276c-c9cb-b366-c6fa655957c5";
+  WorkerOptions options;
+  options.coordinator = server->address();
+  options.report_interval = milliseconds(50);
+  options.topology = Topology{0, 0, 2, "test"};
+  options.backend_factory = memcoord::testing::UuidBackend::Factory(uuid);
+  auto with_gpu = Worker::init(options);
+  ASSERT_TRUE(with_gpu.ok()) << with_gpu.status().ToString();
+  ASSERT_TRUE((*with_gpu)->device_pool(-1).ok());
+  auto without = StartWorker(server->address(), 1, 2, {"default"});
+  ASSERT_TRUE(without);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const ClusterView v = server->snapshot();
+        return v.workers.size() == 2 && !v.workers[0].pools.empty() && !v.workers[1].pools.empty();
+      },
+      milliseconds(5000)));
+
+  const std::string text = Get(server->metrics_port(), "/metrics");
+  EXPECT_TRUE(HasSample(text, "memcoord_worker_live", {"rank=\"0\"", "gpu_uuid=\"" + uuid + "\"} 1"}))
+      << text;
+  EXPECT_TRUE(HasSample(text, "memcoord_pool_reserved_bytes",
+                        {"rank=\"0\"", "gpu_uuid=\"" + uuid + "\"", "pool=\"default\""}));
+  EXPECT_TRUE(HasSample(text, "memcoord_worker_live", {"rank=\"1\"", "gpu_uuid=\"\"} 1"})) << text;
+  const auto cluster = nlohmann::json::parse(Get(server->metrics_port(), "/api/cluster"));
+  ASSERT_EQ(cluster["workers"].size(), 2u);
+  for (const auto& w : cluster["workers"]) {
+    EXPECT_EQ(w["device_uuid"], w["rank"] == 0 ? uuid : "") << w.dump();
+  }
 }
 
 TEST(HttpAdmin, WithoutAnAdminTokenTheHttpSideIsReadOnly) {

@@ -8,7 +8,9 @@
 #include "coordinator/service/coordinator_client.h"
 #include "coordinator/service/coordinator_server.h"
 #include "tests/coordinator/test_support.h"
+#include "tests/worker/uuid_backend.h"
 #include "worker/detail/coordinator_session.h"
+#include "worker/worker.h"
 
 namespace memcoord::detail {
 namespace {
@@ -119,6 +121,28 @@ TEST(CoordinatorSession, AnExceptionInThePeriodicReportEndsTheSessionNotTheProce
   host.throw_in_sample = true;  // the writer thread's next periodic report throws
   ASSERT_TRUE(WaitFor([&] { return session.registrations() == 2 && session.attached(); }, milliseconds(5000)))
       << "registrations " << session.registrations();
+}
+
+// The worker registers its backend's GPU UUID; GetCluster (what `memcoord status` reads) hands it back.
+TEST(CoordinatorSession, AWorkerRegistersItsGpuUuidAndGetClusterReturnsIt) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  const std::string uuid = "GPU-00112233-4455-6677-8899-aabbccddeeff";
+  WorkerOptions options;
+  options.coordinator = server->address();
+  options.topology = Topology{0, 0, 1, "test"};
+  options.backend_factory = memcoord::testing::UuidBackend::Factory(uuid);
+  auto worker = Worker::init(options);
+  ASSERT_TRUE(worker.ok()) << worker.status().ToString();
+  auto client = Client(*server);
+  Result<coordinator::ClusterView> view = InvalidArgument("not asked yet");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        view = client->GetCluster();
+        return view.ok() && view->workers.size() == 1;
+      },
+      milliseconds(5000)));
+  EXPECT_EQ(view->workers[0].id.device_uuid, uuid);
 }
 
 TEST(CoordinatorSession, SixtyFourWorkersReattachWithinAGenerousBoundAfterARestartOnTheSamePort) {

@@ -104,6 +104,7 @@ v1::WorkerMessage RegisterMessage(const SessionConfig& config, const ReportSampl
   reg->set_host(config.host);
   reg->set_device(config.device);
   reg->set_device_name(config.device_name);
+  reg->set_device_uuid(config.device_uuid);
   reg->set_backend(config.backend);
   reg->set_device_total_bytes(config.device_total_bytes);
   reg->set_group(config.group);

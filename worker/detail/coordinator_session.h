@@ -32,6 +32,7 @@ struct SessionConfig {
   std::string host;
   int device = -1;
   std::string device_name;
+  std::string device_uuid;  // "GPU-..." (DeviceInfo::uuid); empty without a GPU
   std::string backend;
   std::uint64_t device_total_bytes = 0;
   std::string group = "world";
