@@ -125,8 +125,8 @@ typedef struct memcoord_device_stats {
   uint64_t trimmed_bytes;
   uint64_t device_total_bytes; /* as the backend reports it */
 } memcoord_device_stats;
-#define MEMCOORD_DEVICE_STATS_V1_SIZE 192 /* bytes; sizeof(memcoord_device_stats) grows with later versions \
-                                           */
+/* Bytes; sizeof(memcoord_device_stats) grows with later versions. */
+#define MEMCOORD_DEVICE_STATS_V1_SIZE 192
 
 /* Sums every pool on `device` (-1: primary). Reads counters only (no pool lock). */
 int memcoord_device_stats_get(int device, memcoord_device_stats* out);
@@ -135,10 +135,14 @@ int memcoord_reset_peak_stats(int device);
 /* Returns every cached (free) byte of the pools on `device` to the device (trim to 0); live blocks stay.
  * `released_bytes` (may be NULL) receives the bytes returned. */
 int memcoord_empty_cache(int device, uint64_t* released_bytes);
-/* A JSON snapshot of the pools on `device`: {"device":d,"pools":[{"name":..,"stats":{..},"segments":[{
- * "address":..,"size":..,"blocks":[{"address":..,"size":..,"requested":..,"state":"active_allocated"|
- * "inactive","stream":..}]}]}],"trace":[..]}. NULL on failure; free it with memcoord_free_string(). Fields
- * the pool cannot give yet are absent (see "segments_available"). */
+/* A JSON snapshot of the pools on `device`: {"device":d,"pools":[{"name":..,"stats":{..},
+ * "segments_available":true,"segments":[{"address":..,"size":..,"small":bool,"mapped_bytes":..,"blocks":[{
+ * "address":..,"size":..,"requested":..,"state":"active_allocated"|"inactive"|"unmapped","stream":..}]}]}]}.
+ * Blocks tile their segment in address order. "mapped_bytes" appears only on pools that grow by mapping
+ * memory into reserved address ranges (stats "maps_chunks": cuda-vmm, host), whose segments are such ranges
+ * and whose "unmapped" blocks are address space with no memory behind it. Each pool's segments are taken at
+ * one instant under its lock; its stats just before. No allocation trace is kept. NULL on failure; free it
+ * with memcoord_free_string(). */
 char* memcoord_snapshot_json(int device);
 void memcoord_free_string(char* s);
 

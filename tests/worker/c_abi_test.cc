@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -133,6 +134,99 @@ TEST_F(CAbi, StatsEmptyCacheAndSnapshotReportThePoolsCounters) {
   EXPECT_EQ(doc["pools"][0]["stats"]["allocated_bytes"].get<std::uint64_t>(), after.allocated_bytes);
   EXPECT_EQ(doc["pools"][0]["stats"]["reserved_bytes"].get<std::uint64_t>(), after.reserved_bytes);
   memcoord_torch_free(b, 3 << 20, 0, nullptr);
+}
+
+TEST_F(CAbi, ResetPeakStatsBringsEveryPoolsPeaksToTheCurrentFigures) {
+  ASSERT_EQ(memcoord_init(), 0) << memcoord_last_error();
+  void* big = memcoord_torch_malloc(8 << 20, 0, nullptr);
+  void* named = memcoord_alloc("kv", 4 << 20, 0);  // a second pool on device 0
+  void* kept = memcoord_torch_malloc(1 << 20, 0, nullptr);
+  ASSERT_TRUE(big != nullptr && named != nullptr && kept != nullptr) << memcoord_last_error();
+  memcoord_torch_free(big, 8 << 20, 0, nullptr);
+  ASSERT_EQ(memcoord_free("kv", named), 0);
+  const memcoord_device_stats before = Stats(0);
+  EXPECT_EQ(before.pools, 2u);
+  EXPECT_EQ(before.peak_allocated_bytes, 13u << 20);
+  EXPECT_EQ(before.allocated_bytes, 1u << 20);
+
+  ASSERT_EQ(memcoord_reset_peak_stats(0), 0) << memcoord_last_error();
+  const memcoord_device_stats reset = Stats(0);
+  EXPECT_EQ(reset.peak_allocated_bytes, reset.allocated_bytes);
+  EXPECT_EQ(reset.peak_requested_bytes, reset.requested_bytes);
+  EXPECT_EQ(reset.peak_active_bytes, reset.active_bytes);
+  EXPECT_EQ(reset.peak_reserved_bytes, reset.reserved_bytes);
+  EXPECT_EQ(reset.allocations, before.allocations);  // counters stay
+  // The next peak is that of what runs from now on.
+  void* more = memcoord_torch_malloc(2 << 20, 0, nullptr);
+  ASSERT_NE(more, nullptr);
+  memcoord_torch_free(more, 2 << 20, 0, nullptr);
+  EXPECT_EQ(Stats(0).peak_allocated_bytes, 3u << 20);
+  EXPECT_EQ(memcoord_reset_peak_stats(7), MEMCOORD_ERR_INVALID_ARGUMENT);
+  memcoord_torch_free(kept, 1 << 20, 0, nullptr);
+}
+
+// The host backend maps chunks into reserved ranges, as cuda-vmm does: every segment is such a range, its
+// blocks tile it, and its mapped bytes add up to what the pool reserved.
+TEST_F(CAbi, SnapshotListsEverySegmentWithBlocksThatTileItAndOurLiveBlocks) {
+  ASSERT_EQ(memcoord_init(), 0) << memcoord_last_error();
+  void* large = memcoord_torch_malloc(3 << 20, 0, nullptr);
+  void* small = memcoord_torch_malloc(1000, 0, nullptr);
+  void* cached = memcoord_torch_malloc(8 << 20, 0, nullptr);
+  ASSERT_TRUE(large != nullptr && small != nullptr && cached != nullptr) << memcoord_last_error();
+  memcoord_torch_free(cached, 8 << 20, 0, nullptr);
+  const memcoord_device_stats s = Stats(0);
+
+  char* json = memcoord_snapshot_json(0);
+  ASSERT_NE(json, nullptr) << memcoord_last_error();
+  const auto doc = nlohmann::json::parse(json);
+  memcoord_free_string(json);
+  ASSERT_EQ(doc["pools"].size(), 1u);
+  const auto& pool = doc["pools"][0];
+  EXPECT_EQ(pool["segments_available"], true);
+  EXPECT_EQ(pool["stats"]["maps_chunks"], true);
+  ASSERT_FALSE(pool["segments"].empty());
+  std::uint64_t mapped = 0, allocated = 0, requested = 0, inactive = 0, unmapped = 0;
+  std::map<std::uint64_t, nlohmann::json> live;  // address -> block
+  bool small_segment_holds_small = false;
+  for (const auto& segment : pool["segments"]) {
+    std::uint64_t at = segment["address"];
+    std::uint64_t segment_mapped = 0;
+    for (const auto& block : segment["blocks"]) {
+      EXPECT_EQ(block["address"].get<std::uint64_t>(), at) << "blocks tile the segment in address order";
+      at += block["size"].get<std::uint64_t>();
+      const std::string state = block["state"];
+      if (state == "active_allocated") {
+        allocated += block["size"].get<std::uint64_t>();
+        requested += block["requested"].get<std::uint64_t>();
+        live[block["address"]] = block;
+        if (block["address"] == reinterpret_cast<std::uintptr_t>(small)) {
+          small_segment_holds_small = segment["small"];
+        }
+      } else if (state == "inactive") {
+        inactive += block["size"].get<std::uint64_t>();
+      } else {
+        EXPECT_EQ(state, "unmapped");
+        unmapped += block["size"].get<std::uint64_t>();
+        continue;
+      }
+      segment_mapped += block["size"].get<std::uint64_t>();
+    }
+    EXPECT_EQ(at, segment["address"].get<std::uint64_t>() + segment["size"].get<std::uint64_t>());
+    EXPECT_EQ(segment["mapped_bytes"].get<std::uint64_t>(), segment_mapped);
+    mapped += segment_mapped;
+  }
+  EXPECT_EQ(mapped, s.reserved_bytes);
+  EXPECT_EQ(allocated, s.allocated_bytes);
+  EXPECT_EQ(requested, s.requested_bytes);
+  EXPECT_EQ(requested, (3u << 20) + 1000u);
+  EXPECT_GE(inactive, 8u << 20);  // the freed block stays cached
+  EXPECT_GT(unmapped, 0u);        // reserved address space with no memory behind it
+  ASSERT_EQ(live.size(), 2u);
+  EXPECT_EQ(live[reinterpret_cast<std::uintptr_t>(large)]["requested"], 3u << 20);
+  EXPECT_EQ(live[reinterpret_cast<std::uintptr_t>(small)]["requested"], 1000u);
+  EXPECT_TRUE(small_segment_holds_small);
+  memcoord_torch_free(large, 3 << 20, 0, nullptr);
+  memcoord_torch_free(small, 1000, 0, nullptr);
 }
 
 TEST_F(CAbi, VersionedStructsRejectTooSmallSizesAndKeepExtraBytes) {

@@ -1,7 +1,7 @@
 // memcoord_snapshot_json / memcoord_free_string (memcoord.h): every pool on a device with its counters
-// (the PoolStats `memcoord status` shows) and, where the pool can list them (CachingPool::snapshot(), an
-// allocator addition), its segments and blocks. The JSON is built with nlohmann::json and handed out as a
-// malloc'ed C string.
+// (the PoolStats `memcoord status` shows) and its segments and blocks (CachingPool::snapshot()), the input
+// of python/memcoord/_snapshot.py, which turns it into torch.cuda.memory._snapshot()'s shape. The JSON is
+// built with nlohmann::json and handed out as a malloc'ed C string.
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -43,9 +43,48 @@ nlohmann::json StatsJson(const PoolStats& s) {
           {"fragmentation", s.fragmentation}};
 }
 
+const char* StateName(BlockSnapshot::State state) {
+  switch (state) {
+    case BlockSnapshot::State::kAllocated:
+      return "active_allocated";
+    case BlockSnapshot::State::kFree:
+      return "inactive";
+    case BlockSnapshot::State::kUnmapped:
+      return "unmapped";
+  }
+  return "inactive";
+}
+
+nlohmann::json BlockJson(const BlockSnapshot& b) {
+  return {{"address", b.address},
+          {"size", b.size},
+          {"requested", b.requested},
+          {"state", StateName(b.state)},
+          {"stream", b.stream}};
+}
+
+// `mapping`: the pool grows by mapped chunks (PoolStats::maps_chunks), so the segment is a reserved address
+// range with memory mapped into parts of it. Only then does it carry "mapped_bytes", which the Python side
+// reads as PyTorch's is_expandable.
+nlohmann::json SegmentJson(const SegmentSnapshot& s, bool mapping) {
+  nlohmann::json blocks = nlohmann::json::array();
+  for (const BlockSnapshot& b : s.blocks) blocks.push_back(BlockJson(b));
+  nlohmann::json out{
+      {"address", s.address}, {"size", s.size}, {"small", s.small}, {"blocks", std::move(blocks)}};
+  if (mapping) out["mapped_bytes"] = s.mapped_bytes;
+  return out;
+}
+
 nlohmann::json PoolJson(CachingPool& pool) {
-  nlohmann::json out{{"name", pool.name()}, {"stats", StatsJson(pool.stats())}};
-  out["segments_available"] = false;  // CachingPool offers no segment/block listing yet
+  // Counters first, then the segments: each is consistent in itself (the snapshot under the pool's lock),
+  // the two may differ by what ran in between.
+  const PoolStats stats = pool.stats();
+  nlohmann::json out{{"name", pool.name()}, {"stats", StatsJson(stats)}};
+  nlohmann::json segments = nlohmann::json::array();
+  for (const SegmentSnapshot& s : pool.snapshot().segments)
+    segments.push_back(SegmentJson(s, stats.maps_chunks));
+  out["segments"] = std::move(segments);
+  out["segments_available"] = true;  // kept for readers written when pools could not list their segments
   return out;
 }
 
