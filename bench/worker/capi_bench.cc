@@ -8,6 +8,10 @@
 // The median is over runs of each thread's mean ns per pair (every thread of every run counts once).
 // cpu_ns figures use the thread's CPU time instead of the wall clock: on a shared, oversubscribed machine
 // they leave out the time the thread was not running.
+// Which library: every --lib PATH; without one, $MEMCOORD_CAPI_LIB (the variable the Python package reads);
+// without that, libmemcoord_capi.so in ../lib beside this executable, which is where both the build tree
+// (build/release/bin, build/release/lib) and a device bundle (.device-bundle/bin, .device-bundle/lib) put it.
+// No path is compiled in, so the same binary runs from a bundle copied to another machine.
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -22,6 +26,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -57,6 +62,33 @@ bool Load(const std::string& path, Library& lib) {
     return false;
   }
   return true;
+}
+
+// The directory this executable lives in (from /proc/self/exe); empty when it cannot be read.
+std::string ExecutableDirectory() {
+  char path[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) return {};
+  const std::string exe(path, static_cast<std::size_t>(n));
+  const std::size_t slash = exe.rfind('/');
+  return slash == std::string::npos ? std::string() : exe.substr(0, slash);
+}
+
+// The libraries to measure: `given` (--lib), else $MEMCOORD_CAPI_LIB, else the one in ../lib beside this
+// executable. Empty, with the reason on stderr, when none is there.
+std::vector<std::string> LibrariesToMeasure(std::vector<std::string> given) {
+  if (!given.empty()) return given;
+  if (const char* env = std::getenv("MEMCOORD_CAPI_LIB"); env != nullptr && *env != '\0') {
+    if (::access(env, R_OK) == 0) return {env};
+    std::fprintf(stderr, "capi_bench: MEMCOORD_CAPI_LIB=%s is not a readable file\n", env);
+    return {};
+  }
+  const std::string beside = ExecutableDirectory() + "/../lib/libmemcoord_capi.so";
+  if (::access(beside.c_str(), R_OK) == 0) return {beside};
+  std::fprintf(
+      stderr, "capi_bench: no libmemcoord_capi.so: give --lib PATH or set MEMCOORD_CAPI_LIB (looked in %s)\n",
+      beside.c_str());
+  return {};
 }
 
 struct PerPair {
@@ -174,19 +206,17 @@ int main(int argc, char** argv) {
   long pairs = 200000;
   int runs = 7;
   std::string backend = "host";
-  app.add_option("--lib", libs, "libmemcoord_capi.so to measure (repeatable; default: this build's)");
+  app.add_option(
+      "--lib", libs,
+      "libmemcoord_capi.so to measure (repeatable; default: $MEMCOORD_CAPI_LIB, else ../lib/ beside "
+      "this executable)");
   app.add_option("--threads", thread_counts, "thread counts")->delimiter(',');
   app.add_option("--pairs", pairs, "alloc+free pairs per thread per run")->check(CLI::PositiveNumber);
   app.add_option("--runs", runs, "runs per thread count")->check(CLI::PositiveNumber);
   app.add_option("--backend", backend, "MEMCOORD_BACKEND for the run (host, cuda, cuda-vmm, virtual)");
   CLI11_PARSE(app, argc, argv);
-#ifdef MEMCOORD_CAPI_PATH
-  if (libs.empty()) libs.push_back(MEMCOORD_CAPI_PATH);
-#endif
-  if (libs.empty()) {
-    std::fprintf(stderr, "capi_bench: give --lib PATH\n");
-    return 2;
-  }
+  libs = LibrariesToMeasure(std::move(libs));
+  if (libs.empty()) return 2;
   ::setenv("MEMCOORD_BACKEND", backend.c_str(), 1);
   ::unsetenv("MEMCOORD_COORDINATOR");
   std::string out = "{\"backend\":\"" + backend + "\",\"pairs_per_thread\":" + std::to_string(pairs) +
