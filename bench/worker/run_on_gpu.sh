@@ -50,9 +50,9 @@ step "$bin/worker_c_abi_tests" --gtest_brief=1
 for backend in host cuda cuda-vmm; do
   if [ -n "${OLD_CAPI:-}" ]; then
     step "$bin/capi_bench" --lib "$OLD_CAPI" --lib "$MEMCOORD_CAPI_LIB" --backend "$backend" --threads 1,4,16 \
-      --runs 7 --pairs ${PAIRS:-500000}
+      --runs 7 --pairs "${PAIRS:-500000}"
   else
-    step "$bin/capi_bench" --backend "$backend" --threads 1,4,16 --runs 7 --pairs ${PAIRS:-500000}
+    step "$bin/capi_bench" --backend "$backend" --threads 1,4,16 --runs 7 --pairs "${PAIRS:-500000}"
   fi
 done 2>/dev/null
 [ -z "$failed" ] || { echo "run_on_gpu: failed:$failed"; exit 1; }
