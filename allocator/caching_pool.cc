@@ -26,27 +26,32 @@ class CachingPool::Impl {
         stats_(core_),
         tags_(stats_, owner_),
         locked_(stats_),
-        oom_(locked_, [this](std::size_t bytes) { return oom_event(bytes); }),
-        top_(&locked_) {}
+        oom_(locked_, [this](std::size_t bytes) { return oom_event(bytes); }) {}
 
+  // The top of the stack is oom_ while a hook is set, else locked_; both are called by their concrete
+  // types, so the only virtual call of a hit is the lock's into whichever layer is under it.
   Result<void*> allocate(std::size_t bytes, StreamId stream, TagId tag) {
     // Checked here (again in the core and the tag layer) so bad input never takes the lock, and in the
     // order users have always seen.
-    MEMCOORD_RETURN_IF_ERROR(CorePool::CheckSize(name(), bytes));
-    if (tag != kUntagged && !tags_.known(tag)) {
-      return InvalidArgument(fmt::format("{}: unknown tag id {}; register tags with tag(name)", owner_, tag));
-    }
-    Result<Allocation> a = top_.load(std::memory_order_acquire)->allocate(bytes, stream, tag);
-    if (a.ok()) return a->ptr;
-    if (a.status().code() != StatusCode::kResourceExhausted) return a.status();
+    if (!CorePool::ValidSize(bytes)) return CorePool::CheckSize(name(), bytes);
+    if (tag != kUntagged && !tags_.known(tag)) return tags_.unknown_tag(tag);
+    Allocation a;
+    Status error;
+    const bool ok = hooked_.load(std::memory_order_acquire)
+                        ? oom_.try_allocate(bytes, stream, tag, a, error)
+                        : locked_.try_allocate(bytes, stream, tag, a, error);
+    if (ok) return a.ptr;
+    if (error.code() != StatusCode::kResourceExhausted) return error;
     ooms_.fetch_add(1, std::memory_order_relaxed);
-    return oom_status(bytes, stream, a.status());
+    return oom_status(bytes, stream, error);
   }
 
   Status deallocate(void* ptr) {
     if (ptr == nullptr) return InvalidArgument(fmt::format("{}: free of a null pointer", owner_));
-    Result<Allocation> a = locked_.deallocate(ptr);
-    return a.ok() ? Status::Ok() : a.status();
+    Allocation freed;
+    Status error;
+    if (locked_.try_deallocate(ptr, freed, error)) return Status::Ok();
+    return error;
   }
 
   Status record_stream(void* ptr, StreamId stream) { return locked_.record_stream(ptr, stream); }
@@ -77,7 +82,7 @@ class CachingPool::Impl {
     const bool attached = static_cast<bool>(hook);
     auto lock = locked_.lock();  // orders concurrent set_oom_hook calls
     oom_.set_hook(std::move(hook));
-    top_.store(attached ? static_cast<MemoryResource*>(&oom_) : &locked_, std::memory_order_release);
+    hooked_.store(attached, std::memory_order_release);
   }
 
   void set_recorder(TraceRecorder* recorder) {
@@ -96,6 +101,10 @@ class CachingPool::Impl {
 
   PoolStats stats() const {
     PoolStats s;
+    {
+      auto lock = locked_.lock();  // the cache's figures are computed now, from the free blocks
+      core_.fill_cache_stats(s);
+    }
     core_.fill_stats(s);
     stats_.fill_stats(s);
     s.ooms = ooms_.load(std::memory_order_relaxed);
@@ -186,13 +195,13 @@ class CachingPool::Impl {
   const std::string owner_;  // "pool 'name'", for errors
   LimitAdaptor limit_;
   CorePool core_;
-  StatsAdaptor stats_;
-  TagAdaptor tags_;
+  StatsAdaptor<CorePool> stats_;
+  TagAdaptor<StatsAdaptor<CorePool>> tags_;
   TraceRecorder* recorder_ = nullptr;                // guarded by locked_'s lock
   std::unique_ptr<RecorderAdaptor> recorder_layer_;  // guarded by locked_'s lock
   ThreadSafeAdaptor locked_;
-  OomRetryAdaptor oom_;
-  std::atomic<MemoryResource*> top_;  // &oom_ while a hook is set, else &locked_
+  OomRetryAdaptor<ThreadSafeAdaptor> oom_;
+  std::atomic<bool> hooked_{false};  // oom_ is the top of the stack (a hook is set)
   std::atomic<std::uint64_t> ooms_{0};
 };
 

@@ -3,7 +3,8 @@
 // backend (the driver) and never synchronizes anything.
 //
 // Composition. The pool is a stack of MemoryResources, the way RMM composes memory resources; each layer is
-// its own class, file and test, and the hot path pays only for the layers attached:
+// its own class, file and test, and the hot path pays only for the layers attached. The fixed layers know
+// the layer under them by its concrete type and call it directly (memory_resource.h, "Direct calls"):
 //   OomRetryAdaptor     (only while an OOM hook is set) asks the hook, without the lock, and retries once
 //   ThreadSafeAdaptor   one mutex around everything below
 //   RecorderAdaptor     (only while a TraceRecorder is set) writes every allocation and free
@@ -18,7 +19,8 @@
 // stream B makes B wait on the device for A's queued work (an event), never the host. Blocks used on extra
 // streams (record_stream) are held until those streams' work is done.
 //
-// Thread safety: every method is thread-safe; stats() and tag_usage() take no lock on the pool's mutex.
+// Thread safety: every method is thread-safe. tag_usage() takes no lock on the pool's mutex; stats() takes it
+// only to compute the cache's figures (largest free block, fragmentation), which no allocation keeps up.
 // Ownership: the pool does not own its backend, which must outlive it; the pool must outlive every block it
 // hands out. Destroying a pool releases all its memory; blocks still live then are reported as leaked.
 // Errors: bad input (zero or absurd sizes, unknown or double-freed pointers, a limit below live use) returns

@@ -12,8 +12,6 @@ namespace {
 
 constexpr std::size_t kAlignment = 512;
 constexpr std::size_t kMaxStreams = 64;
-// No device has a petabyte; larger requests are bugs (negative sizes cast to size_t land here).
-constexpr std::uint64_t kAbsurdBytes = 1ULL << 50;
 // RemapPolicy::kUnderPressure: the headroom a pool earns from remapping at its high-water mark, as a
 // fraction of the bytes remapped and at most that fraction of the mark.
 constexpr std::uint64_t kHeadroomDivisor = 64;
@@ -50,32 +48,39 @@ detail::ArenaConfig CorePool::arena_config(bool small) const {
   return c;
 }
 
+// No device has a petabyte; larger requests are bugs (negative sizes cast to size_t land there).
 Status CorePool::CheckSize(std::string_view pool, std::size_t bytes) {
   if (bytes == 0) {
     return InvalidArgument(fmt::format("pool '{}': allocation of 0 bytes; sizes must be positive", pool));
   }
-  if (bytes > kAbsurdBytes) {
+  if (bytes > kMaxBytes) {
     return InvalidArgument(fmt::format(
         "pool '{}': allocation of {} bytes is absurd (over 1 PiB; a negative size?)", pool, bytes));
   }
   return Status::Ok();
 }
 
-Result<Allocation> CorePool::do_allocate(std::size_t bytes, StreamId stream, TagId tag) {
-  MEMCOORD_RETURN_IF_ERROR(CheckSize(options_.name, bytes));
+bool CorePool::try_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) {
+  if (!ValidSize(bytes)) {
+    error = CheckSize(options_.name, bytes);
+    return false;
+  }
   const std::size_t size = (bytes + kAlignment - 1) & ~(kAlignment - 1);
-  MEMCOORD_ASSIGN_OR_RETURN(std::uint8_t stream_index, stream_index_of(stream));
-  MEMCOORD_ASSIGN_OR_RETURN(detail::Block * b, take_or_grow(bytes, size, stream_index));
+  std::uint8_t stream_index = 0;
+  if (!stream_index_of(stream, stream_index, error)) return false;
+  detail::Block* b = take_or_grow(bytes, size, stream_index, error);
+  if (b == nullptr) return false;
   b->requested = bytes;
   b->tag = tag;
   live_.insert(b->address, b);
   allocated_bytes_ += b->size;
-  update_cache_stats();
-  return Allocation{reinterpret_cast<void*>(b->address), b->size, bytes, stream, tag};
+  out = Allocation{reinterpret_cast<void*>(b->address), b->size, bytes, stream, tag};
+  return true;
 }
 
 // A hit from the cache, else growth, else the last-resort pass (see the header).
-Result<detail::Block*> CorePool::take_or_grow(std::size_t bytes, std::size_t size, std::uint8_t stream) {
+detail::Block* CorePool::take_or_grow(std::size_t bytes, std::size_t size, std::uint8_t stream,
+                                      Status& error) {
   detail::Arena& arena = bytes <= options_.small_block_limit ? small_ : large_;
   detail::Block* b = arena.take_cached(size, stream);
   if (b != nullptr) {
@@ -85,26 +90,29 @@ Result<detail::Block*> CorePool::take_or_grow(std::size_t bytes, std::size_t siz
   Result<detail::Block*> grown = grow(arena, size, stream, /*last_resort=*/false);
   if (!grown.ok()) grown = grow(arena, size, stream, /*last_resort=*/true);
   if (!grown.ok()) {
-    update_cache_stats();
-    return ResourceExhausted(grown.status().message());
+    error = ResourceExhausted(grown.status().message());
+    return nullptr;
   }
-  return grown;
+  return *grown;
 }
 
-Result<Allocation> CorePool::do_deallocate(void* ptr) {
-  if (ptr == nullptr) return InvalidArgument(fmt::format("pool '{}': free of a null pointer", options_.name));
+bool CorePool::try_deallocate(void* ptr, Allocation& freed, Status& error) {
+  if (ptr == nullptr) {
+    error = InvalidArgument(fmt::format("pool '{}': free of a null pointer", options_.name));
+    return false;
+  }
   detail::Block* b = live_.erase(reinterpret_cast<std::uintptr_t>(ptr));
   if (b == nullptr) {
-    return NotFound(
-        fmt::format("pool '{}': free of {} which is not a live block of this pool (never allocated "
-                    "here, or already freed)",
-                    options_.name, ptr));
+    error =
+        NotFound(fmt::format("pool '{}': free of {} which is not a live block of this pool (never allocated "
+                             "here, or already freed)",
+                             options_.name, ptr));
+    return false;
   }
   allocated_bytes_ -= b->size;
-  const Allocation freed{ptr, b->size, b->requested, stream_ids_[b->stream], b->tag};
+  freed = Allocation{ptr, b->size, b->requested, stream_ids_[b->stream], b->tag};
   arena_of(b).release(b);
-  update_cache_stats();
-  return freed;
+  return true;
 }
 
 Status CorePool::do_record_stream(void* ptr, StreamId stream) {
@@ -113,7 +121,9 @@ Status CorePool::do_record_stream(void* ptr, StreamId stream) {
     return NotFound(
         fmt::format("pool '{}': record_stream on {} which is not a live block", options_.name, ptr));
   }
-  MEMCOORD_ASSIGN_OR_RETURN(std::uint8_t index, stream_index_of(stream));
+  std::uint8_t index = 0;
+  Status error;
+  if (!stream_index_of(stream, index, error)) return error;
   if (index != b->stream) b->wait_mask |= 1ULL << index;
   return Status::Ok();
 }
@@ -135,7 +145,6 @@ TrimResult CorePool::do_trim(std::uint64_t target) {
   result.reserved_after_bytes = reserved_.current.load();
   trims_.add(1);
   trimmed_bytes_.add(result.released_bytes);
-  update_cache_stats();
   result.duration_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return result;
@@ -152,8 +161,11 @@ void CorePool::fill_stats(PoolStats& s) const {
   s.maps_chunks = large_.mapping();
   s.trims = trims_.load();
   s.trimmed_bytes = trimmed_bytes_.load();
-  s.largest_free_bytes = largest_free_.load();
-  const std::uint64_t free_total = free_bytes_.load();
+}
+
+void CorePool::fill_cache_stats(PoolStats& s) const {
+  s.largest_free_bytes = std::max(small_.largest_free(), large_.largest_free());
+  const std::uint64_t free_total = small_.free_bytes() + large_.free_bytes();
   s.fragmentation = free_total == 0
                         ? 0.0
                         : 1.0 - static_cast<double>(s.largest_free_bytes) / static_cast<double>(free_total);
@@ -189,18 +201,23 @@ detail::Arena& CorePool::arena_of(const detail::Block* b) {
   return b->requested <= options_.small_block_limit ? small_ : large_;
 }
 
-Result<std::uint8_t> CorePool::stream_index_of(StreamId stream) {
+bool CorePool::stream_index_of(StreamId stream, std::uint8_t& index, Status& error) {
   for (std::size_t i = 0; i < stream_ids_.size(); ++i) {
-    if (stream_ids_[i] == stream) return static_cast<std::uint8_t>(i);
+    if (stream_ids_[i] == stream) {
+      index = static_cast<std::uint8_t>(i);
+      return true;
+    }
   }
   if (stream_ids_.size() >= kMaxStreams) {
-    return InvalidArgument(
-        fmt::format("pool '{}': more than {} distinct streams; reuse streams or use one pool "
-                    "per group of streams",
-                    options_.name, kMaxStreams));
+    error =
+        InvalidArgument(fmt::format("pool '{}': more than {} distinct streams; reuse streams or use one pool "
+                                    "per group of streams",
+                                    options_.name, kMaxStreams));
+    return false;
   }
   stream_ids_.push_back(stream);
-  return static_cast<std::uint8_t>(stream_ids_.size() - 1);
+  index = static_cast<std::uint8_t>(stream_ids_.size() - 1);
+  return true;
 }
 
 // A miss: grow the arena by a segment or by mapped chunks. `last_resort` first synchronizes busy streams
@@ -304,11 +321,6 @@ void CorePool::sync_backend_counters() {
   backend_frees_.store(small_.backend_frees() + large_.backend_frees());
   backend_allocated_bytes_.store(small_.backend_allocated_bytes() + large_.backend_allocated_bytes());
   backend_released_bytes_.store(small_.backend_released_bytes() + large_.backend_released_bytes());
-}
-
-void CorePool::update_cache_stats() {
-  largest_free_.store(std::max(small_.largest_free(), large_.largest_free()));
-  free_bytes_.store(small_.free_bytes() + large_.free_bytes());
 }
 
 }  // namespace memcoord

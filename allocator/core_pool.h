@@ -49,13 +49,22 @@ class CorePool final : public MemoryResource {
   explicit CorePool(DeviceBackend& backend, PoolOptions options = {});
   ~CorePool() override;
 
-  // INVALID_ARGUMENT naming `pool` for 0 or absurd (over 1 PiB: a negative size cast) byte counts, else OK.
-  // allocate() checks it first; a composer may check it before taking its lock.
+  // Sizes allocate() accepts: 1 byte to 1 PiB (larger is absurd: a negative size cast). allocate() checks
+  // it first; a composer may check it before taking its lock.
+  static bool ValidSize(std::size_t bytes) { return bytes - 1 < kMaxBytes; }
+  // INVALID_ARGUMENT naming `pool` and what is wrong with `bytes`; OK for a valid size.
   static Status CheckSize(std::string_view pool, std::size_t bytes);
 
-  // Fills the core's figures: reserved (and its peak), backend calls, cache hits, trims, largest free block,
-  // fragmentation, maps_chunks. Lock-free; fields may come from slightly different instants.
+  // allocate/deallocate without Result (memory_resource.h), called directly by the layer above.
+  bool try_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error);
+  bool try_deallocate(void* ptr, Allocation& freed, Status& error);
+
+  // Fills the core's counters: reserved (and its peak), backend calls, cache hits, trims, maps_chunks.
+  // Lock-free; fields may come from slightly different instants.
   void fill_stats(PoolStats& s) const;
+  // Fills the figures of the cache (largest free block, fragmentation), computed from the free blocks now,
+  // so exact at this instant: no allocation pays for them. REQUIRES: serialized with the other calls.
+  void fill_cache_stats(PoolStats& s) const;
   std::uint64_t reserved_bytes() const { return reserved_.current.load(); }  // lock-free
   // Bytes of live blocks (rounded sizes). REQUIRES: serialized with the other calls.
   std::uint64_t allocated_bytes() const { return allocated_bytes_; }
@@ -73,15 +82,23 @@ class CorePool final : public MemoryResource {
   DeviceBackend& backend() const { return backend_; }
 
  private:
-  Result<Allocation> do_allocate(std::size_t bytes, StreamId stream, TagId tag) override;
-  Result<Allocation> do_deallocate(void* ptr) override;
+  static constexpr std::uint64_t kMaxBytes = 1ULL << 50;
+
+  bool do_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) override {
+    return try_allocate(bytes, stream, tag, out, error);
+  }
+  bool do_deallocate(void* ptr, Allocation& freed, Status& error) override {
+    return try_deallocate(ptr, freed, error);
+  }
   Status do_record_stream(void* ptr, StreamId stream) override;
   TrimResult do_trim(std::uint64_t target_bytes) override;
 
   detail::ArenaConfig arena_config(bool small) const;
   detail::Arena& arena_of(const detail::Block* b);
-  Result<std::uint8_t> stream_index_of(StreamId stream);
-  Result<detail::Block*> take_or_grow(std::size_t bytes, std::size_t size, std::uint8_t stream);
+  // The pool's index of `stream` (added if new), or false with INVALID_ARGUMENT past kMaxStreams.
+  bool stream_index_of(StreamId stream, std::uint8_t& index, Status& error);
+  // nullptr with RESOURCE_EXHAUSTED in `error` when even the last-resort pass found no room.
+  detail::Block* take_or_grow(std::size_t bytes, std::size_t size, std::uint8_t stream, Status& error);
   Result<detail::Block*> grow(detail::Arena& arena, std::size_t size, std::uint8_t stream, bool last_resort);
   Result<detail::Block*> grow_segments(detail::Arena& arena, std::size_t size, std::uint8_t stream,
                                        bool last_resort);
@@ -94,7 +111,6 @@ class CorePool final : public MemoryResource {
                                const detail::Block* keep_a, const detail::Block* keep_b);
   void account_reserved_growth(std::uint64_t bytes);
   void sync_backend_counters();
-  void update_cache_stats();
 
   DeviceBackend& backend_;
   const PoolOptions options_;
@@ -112,7 +128,7 @@ class CorePool final : public MemoryResource {
   // Written by the serialized calls, read by fill_stats from anywhere.
   detail::Gauge reserved_;
   detail::Counter cache_hits_, backend_allocations_, backend_frees_, backend_allocated_bytes_,
-      backend_released_bytes_, trims_, trimmed_bytes_, largest_free_, free_bytes_;
+      backend_released_bytes_, trims_, trimmed_bytes_;
 };
 
 }  // namespace memcoord

@@ -1,8 +1,9 @@
-// MemoryResource: what a caching pool and each of its adaptors look like from above. allocate/deallocate/
-// record_stream/trim are public and non-virtual; each calls a private virtual hook, so behaviour shared by
-// every resource lives once here. A pool is built as a stack: a CorePool at the bottom (blocks, streams,
-// packing) and adaptors above it, each taking the resource below (its upstream) in its constructor, adding
-// one behaviour and forwarding the rest (ResourceAdaptor). CachingPool composes the stack users see.
+// MemoryResource: what a caching pool and each of its adaptors look like from above. allocate/deallocate (and
+// try_allocate/try_deallocate, the same without a Result, for hot paths), record_stream and trim are public
+// and non-virtual; each calls a private virtual hook, so behaviour shared by every resource lives once here.
+// A pool is built as a stack: a CorePool at the bottom (blocks, streams, packing) and adaptors above it, each
+// taking the resource below (its upstream) in its constructor, adding one behaviour and forwarding the rest
+// (ResourceAdaptor). CachingPool composes the stack users see.
 //
 // Contract every resource keeps:
 //   - A block is usable on the stream it was allocated on at once; on another stream only after
@@ -16,6 +17,12 @@
 //     a live block.
 // Thread safety: none promised by this interface; each implementation says. ThreadSafeAdaptor makes any
 // stack safe to share. Ownership: an adaptor never owns its upstream, which must outlive it.
+//
+// Direct calls. Through a MemoryResource& every call is virtual. A final resource on a hot path (CorePool
+// and the adaptors) also declares its own public try_allocate/try_deallocate, with the same contract, which
+// hide the base's: a caller that holds the concrete type (an adaptor whose Upstream parameter names it, as in
+// CachingPool's stack) calls them directly, so the compiler can inline the layers into one another. Its
+// virtual hooks forward to them, so both ways reach the same code.
 #pragma once
 
 #include <cstddef>
@@ -50,42 +57,65 @@ class MemoryResource {
 
   // Errors: INVALID_ARGUMENT for 0 or absurd sizes or an unknown tag; RESOURCE_EXHAUSTED when no memory.
   Result<Allocation> allocate(std::size_t bytes, StreamId stream = kDefaultStream, TagId tag = kUntagged) {
-    return do_allocate(bytes, stream, tag);
+    Allocation out;
+    Status error;
+    if (do_allocate(bytes, stream, tag, out, error)) return out;
+    return error;
   }
-  Result<Allocation> deallocate(void* ptr) { return do_deallocate(ptr); }
+  Result<Allocation> deallocate(void* ptr) {
+    Allocation freed;
+    Status error;
+    if (do_deallocate(ptr, freed, error)) return freed;
+    return error;
+  }
+  // The same two calls for hot paths, which build no Result and, on success, no Status: true with `out`
+  // (`freed`) filled, or false with `error` set to what allocate (deallocate) would have returned. `error`
+  // is written only on failure.
+  bool try_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) {
+    return do_allocate(bytes, stream, tag, out, error);
+  }
+  bool try_deallocate(void* ptr, Allocation& freed, Status& error) {
+    return do_deallocate(ptr, freed, error);
+  }
   // Marks a live block as used on `stream` too: when freed, it is reused only after that stream's work.
   Status record_stream(void* ptr, StreamId stream) { return do_record_stream(ptr, stream); }
   TrimResult trim(std::uint64_t target_bytes = 0) { return do_trim(target_bytes); }
 
  private:
-  virtual Result<Allocation> do_allocate(std::size_t bytes, StreamId stream, TagId tag) = 0;
-  virtual Result<Allocation> do_deallocate(void* ptr) = 0;
+  // The hooks keep try_allocate's and try_deallocate's contract.
+  virtual bool do_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) = 0;
+  virtual bool do_deallocate(void* ptr, Allocation& freed, Status& error) = 0;
   virtual Status do_record_stream(void* ptr, StreamId stream) = 0;
   virtual TrimResult do_trim(std::uint64_t target_bytes) = 0;
 };
 
 // An adaptor's base: forwards every call to `upstream` unchanged; an adaptor overrides only the hooks its
-// one behaviour needs. Does not own the upstream.
+// one behaviour needs. Does not own the upstream. `Upstream` is the type the adaptor knows its upstream by:
+// MemoryResource (any resource, reached through the virtual hooks) or a final resource type, whose
+// try_allocate/try_deallocate the adaptor then calls directly (see the note on direct calls above).
+template <typename Upstream = MemoryResource>
 class ResourceAdaptor : public MemoryResource {
  public:
-  explicit ResourceAdaptor(MemoryResource& upstream) : upstream_(&upstream) {}
-  MemoryResource& upstream() const { return *upstream_; }
+  explicit ResourceAdaptor(Upstream& upstream) : upstream_(&upstream) {}
+  Upstream& upstream() const { return *upstream_; }
 
  protected:
   // For adaptors whose upstream may change (ThreadSafeAdaptor, under its own lock).
-  void set_upstream(MemoryResource& upstream) { upstream_ = &upstream; }
+  void set_upstream(Upstream& upstream) { upstream_ = &upstream; }
 
  private:
-  Result<Allocation> do_allocate(std::size_t bytes, StreamId stream, TagId tag) override {
-    return upstream_->allocate(bytes, stream, tag);
+  bool do_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) override {
+    return upstream_->try_allocate(bytes, stream, tag, out, error);
   }
-  Result<Allocation> do_deallocate(void* ptr) override { return upstream_->deallocate(ptr); }
+  bool do_deallocate(void* ptr, Allocation& freed, Status& error) override {
+    return upstream_->try_deallocate(ptr, freed, error);
+  }
   Status do_record_stream(void* ptr, StreamId stream) override {
     return upstream_->record_stream(ptr, stream);
   }
   TrimResult do_trim(std::uint64_t target_bytes) override { return upstream_->trim(target_bytes); }
 
-  MemoryResource* upstream_;
+  Upstream* upstream_;
 };
 
 }  // namespace memcoord

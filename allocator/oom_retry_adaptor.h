@@ -6,7 +6,8 @@
 // The hook is called with no lock of the resource held: it may call back into the pool (trim, stats,
 // set_limit) or wait on the coordinator. So this adaptor must sit ABOVE a ThreadSafeAdaptor, never below.
 // Thread safety: thread-safe (set_hook and the failure path share a small mutex; the success path takes
-// none). Ownership: does not own `upstream`.
+// none). Ownership: does not own `upstream`. `Upstream`: see ResourceAdaptor (CachingPool names its
+// ThreadSafeAdaptor).
 #pragma once
 
 #include <cstdint>
@@ -30,11 +31,12 @@ struct OomEvent {
 // pool) and the allocation should be retried once more.
 using OomHook = std::function<bool(const OomEvent&)>;
 
-class OomRetryAdaptor final : public ResourceAdaptor {
+template <typename Upstream = MemoryResource>
+class OomRetryAdaptor final : public ResourceAdaptor<Upstream> {
  public:
   // `describe` fills the event for a failed request of `bytes` (the pool's name and figures).
-  OomRetryAdaptor(MemoryResource& upstream, std::function<OomEvent(std::size_t bytes)> describe)
-      : ResourceAdaptor(upstream), describe_(std::move(describe)) {}
+  OomRetryAdaptor(Upstream& upstream, std::function<OomEvent(std::size_t bytes)> describe)
+      : ResourceAdaptor<Upstream>(upstream), describe_(std::move(describe)) {}
 
   void set_hook(OomHook hook) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -45,17 +47,27 @@ class OomRetryAdaptor final : public ResourceAdaptor {
     return static_cast<bool>(hook_);
   }
 
+  bool try_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) {
+    if (this->upstream().try_allocate(bytes, stream, tag, out, error)) return true;
+    if (error.code() != StatusCode::kResourceExhausted) return false;
+    return ask_and_retry(bytes, stream, tag, out, error);
+  }
+
  private:
-  Result<Allocation> do_allocate(std::size_t bytes, StreamId stream, TagId tag) override {
-    Result<Allocation> a = upstream().allocate(bytes, stream, tag);
-    if (a.ok() || a.status().code() != StatusCode::kResourceExhausted) return a;
+  bool do_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) override {
+    return try_allocate(bytes, stream, tag, out, error);
+  }
+
+  // The failure path: `error` holds the first RESOURCE_EXHAUSTED, kept when the hook declines.
+  bool ask_and_retry(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) {
     OomHook hook;
     {
       std::lock_guard<std::mutex> lock(mu_);
       hook = hook_;  // a copy: set_hook may run while the hook does
     }
-    if (!hook || !hook(describe_(bytes))) return a;
-    return upstream().allocate(bytes, stream, tag);
+    if (!hook || !hook(describe_(bytes))) return false;
+    error = Status::Ok();
+    return this->upstream().try_allocate(bytes, stream, tag, out, error);
   }
 
   const std::function<OomEvent(std::size_t)> describe_;

@@ -1,5 +1,6 @@
-// PoolStats: a snapshot of one CachingPool's counters. Reading it takes no lock (relaxed atomics), so
-// fields may come from slightly different instants; each field on its own is exact at some instant.
+// PoolStats: a snapshot of one CachingPool's counters. The counters are read without the pool's lock (relaxed
+// atomics), so fields may come from slightly different instants; each field on its own is exact at some
+// instant. largest_free_bytes and fragmentation are computed from the free blocks when read, under the lock.
 #pragma once
 
 #include <cstdint>

@@ -13,22 +13,29 @@
 
 namespace memcoord {
 
-class RecorderAdaptor final : public ResourceAdaptor {
+class RecorderAdaptor final : public ResourceAdaptor<> {
  public:
   RecorderAdaptor(MemoryResource& upstream, TraceRecorder& recorder)
       : ResourceAdaptor(upstream), recorder_(recorder) {}
   TraceRecorder& recorder() const { return recorder_; }
 
- private:
-  Result<Allocation> do_allocate(std::size_t bytes, StreamId stream, TagId tag) override {
-    Result<Allocation> a = upstream().allocate(bytes, stream, tag);
-    if (a.ok()) recorder_.record_alloc(reinterpret_cast<std::uintptr_t>(a->ptr), a->requested, a->stream);
-    return a;
+  bool try_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) {
+    if (!upstream().try_allocate(bytes, stream, tag, out, error)) return false;
+    recorder_.record_alloc(reinterpret_cast<std::uintptr_t>(out.ptr), out.requested, out.stream);
+    return true;
   }
-  Result<Allocation> do_deallocate(void* ptr) override {
-    Result<Allocation> a = upstream().deallocate(ptr);
-    if (a.ok()) recorder_.record_free(reinterpret_cast<std::uintptr_t>(a->ptr), a->requested, a->stream);
-    return a;
+  bool try_deallocate(void* ptr, Allocation& freed, Status& error) {
+    if (!upstream().try_deallocate(ptr, freed, error)) return false;
+    recorder_.record_free(reinterpret_cast<std::uintptr_t>(freed.ptr), freed.requested, freed.stream);
+    return true;
+  }
+
+ private:
+  bool do_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) override {
+    return try_allocate(bytes, stream, tag, out, error);
+  }
+  bool do_deallocate(void* ptr, Allocation& freed, Status& error) override {
+    return try_deallocate(ptr, freed, error);
   }
 
   TraceRecorder& recorder_;

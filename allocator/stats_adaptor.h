@@ -4,6 +4,7 @@
 // Cost: a few relaxed stores per call (no atomic read-modify-write), because its calls must be serialized
 // (a ThreadSafeAdaptor above it, as in CachingPool). fill_stats() may be called from any thread at any time;
 // its fields may then come from slightly different instants. Ownership: does not own `upstream`.
+// `Upstream`: see ResourceAdaptor (CachingPool names CorePool, so a hit calls the core directly).
 #pragma once
 
 #include "allocator/detail/counter.h"
@@ -12,20 +13,56 @@
 
 namespace memcoord {
 
-class StatsAdaptor final : public ResourceAdaptor {
+template <typename Upstream = MemoryResource>
+class StatsAdaptor final : public ResourceAdaptor<Upstream> {
  public:
-  explicit StatsAdaptor(MemoryResource& upstream) : ResourceAdaptor(upstream) {}
+  explicit StatsAdaptor(Upstream& upstream) : ResourceAdaptor<Upstream>(upstream) {}
+
+  bool try_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) {
+    if (!this->upstream().try_allocate(bytes, stream, tag, out, error)) return false;
+    allocated_.add(out.size);
+    active_.add(out.size);
+    requested_.add(out.requested);
+    live_blocks_.add(1);
+    allocations_.add(1);
+    return true;
+  }
+  bool try_deallocate(void* ptr, Allocation& freed, Status& error) {
+    if (!this->upstream().try_deallocate(ptr, freed, error)) return false;
+    allocated_.sub(freed.size);
+    active_.sub(freed.size);
+    requested_.sub(freed.requested);
+    live_blocks_.sub(1);
+    return true;
+  }
 
   // Fills allocated, requested, active (and their peaks), live_blocks and allocations.
-  void fill_stats(PoolStats& s) const;
+  void fill_stats(PoolStats& s) const {
+    s.allocated_bytes = allocated_.current.load();
+    s.peak_allocated_bytes = allocated_.peak.load();
+    s.requested_bytes = requested_.current.load();
+    s.peak_requested_bytes = requested_.peak.load();
+    s.active_bytes = active_.current.load();
+    s.peak_active_bytes = active_.peak.load();
+    s.live_blocks = live_blocks_.load();
+    s.allocations = allocations_.load();
+  }
   std::uint64_t allocated_bytes() const { return allocated_.current.load(); }
   std::uint64_t live_blocks() const { return live_blocks_.load(); }
   // REQUIRES: serialized with allocate/deallocate.
-  void reset_peaks();
+  void reset_peaks() {
+    allocated_.reset_peak();
+    requested_.reset_peak();
+    active_.reset_peak();
+  }
 
  private:
-  Result<Allocation> do_allocate(std::size_t bytes, StreamId stream, TagId tag) override;
-  Result<Allocation> do_deallocate(void* ptr) override;
+  bool do_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) override {
+    return try_allocate(bytes, stream, tag, out, error);
+  }
+  bool do_deallocate(void* ptr, Allocation& freed, Status& error) override {
+    return try_deallocate(ptr, freed, error);
+  }
 
   detail::Gauge allocated_, requested_, active_;
   detail::Counter live_blocks_, allocations_;

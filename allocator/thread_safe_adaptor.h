@@ -3,8 +3,10 @@
 // single-threaded; their figures are relaxed atomics that readers see without the lock.
 // lock() hands the same mutex to a composer (CachingPool) for operations that span several layers (a limit
 // change that trims, a tag registration, a snapshot) and for changing the upstream (set_upstream), which is
-// only ever dereferenced under the lock. Never hold the lock while calling out to unknown code (an OOM hook):
-// OomRetryAdaptor therefore sits above this adaptor. Ownership: does not own `upstream`.
+// only ever dereferenced under the lock. Its upstream is any MemoryResource (CachingPool changes it as
+// optional layers come and go), so its calls below go through the virtual hooks. Never hold the lock while
+// calling out to unknown code (an OOM hook): OomRetryAdaptor therefore sits above this adaptor.
+// Ownership: does not own `upstream`.
 #pragma once
 
 #include <mutex>
@@ -13,22 +15,29 @@
 
 namespace memcoord {
 
-class ThreadSafeAdaptor final : public ResourceAdaptor {
+class ThreadSafeAdaptor final : public ResourceAdaptor<> {
  public:
   explicit ThreadSafeAdaptor(MemoryResource& upstream) : ResourceAdaptor(upstream) {}
+
+  bool try_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) {
+    std::lock_guard<std::mutex> guard(mu_);
+    return upstream().try_allocate(bytes, stream, tag, out, error);
+  }
+  bool try_deallocate(void* ptr, Allocation& freed, Status& error) {
+    std::lock_guard<std::mutex> guard(mu_);
+    return upstream().try_deallocate(ptr, freed, error);
+  }
 
   [[nodiscard]] std::unique_lock<std::mutex> lock() const { return std::unique_lock<std::mutex>(mu_); }
   // REQUIRES: the caller holds lock().
   void set_upstream(MemoryResource& upstream) { ResourceAdaptor::set_upstream(upstream); }
 
  private:
-  Result<Allocation> do_allocate(std::size_t bytes, StreamId stream, TagId tag) override {
-    std::lock_guard<std::mutex> guard(mu_);
-    return upstream().allocate(bytes, stream, tag);
+  bool do_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) override {
+    return try_allocate(bytes, stream, tag, out, error);
   }
-  Result<Allocation> do_deallocate(void* ptr) override {
-    std::lock_guard<std::mutex> guard(mu_);
-    return upstream().deallocate(ptr);
+  bool do_deallocate(void* ptr, Allocation& freed, Status& error) override {
+    return try_deallocate(ptr, freed, error);
   }
   Status do_record_stream(void* ptr, StreamId stream) override {
     std::lock_guard<std::mutex> guard(mu_);

@@ -57,9 +57,8 @@ Arena::~Arena() {
   }
 }
 
-FreeIndex& Arena::free_of(std::uint8_t stream) {
+void Arena::add_free_indexes(std::uint8_t stream) {
   while (free_.size() <= stream) free_.push_back(std::make_unique<FreeIndex>());
-  return *free_[stream];
 }
 
 void Arena::insert_free(Block* b) {

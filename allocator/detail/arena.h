@@ -74,6 +74,7 @@ class Arena {
   void release_empty_segments();
 
   std::uint64_t reserved_bytes() const { return reserved_bytes_; }
+  // The cache's figures, computed when asked (O(streams), plus the top bin's blocks): for reports only.
   std::uint64_t free_bytes() const;
   std::size_t largest_free() const;
   std::uint64_t backend_allocations() const { return backend_allocations_; }
@@ -97,7 +98,11 @@ class Arena {
     bool live = false;
   };
 
-  FreeIndex& free_of(std::uint8_t stream);
+  FreeIndex& free_of(std::uint8_t stream) {  // on every hit: inline, the growth out of line
+    if (stream >= free_.size()) add_free_indexes(stream);
+    return *free_[stream];
+  }
+  void add_free_indexes(std::uint8_t stream);  // empty indexes up to `stream`
   void insert_free(Block* b);
   void remove_free(Block* b);
   void add_hole(Block* b);

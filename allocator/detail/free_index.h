@@ -76,15 +76,13 @@ class FreeIndex {
     return smallest_scanned(next);
   }
 
-  // The largest free block (exact unless the top bin holds more than kScanLimit blocks).
+  // The largest free block, exact: walks the whole top bin, so it is for reports (stats), not hot paths.
   std::size_t largest() const {
     if (summary_ == 0) return 0;
     const int word = 63 - std::countl_zero(summary_);
     const int bit = 63 - std::countl_zero(bitmap_[word]);
     std::size_t largest = 0;
-    std::size_t scanned = 0;
-    for (Block* b = heads_[word * 64 + bit]; b != nullptr && scanned < kScanLimit;
-         b = b->bin_next, ++scanned) {
+    for (Block* b = heads_[word * 64 + bit]; b != nullptr; b = b->bin_next) {
       if (b->size > largest) largest = b->size;
     }
     return largest;

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "allocator/core_pool.h"
 #include "allocator/limit_adaptor.h"
@@ -26,13 +27,34 @@ struct Stack {
   std::unique_ptr<VirtualBackend> backend;
   std::unique_ptr<LimitAdaptor> limit;
   std::unique_ptr<TraceRecorder> recorder;
+  std::vector<std::unique_ptr<MemoryResource>> layers;  // under top, bottom first
   std::unique_ptr<MemoryResource> top;
 };
+
+// CachingPool's composition: each fixed layer names the concrete type below it and calls it directly.
+Stack CachingPoolsStack() {
+  Stack s;
+  s.backend = std::make_unique<VirtualBackend>(kGiB);
+  auto core = std::make_unique<CorePool>(*s.backend);
+  auto stats = std::make_unique<StatsAdaptor<CorePool>>(*core);
+  auto tags = std::make_unique<TagAdaptor<StatsAdaptor<CorePool>>>(*stats);
+  auto locked = std::make_unique<ThreadSafeAdaptor>(*tags);
+  auto oom =
+      std::make_unique<OomRetryAdaptor<ThreadSafeAdaptor>>(*locked, [](std::size_t) { return OomEvent{}; });
+  oom->set_hook([](const OomEvent&) { return false; });
+  s.layers.push_back(std::move(core));
+  s.layers.push_back(std::move(stats));
+  s.layers.push_back(std::move(tags));
+  s.layers.push_back(std::move(locked));
+  s.top = std::move(oom);
+  return s;
+}
 
 using Factory = std::function<Stack()>;
 
 std::map<std::string, Factory> Factories() {
   return {
+      {"CachingPoolsStack", CachingPoolsStack},
       {"CorePoolMapping",
        [] {
          Stack s;
@@ -51,13 +73,13 @@ std::map<std::string, Factory> Factories() {
       {"StatsAdaptor",
        [] {
          Stack s;
-         s.top = std::make_unique<StatsAdaptor>(*s.fake);
+         s.top = std::make_unique<StatsAdaptor<>>(*s.fake);
          return s;
        }},
       {"TagAdaptor",
        [] {
          Stack s;
-         s.top = std::make_unique<TagAdaptor>(*s.fake);
+         s.top = std::make_unique<TagAdaptor<>>(*s.fake);
          return s;
        }},
       {"RecorderAdaptor",
@@ -76,7 +98,7 @@ std::map<std::string, Factory> Factories() {
       {"OomRetryAdaptor",
        [] {
          Stack s;
-         auto oom = std::make_unique<OomRetryAdaptor>(*s.fake, [](std::size_t) { return OomEvent{}; });
+         auto oom = std::make_unique<OomRetryAdaptor<>>(*s.fake, [](std::size_t) { return OomEvent{}; });
          oom->set_hook([](const OomEvent&) { return true; });
          s.top = std::move(oom);
          return s;
@@ -108,9 +130,9 @@ INSTANTIATE_TEST_SUITE_P(Adaptors, AdaptorOverAFailingUpstream,
                          [](const auto& param_info) { return param_info.param; });
 
 INSTANTIATE_TEST_SUITE_P(Layers, Conformance,
-                         ::testing::Values("CorePoolMapping", "CorePoolSegmentsUnderALimit", "StatsAdaptor",
-                                           "TagAdaptor", "RecorderAdaptor", "ThreadSafeAdaptor",
-                                           "OomRetryAdaptor"),
+                         ::testing::Values("CachingPoolsStack", "CorePoolMapping",
+                                           "CorePoolSegmentsUnderALimit", "StatsAdaptor", "TagAdaptor",
+                                           "RecorderAdaptor", "ThreadSafeAdaptor", "OomRetryAdaptor"),
                          [](const auto& param_info) { return param_info.param; });
 
 }  // namespace

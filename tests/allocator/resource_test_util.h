@@ -26,28 +26,38 @@ class FakeResource final : public MemoryResource {
   Status failure = ResourceExhausted("fake: out of memory");
 
  private:
-  Result<Allocation> do_allocate(std::size_t bytes, StreamId stream, TagId tag) override {
+  bool do_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) override {
     ++allocate_calls;
-    if (bytes == 0) return InvalidArgument("fake: allocation of 0 bytes");
+    if (bytes == 0) {
+      error = InvalidArgument("fake: allocation of 0 bytes");
+      return false;
+    }
     if (fail_next_allocations > 0) {
       --fail_next_allocations;
-      return failure;
+      error = failure;
+      return false;
     }
     const std::size_t size = (bytes + 511) & ~std::size_t{511};
     void* p = reinterpret_cast<void*>(next_);
     next_ += size;
-    Allocation a{p, size, bytes, stream, tag};
-    live[p] = a;
-    return a;
+    out = Allocation{p, size, bytes, stream, tag};
+    live[p] = out;
+    return true;
   }
-  Result<Allocation> do_deallocate(void* ptr) override {
+  bool do_deallocate(void* ptr, Allocation& freed, Status& error) override {
     ++deallocate_calls;
-    if (ptr == nullptr) return InvalidArgument("fake: free of a null pointer");
+    if (ptr == nullptr) {
+      error = InvalidArgument("fake: free of a null pointer");
+      return false;
+    }
     auto it = live.find(ptr);
-    if (it == live.end()) return NotFound("fake: not a live block");
-    Allocation a = it->second;
+    if (it == live.end()) {
+      error = NotFound("fake: not a live block");
+      return false;
+    }
+    freed = it->second;
     live.erase(it);
-    return a;
+    return true;
   }
   Status do_record_stream(void* ptr, StreamId) override {
     ++record_stream_calls;

@@ -8,7 +8,8 @@
 namespace memcoord {
 namespace {
 
-PoolStats Read(const StatsAdaptor& stats) {
+template <typename Upstream>
+PoolStats Read(const StatsAdaptor<Upstream>& stats) {
   PoolStats s;
   stats.fill_stats(s);
   return s;

@@ -1,4 +1,4 @@
-#include "allocator/tag_adaptor.h"
+#include "allocator/tag_registry.h"
 
 #include <fmt/format.h>
 
@@ -6,12 +6,9 @@
 
 namespace memcoord {
 
-TagAdaptor::TagAdaptor(MemoryResource& upstream, std::string owner)
-    : ResourceAdaptor(upstream), owner_(std::move(owner)) {
-  names_[kUntagged] = "untagged";
-}
+TagRegistry::TagRegistry(std::string owner) : owner_(std::move(owner)) { names_[kUntagged] = "untagged"; }
 
-Result<TagId> TagAdaptor::tag(std::string_view name) {
+Result<TagId> TagRegistry::tag(std::string_view name) {
   if (name.empty()) return InvalidArgument("tag name must not be empty");
   const std::size_t count = tag_count();
   for (std::size_t i = 0; i < count; ++i) {
@@ -25,40 +22,23 @@ Result<TagId> TagAdaptor::tag(std::string_view name) {
   return static_cast<TagId>(count);
 }
 
-Result<Allocation> TagAdaptor::do_allocate(std::size_t bytes, StreamId stream, TagId tag) {
-  if (!known(tag)) {
-    return InvalidArgument(fmt::format("{}: unknown tag id {}; register tags with tag(name)", owner_, tag));
-  }
-  Result<Allocation> a = upstream().allocate(bytes, stream, tag);
-  if (a.ok() && tag != kUntagged) {
-    bytes_[tag].add(a->size);
-    blocks_[tag].add(1);
-  }
-  return a;
+Status TagRegistry::unknown_tag(TagId tag) const {
+  return InvalidArgument(fmt::format("{}: unknown tag id {}; register tags with tag(name)", owner_, tag));
 }
 
-Result<Allocation> TagAdaptor::do_deallocate(void* ptr) {
-  Result<Allocation> a = upstream().deallocate(ptr);
-  if (a.ok() && a->tag != kUntagged) {
-    bytes_[a->tag].sub(a->size);
-    blocks_[a->tag].sub(1);
-  }
-  return a;
-}
-
-std::uint64_t TagAdaptor::tagged_bytes() const {
+std::uint64_t TagRegistry::tagged_bytes() const {
   std::uint64_t total = 0;
   for (std::size_t i = 1; i < tag_count(); ++i) total += bytes_[i].load();
   return total;
 }
 
-std::uint64_t TagAdaptor::tagged_blocks() const {
+std::uint64_t TagRegistry::tagged_blocks() const {
   std::uint64_t total = 0;
   for (std::size_t i = 1; i < tag_count(); ++i) total += blocks_[i].load();
   return total;
 }
 
-std::vector<TagUsage> TagAdaptor::usage(std::uint64_t untagged_bytes, std::uint64_t untagged_blocks) const {
+std::vector<TagUsage> TagRegistry::usage(std::uint64_t untagged_bytes, std::uint64_t untagged_blocks) const {
   std::vector<TagUsage> out;
   if (untagged_bytes != 0) out.push_back(TagUsage{names_[kUntagged], untagged_bytes, untagged_blocks});
   const std::size_t count = tag_count();
