@@ -1,5 +1,8 @@
 #include "coordinator/planner/fit_advice.h"
 
+#include <algorithm>
+#include <numeric>
+
 #include "common/bytes.h"
 #include "coordinator/planner/memory_estimator.h"
 
@@ -124,11 +127,24 @@ class Advisor {
   std::vector<FitSuggestion> out_;
 };
 
+// The kAdvisedModels largest models (by ModelBytes; ties to the lower index), in index order.
+std::vector<std::size_t> AdvisedModels(const PlanRequest& request) {
+  std::vector<std::uint64_t> bytes(request.models.size());
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = ModelBytes(request.models[i]);
+  std::vector<std::size_t> order(bytes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return bytes[a] > bytes[b]; });
+  if (order.size() > kAdvisedModels) order.resize(kAdvisedModels);
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
 }  // namespace
 
 std::vector<FitSuggestion> SuggestFits(const PlanRequest& request, const FitsFunction& fits) {
   Advisor advisor(request, fits);
-  for (std::size_t i = 0; i < request.models.size(); ++i) {
+  for (std::size_t i : AdvisedModels(request)) {
     advisor.SuggestPrecisions(i);
     advisor.SuggestLayerSplit(i);
     advisor.SuggestCheckpointing(i);

@@ -1,8 +1,10 @@
 // FitAdvice: when a plan does not fit, what would — a lower precision, activation checkpointing, a smaller
 // batch, splitting a whole model by layers, more devices — each with the bytes it saves (or the capacity it
 // adds) and whether it alone makes the plan feasible. `fits` decides feasibility (the planner passes its own
-// placement routine), so the advice is checked against the same algorithm that failed. Deterministic;
-// thread-safe if `fits` is.
+// placement routine), so the advice is checked against the same algorithm that failed. Only the
+// kAdvisedModels largest models are advised on (a plan may hold 1,024 models; each suggestion costs one to
+// 25 calls of `fits`), so the advice costs at most about 4 × 29 + 26 placements. Deterministic; thread-safe
+// if `fits` is.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +24,8 @@ struct FitSuggestion {
 };
 
 using FitsFunction = std::function<bool(const PlanRequest&)>;
+
+inline constexpr std::size_t kAdvisedModels = 4;
 
 std::vector<FitSuggestion> SuggestFits(const PlanRequest& request, const FitsFunction& fits);
 

@@ -8,7 +8,12 @@
 //   estimated peak per model <= 2^53 bytes (8 PiB); so does the sum of its units and its per-device overhead
 //   capacity per device     <= 2^60 bytes (1 EiB)
 //   models per plan         <= 1024: the bytes of every model together stay below 2^63
-// Sums over devices (up to 2^20 of them, 2^60 each) can still pass 2^64: they saturate (AddSaturated),
+//   devices per plan        <= 65,536 (2^16): a cluster of tens of thousands of GPUs
+//   devices × models        <= 2^22 (4,194,304; e.g. 65,536 devices with 64 models, or 4,096 with 1,024):
+//                                    placement costs about devices × models steps (times a log factor), so
+//                                    a plan at the limits answers in well under a second
+//                                    (placement_planner.h)
+// Sums over devices (up to 2^16 of them, 2^60 each) can still pass 2^64: they saturate (AddSaturated),
 // which keeps every comparison against them right. Constants and a pure function; thread-safe.
 #pragma once
 
@@ -22,6 +27,8 @@ inline constexpr std::int64_t kMaxParams = std::int64_t{1} << 48;
 inline constexpr std::uint64_t kMaxModelBytes = std::uint64_t{1} << 53;
 inline constexpr std::uint64_t kMaxDeviceBytes = std::uint64_t{1} << 60;
 inline constexpr std::size_t kMaxModels = 1024;
+inline constexpr std::size_t kMaxDevices = std::size_t{1} << 16;
+inline constexpr std::size_t kMaxDeviceModelPairs = std::size_t{1} << 22;
 
 // a + b, or UINT64_MAX when the sum does not fit.
 constexpr std::uint64_t AddSaturated(std::uint64_t a, std::uint64_t b) {

@@ -1,7 +1,9 @@
 #include "coordinator/planner/model_packing.h"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
+#include <queue>
 
 #include "common/bytes.h"
 
@@ -11,9 +13,11 @@ namespace {
 // Bounds the exact search on adversarial inputs (many unequal devices); past it the best found is kept.
 constexpr std::uint64_t kNodeBudget = 2'000'000;
 
+// The exact search runs over `devices` (indices into capacities/loads, ascending) only; see Candidates.
 struct Search {
   const std::vector<std::uint64_t>& items;  // sorted descending
   const std::vector<std::uint64_t>& capacities;
+  const std::vector<std::size_t>& devices;
   std::vector<std::uint64_t> loads;
   std::vector<std::size_t> device_of;
   std::uint64_t best = UINT64_MAX;
@@ -21,8 +25,10 @@ struct Search {
   std::uint64_t lower_bound = 0;
   std::uint64_t nodes = 0;
 
+  bool Done() const { return best == lower_bound || nodes >= kNodeBudget; }  // cannot do better, or budget
+
   void Run(std::size_t i, std::uint64_t current_max) {
-    if (best == lower_bound || nodes >= kNodeBudget) return;  // cannot do better, or out of budget
+    if (Done()) return;
     ++nodes;
     if (i == items.size()) {
       if (current_max < best) {
@@ -31,11 +37,12 @@ struct Search {
       }
       return;
     }
-    for (std::size_t j = 0; j < capacities.size(); ++j) {
+    for (std::size_t a = 0; a < devices.size() && !Done(); ++a) {
+      const std::size_t j = devices[a];
       // Devices with the same capacity and load are interchangeable: try the first only.
       bool seen = false;
-      for (std::size_t k = 0; k < j && !seen; ++k)
-        seen = capacities[k] == capacities[j] && loads[k] == loads[j];
+      for (std::size_t b = 0; b < a && !seen; ++b)
+        seen = capacities[devices[b]] == capacities[j] && loads[devices[b]] == loads[j];
       if (seen) continue;
       const std::uint64_t load = loads[j] + items[i];
       if (load > capacities[j] || std::max(current_max, load) >= best) continue;
@@ -46,6 +53,32 @@ struct Search {
     }
   }
 };
+
+// The devices the exact search needs to try, in ascending index order. k items use at most k devices, and
+// a device B dominated by k others (each with base load <= B's and capacity >= B's; ties broken by index)
+// always has one of them unused, which holds B's items within capacity at no higher load; so some
+// optimal packing uses candidates only. Without base loads these are the k largest devices: 12 of
+// 65,536, which makes each search node cost O(k^2) instead of O(devices^2). O(devices log k).
+std::vector<std::size_t> Candidates(const std::vector<std::uint64_t>& capacities,
+                                    const std::vector<std::uint64_t>& base, std::size_t k) {
+  std::vector<std::size_t> order(capacities.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    if (base[a] != base[b]) return base[a] < base[b];
+    if (capacities[a] != capacities[b]) return capacities[a] > capacities[b];
+    return a < b;
+  });
+  // The k largest capacities among the devices before the current one in `order` (a min-heap).
+  std::priority_queue<std::uint64_t, std::vector<std::uint64_t>, std::greater<>> largest;
+  std::vector<std::size_t> out;
+  for (std::size_t j : order) {
+    if (largest.size() < k || largest.top() < capacities[j]) out.push_back(j);
+    largest.push(capacities[j]);
+    if (largest.size() > k) largest.pop();
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 std::uint64_t MaxOf(const std::vector<std::uint64_t>& v) {
   return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
@@ -132,7 +165,9 @@ Result<Packing> PackWhole(const std::vector<std::uint64_t>& items,
   if (items.size() <= kExactPackingItems) {
     std::vector<std::uint64_t> sorted(items.size());
     for (std::size_t r = 0; r < order.size(); ++r) sorted[r] = items[order[r]];
-    Search search{sorted, capacities, base, std::vector<std::size_t>(items.size(), 0), UINT64_MAX, {}, 0, 0};
+    const std::vector<std::size_t> candidates = Candidates(capacities, base, items.size());
+    Search search{sorted,     capacities, candidates, base, std::vector<std::size_t>(items.size(), 0),
+                  UINT64_MAX, {},         0,          0};
     std::uint64_t total = 0;
     for (std::uint64_t w : items) total += w;
     for (std::uint64_t b : base) total += b;

@@ -1,9 +1,12 @@
 // PackWhole: places indivisible items (whole models) on devices, several per device allowed, minimising the
 // busiest device's load within each device's capacity. Exact by branch and bound for up to
-// kExactPackingItems items (largest first, devices in identical state tried once, pruned by the best
-// found and the lower bound); larger instances start from the longest-processing-time rule (largest item to
-// the device whose load stays lowest) and improve it by moves and swaps off the busiest device until
-// neither helps. Deterministic: ties go to the lower device and item index. Pure function; thread-safe.
+// kExactPackingItems items k (largest first, devices in identical state tried once, pruned by the best
+// found and the lower bound), searching only the devices that fewer than k others dominate (no more base
+// load, no less capacity), which some optimum uses alone: without base loads the k largest, so the search
+// costs the same on 65,536 devices as on k. Larger instances start from the longest-processing-time rule
+// (largest item to the device whose load stays lowest) and improve it by moves and swaps off the busiest
+// device until neither helps. Deterministic: ties go to the lower device and item index. Pure function;
+// thread-safe.
 #pragma once
 
 #include <cstdint>

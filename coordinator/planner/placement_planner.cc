@@ -309,7 +309,9 @@ Result<Plan> Place(const PlanRequest& request) {
 Status CheckRequest(const PlanRequest& request) {
   if (request.devices.empty()) return InvalidArgument("devices: at least one device is required");
   if (request.models.empty()) return InvalidArgument("models: at least one model is required");
+  MEMCOORD_RETURN_IF_ERROR(CheckDeviceCount(request.devices.size()));
   MEMCOORD_RETURN_IF_ERROR(CheckModelCount(request.models.size()));
+  MEMCOORD_RETURN_IF_ERROR(CheckPlanSize(request.devices.size(), request.models.size()));
   for (std::size_t j = 0; j < request.devices.size(); ++j) {
     MEMCOORD_RETURN_IF_ERROR(CheckDevice(
         request.devices[j], "devices[" + std::to_string(j) + "] (" + request.devices[j].name + ")"));

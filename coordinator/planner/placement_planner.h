@@ -8,7 +8,10 @@
 //     optimal; the combination is a heuristic).
 // Tied units go with the unit they share weights with and are counted once. The same request always
 // gives the same plan. An infeasible request returns a Plan with feasible == false, the reason and
-// advice (FitAdvice) rather than an error: errors are for bad input only. Stateless; thread-safe.
+// advice (FitAdvice) rather than an error: errors are for bad input only. Time: about devices × models
+// steps times a log factor, so a request at the limits (limits.h: 65,536 devices, 2^22 devices × models)
+// is planned, advised and reported in 0.12-0.23 s (release, tests/planner/plan_scale_test.cc).
+// Stateless; thread-safe.
 #pragma once
 
 #include <cstdint>

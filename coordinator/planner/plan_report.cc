@@ -135,17 +135,18 @@ std::string PlanToTable(const PlanRequest& request, const Plan& plan) {
   std::size_t name_width = 12;  // live devices have long names ("host:gpu0 (ranks 0,1)")
   for (const DeviceSpec& d : request.devices) name_width = std::max(name_width, d.name.size() + 2);
   out += Pad("device", name_width) + Pad("capacity", 14) + Pad("load", 14) + "units\n";
-  for (std::size_t d = 0; d < request.devices.size(); ++d) {
-    std::string units;
-    for (std::size_t i = 0; i < plan.models.size(); ++i) {
-      for (const UnitRange& r : plan.models[i].ranges) {
-        if (r.device != d) continue;
-        if (!units.empty()) units += "; ";
-        units += plan.models[i].name + " " + r.units.front() +
-                 (r.units.size() > 1 ? " .. " + r.units.back() : "") + " (" + std::to_string(r.units.size()) +
-                 " units)";
-      }
+  // Each device's ranges, in model order: one pass over the ranges, not one per device.
+  std::vector<std::string> units_on(request.devices.size());
+  for (const ModelPlacement& m : plan.models) {
+    for (const UnitRange& r : m.ranges) {
+      std::string& units = units_on[r.device];
+      if (!units.empty()) units += "; ";
+      units += m.name + " " + r.units.front() + (r.units.size() > 1 ? " .. " + r.units.back() : "") + " (" +
+               std::to_string(r.units.size()) + " units)";
     }
+  }
+  for (std::size_t d = 0; d < request.devices.size(); ++d) {
+    const std::string& units = units_on[d];
     out += Pad(request.devices[d].name, name_width) +
            Pad(FormatBytes(request.devices[d].capacity_bytes), 14) +
            Pad(FormatBytes(plan.device_loads_bytes[d]), 14) + (units.empty() ? "-" : units) + "\n";

@@ -55,8 +55,12 @@ Result<PlanRequest> LoadPlanRequest(const std::string& path);
 // Device and model-count limits (limits.h), shared by the parser and MakePlan (requests built in memory):
 // capacity in 1..kMaxDeviceBytes, reserve below capacity; errors start with `where` ("devices[2]").
 Status CheckDevice(const DeviceSpec& device, const std::string& where);
+// At most kMaxDevices devices: "devices: N devices; accepted: at most 65536".
+Status CheckDeviceCount(std::size_t count);
 // At most kMaxModels models.
 Status CheckModelCount(std::size_t count);
+// At most kMaxDeviceModelPairs devices × models: "devices × models: 65536 devices × 1024 models = ...".
+Status CheckPlanSize(std::size_t devices, std::size_t models);
 
 // Default sequence length for a model when none is given: 1024, capped by a learned position table.
 std::int64_t DefaultSeq(const ModelSpec& spec);

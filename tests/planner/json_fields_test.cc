@@ -129,7 +129,7 @@ TEST(JsonFieldsTest, PlanFileIntegersNameTheField) {
                                                    "models": [{"preset": "gpt2"}]})");
   ASSERT_FALSE(count.ok());
   EXPECT_EQ(count.status().message(),
-            "devices.count must be a whole number between 1 and 1048576, got 9.3e+18");
+            "devices.count must be a whole number between 1 and 65536, got 9.3e+18");
   Result<PlanRequest> layers = ParsePlanRequest(R"({"devices": {"count": 1, "capacity": "80GB"},
       "models": [{"spec": {"family": "gpt2", "hidden": 64, "layers": 1e30, "heads": 4, "vocab": 100}}]})");
   ASSERT_FALSE(layers.ok());

@@ -104,3 +104,45 @@ TEST(ModelPackingTest, ExactAtTheLargestExactSizeToo) {
 
 }  // namespace
 }  // namespace memcoord::planner
+
+namespace memcoord::planner {
+namespace {
+
+// The exact search tries only devices dominated by fewer than `items` others (lower or equal base load,
+// larger or equal capacity): with more devices than items and unequal base loads it must still find the
+// optimum brute force finds over every device.
+TEST(ModelPackingTest, ExactWithBaseLoadsOnMoreDevicesThanItems) {
+  std::mt19937_64 rng(23);
+  int feasible = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const std::size_t n = 1 + rng() % 4;
+    const std::size_t m = n + 1 + rng() % 6;
+    std::vector<std::uint64_t> items(n);
+    for (auto& w : items) w = 1 + rng() % 100;
+    std::vector<std::uint64_t> caps(m);
+    std::vector<std::uint64_t> base(m);
+    for (std::size_t j = 0; j < m; ++j) {
+      caps[j] = 60 + rng() % 200;
+      base[j] = rng() % 3 == 0 ? 0 : rng() % 80;
+    }
+    std::vector<std::uint64_t> loads = base;
+    const std::uint64_t expected = BruteForce(items, caps, loads);
+    Result<Packing> packing = PackWhole(items, caps, base);
+    if (expected == UINT64_MAX) {
+      EXPECT_FALSE(packing.ok()) << "trial " << trial;
+      continue;
+    }
+    ++feasible;
+    ASSERT_TRUE(packing.ok()) << "trial " << trial << ": " << packing.status().ToString();
+    EXPECT_TRUE(packing->exact);
+    EXPECT_EQ(packing->bottleneck_bytes, expected) << "trial " << trial;
+    std::vector<std::uint64_t> check = base;
+    for (std::size_t i = 0; i < n; ++i) check[packing->device_of[i]] += items[i];
+    EXPECT_EQ(check, packing->loads);
+    for (std::size_t j = 0; j < m; ++j) EXPECT_LE(check[j], std::max(caps[j], base[j]));
+  }
+  EXPECT_GT(feasible, 250);
+}
+
+}  // namespace
+}  // namespace memcoord::planner
