@@ -22,6 +22,7 @@
 #ifdef MEMCOORD_HAVE_COORDINATOR
 #include "cli/watch_view.h"
 #include "coordinator/http/cluster_events.h"
+#include "coordinator/service/cluster_json.h"
 #endif
 
 namespace memcoord::cli {
@@ -34,62 +35,9 @@ using coordinator::PoolUsage;
 using coordinator::WorkerRecord;
 using coordinator::WorkerState;
 
+// The fields scripts read (cluster_json.h keeps their text unchanged).
 nlohmann::json ToJson(const ClusterView& view) {
-  nlohmann::json workers = nlohmann::json::array();
-  for (const WorkerRecord& w : view.workers) {
-    nlohmann::json pools = nlohmann::json::array();
-    for (const PoolUsage& p : w.pools) {
-      nlohmann::json tags = nlohmann::json::array();
-      for (const auto& t : p.tags) tags.push_back({{"tag", t.tag}, {"live_bytes", t.live_bytes}});
-      pools.push_back({{"name", p.name},
-                       {"allocated_bytes", p.allocated_bytes},
-                       {"peak_allocated_bytes", p.peak_allocated_bytes},
-                       {"reserved_bytes", p.reserved_bytes},
-                       {"peak_reserved_bytes", p.peak_reserved_bytes},
-                       {"limit_bytes", p.limit_bytes},
-                       {"largest_free_bytes", p.largest_free_bytes},
-                       {"trims", p.trims},
-                       {"trimmed_bytes", p.trimmed_bytes},
-                       {"ooms", p.ooms},
-                       {"tags", tags}});
-    }
-    workers.push_back({{"rank", w.id.rank},
-                       {"local_rank", w.id.local_rank},
-                       {"world_size", w.id.world_size},
-                       {"host", w.id.host},
-                       {"device", w.id.device},
-                       {"device_name", w.id.device_name},
-                       {"backend", w.id.backend},
-                       {"group", w.id.group},
-                       {"pid", w.id.pid},
-                       {"state", coordinator::StateName(w.state)},
-                       {"dead_reason", w.dead_reason},
-                       {"step", w.step},
-                       {"last_report_age_ms", w.last_report_age_ms},
-                       {"device_total_bytes", w.id.device_total_bytes},
-                       {"device_free_bytes", w.device_free_bytes},
-                       {"device_budget_bytes", w.device_budget_bytes},
-                       {"pools", pools}});
-  }
-  nlohmann::json leaks = nlohmann::json::array();
-  for (const auto& l : view.leaks) {
-    leaks.push_back({{"rank", l.rank},
-                     {"pool", l.pool},
-                     {"tag", l.tag},
-                     {"bytes_per_step", l.bytes_per_step},
-                     {"first_step", l.first_step},
-                     {"last_step", l.last_step},
-                     {"live_bytes", l.live_bytes}});
-  }
-  return {{"workers", workers},
-          {"leaks", leaks},
-          {"coordinator",
-           {{"id", view.stats.coordinator_id},
-            {"uptime_ms", view.stats.uptime_ms},
-            {"reports", view.stats.reports},
-            {"report_handling_p50_us", view.stats.report_handling_p50_us},
-            {"report_handling_p99_us", view.stats.report_handling_p99_us},
-            {"live_sessions", view.stats.live_sessions}}}};
+  return coordinator::ClusterViewJson(view, coordinator::ClusterJsonFields::kStatus);
 }
 
 // "live"; "suspect: no report for 450 ms" (it may come back); "dead: <reason>".

@@ -1,16 +1,17 @@
 // The dashboard's JSON API bodies: the cluster (/api/cluster), per-rank timelines (/api/timeline) and
-// events (/api/events). Bytes are integers, times are Unix milliseconds. Field names follow `memcoord
-// status --json` where both show the same thing. Pure functions; thread-safe.
+// events (/api/events). Bytes are integers, times are Unix milliseconds. Pure functions; thread-safe.
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "coordinator/http/cluster_history.h"
+#include "coordinator/service/cluster_json.h"
 #include "coordinator/service/cluster_types.h"
 
 namespace memcoord::coordinator {
 
+// `memcoord status --json`'s fields and the dashboard's extras: ClusterViewJson(view, kDashboard).
 nlohmann::json ClusterJson(const ClusterView& view);
 nlohmann::json EventsJson(const std::vector<ClusterEvent>& events);
 // {"ranks": [{"rank": r, "samples": [[unix_ms, allocated, reserved, limit, device_free], ...]}, ...],
