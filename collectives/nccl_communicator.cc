@@ -12,7 +12,7 @@
 #include <thread>
 #include <utility>
 
-#include "collectives/detail/cuda_status.h"
+#include "common/cuda_status.h"
 
 namespace memcoord {
 
@@ -161,7 +161,7 @@ class NcclPendingCollective final : public PendingCollective {
     if (e == cudaSuccess) return true;
     if (e != cudaErrorNotReady) {
       owner_.abort(description_ + " failed in CUDA");
-      return detail::CudaStatus(e, description_);
+      return CudaRuntimeStatus(e, description_);
     }
     if (Clock::now() >= deadline_) return owner_.TimedOut(description_);
     return false;
@@ -236,13 +236,13 @@ Status CheckGpus(const std::vector<std::string>& gpus) {
 Result<std::unique_ptr<NcclCommunicator::Impl>> NcclCommunicator::Wrap(ncclComm_t comm, int device) {
   auto impl = std::make_unique<NcclCommunicator::Impl>();
   impl->comm = comm;
-  Status s = detail::CudaStatus(cudaSetDevice(device), "cudaSetDevice");
+  Status s = CudaRuntimeStatus(cudaSetDevice(device), "cudaSetDevice");
   if (s.ok())
-    s = detail::CudaStatus(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking),
-                           "cudaStreamCreate");
-  if (s.ok()) s = detail::CudaStatus(cudaMalloc(&impl->scratch, kScratchBytes), "cudaMalloc(scratch)");
+    s = CudaRuntimeStatus(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking),
+                          "cudaStreamCreate");
+  if (s.ok()) s = CudaRuntimeStatus(cudaMalloc(&impl->scratch, kScratchBytes), "cudaMalloc(scratch)");
   if (s.ok())
-    s = detail::CudaStatus(cudaMallocHost(&impl->host_scratch, kScratchBytes), "cudaMallocHost(scratch)");
+    s = CudaRuntimeStatus(cudaMallocHost(&impl->host_scratch, kScratchBytes), "cudaMallocHost(scratch)");
   if (!s.ok()) {
     ncclCommAbort(comm);
     impl->comm = nullptr;
@@ -275,7 +275,7 @@ Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(NcclRendezvou
   ncclUniqueId id;
   std::memcpy(id.internal, id_bytes.data(), sizeof(id.internal));
 
-  MEMCOORD_RETURN_IF_ERROR(detail::CudaStatus(cudaSetDevice(options.device), "cudaSetDevice"));
+  MEMCOORD_RETURN_IF_ERROR(CudaRuntimeStatus(cudaSetDevice(options.device), "cudaSetDevice"));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
@@ -334,9 +334,9 @@ Status NcclCommunicator::order_after(CommStream producer) {
   if (producer_stream == impl_->stream) return Status::Ok();
   cudaEvent_t event = nullptr;
   MEMCOORD_RETURN_IF_ERROR(
-      detail::CudaStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate"));
-  Status s = detail::CudaStatus(cudaEventRecord(event, producer_stream), "cudaEventRecord");
-  if (s.ok()) s = detail::CudaStatus(cudaStreamWaitEvent(impl_->stream, event, 0), "cudaStreamWaitEvent");
+      CudaRuntimeStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate"));
+  Status s = CudaRuntimeStatus(cudaEventRecord(event, producer_stream), "cudaEventRecord");
+  if (s.ok()) s = CudaRuntimeStatus(cudaStreamWaitEvent(impl_->stream, event, 0), "cudaStreamWaitEvent");
   cudaEventDestroy(event);
   return s;
 }
@@ -353,7 +353,7 @@ void NcclCommunicator::do_abort() {
 
 Result<std::unique_ptr<PendingCollective>> NcclCommunicator::Launch(std::string what,
                                                                     const Enqueue& enqueue) {
-  MEMCOORD_RETURN_IF_ERROR(detail::CudaStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  MEMCOORD_RETURN_IF_ERROR(CudaRuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
   Status failed;
   bool in_progress = false;
   {
@@ -376,8 +376,8 @@ Result<std::unique_ptr<PendingCollective>> NcclCommunicator::Launch(std::string 
     return failed;
   }
   cudaEvent_t event = nullptr;
-  Status s = detail::CudaStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
-  if (s.ok()) s = detail::CudaStatus(cudaEventRecord(event, impl_->stream), "cudaEventRecord");
+  Status s = CudaRuntimeStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+  if (s.ok()) s = CudaRuntimeStatus(cudaEventRecord(event, impl_->stream), "cudaEventRecord");
   if (!s.ok()) {
     if (event != nullptr) cudaEventDestroy(event);
     abort(what + " could not record its completion event");
@@ -445,27 +445,27 @@ Status NcclCommunicator::do_max_allreduce_words(long long* words, int count, std
   auto* pinned = static_cast<long long*>(impl_->host_scratch);
   std::copy(words, words + count, pinned);
   void* scratch = impl_->scratch;
-  MEMCOORD_RETURN_IF_ERROR(detail::CudaStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  MEMCOORD_RETURN_IF_ERROR(CudaRuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
   MEMCOORD_RETURN_IF_ERROR(
-      detail::CudaStatus(cudaMemcpyAsync(scratch, pinned, bytes, cudaMemcpyHostToDevice, impl_->stream),
-                         "cudaMemcpyAsync(check)"));
+      CudaRuntimeStatus(cudaMemcpyAsync(scratch, pinned, bytes, cudaMemcpyHostToDevice, impl_->stream),
+                        "cudaMemcpyAsync(check)"));
   // Run waits for the allreduce itself (and so for everything queued before it on the stream: this is the
   // host wait the per-call argument check costs), so the copy back below finds an idle stream.
   MEMCOORD_RETURN_IF_ERROR(Run(std::string(what), [=](ncclComm_t comm, cudaStream_t stream) {
     return ncclAllReduce(scratch, scratch, static_cast<std::size_t>(count), ncclInt64, ncclMax, comm, stream);
   }));
   MEMCOORD_RETURN_IF_ERROR(
-      detail::CudaStatus(cudaMemcpyAsync(pinned, scratch, bytes, cudaMemcpyDeviceToHost, impl_->stream),
-                         "cudaMemcpyAsync(check)"));
+      CudaRuntimeStatus(cudaMemcpyAsync(pinned, scratch, bytes, cudaMemcpyDeviceToHost, impl_->stream),
+                        "cudaMemcpyAsync(check)"));
   MEMCOORD_RETURN_IF_ERROR(
-      detail::CudaStatus(cudaStreamSynchronize(impl_->stream), "cudaStreamSynchronize(check)"));
+      CudaRuntimeStatus(cudaStreamSynchronize(impl_->stream), "cudaStreamSynchronize(check)"));
   std::copy(pinned, pinned + count, words);
   return Status::Ok();
 }
 
 Result<std::unique_ptr<Communicator>> NcclCommunicator::do_split(int color, int key) {
   const std::string what = fmt::format("ncclCommSplit(color {}, key {})", color, key);
-  MEMCOORD_RETURN_IF_ERROR(detail::CudaStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  MEMCOORD_RETURN_IF_ERROR(CudaRuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t child = nullptr;

@@ -6,7 +6,7 @@
 
 #include <mutex>
 
-#include "allocator/cuda/cuda_status.h"
+#include "common/cuda_status.h"
 
 namespace memcoord {
 

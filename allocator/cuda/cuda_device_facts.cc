@@ -8,8 +8,8 @@
 #include <cstring>
 
 #include "allocator/cuda/cuda_device.h"
-#include "allocator/cuda/cuda_status.h"
 #include "allocator/gpu_uuid.h"
+#include "common/cuda_status.h"
 
 namespace memcoord {
 

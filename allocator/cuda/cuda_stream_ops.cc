@@ -5,7 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "allocator/cuda/cuda_device.h"
-#include "allocator/cuda/cuda_status.h"
+#include "common/cuda_status.h"
 
 namespace memcoord {
 namespace {

@@ -10,7 +10,7 @@
 #include "allocator/cuda/cuda_device.h"
 #include "allocator/cuda/cuda_device_facts.h"
 #include "allocator/cuda/cuda_driver_api.h"
-#include "allocator/cuda/cuda_status.h"
+#include "allocator/cuda/cuda_driver_status.h"
 
 namespace memcoord {
 namespace {

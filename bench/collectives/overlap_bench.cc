@@ -44,10 +44,10 @@
 #include <cuda_runtime_api.h>
 
 #include "allocator/cuda/cuda_backends.h"
-#include "allocator/cuda/cuda_status.h"
 #include "bench/collectives/overlap_kernel.h"
 #include "collectives/mpi_rendezvous.h"
 #include "collectives/nccl_communicator.h"
+#include "common/cuda_status.h"
 #endif
 
 namespace memcoord::bench {

@@ -24,9 +24,9 @@
 #include "allocator/backend_factory.h"
 #include "allocator/caching_pool.h"
 #include "allocator/cuda/cuda_backends.h"
-#include "allocator/cuda/cuda_status.h"
 #include "allocator/driver_cost.h"
 #include "bench/gpu/mixed_pattern.h"
+#include "common/cuda_status.h"
 
 namespace memcoord::bench {
 namespace {

@@ -10,7 +10,7 @@
 #include <random>
 
 #include "allocator/cuda/cuda_device.h"
-#include "allocator/cuda/cuda_status.h"
+#include "common/cuda_status.h"
 #include "tests/gpu/test_kernels.h"
 
 // Skips the current test, naming why, where this process sees no usable CUDA device.

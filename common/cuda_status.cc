@@ -1,12 +1,12 @@
-#include "collectives/detail/cuda_status.h"
+#include "common/cuda_status.h"
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
-namespace memcoord::detail {
+namespace memcoord {
 namespace {
 
-StatusCode Code(cudaError_t error) {
+StatusCode RuntimeCode(cudaError_t error) {
   switch (error) {
     case cudaErrorMemoryAllocation:
       return StatusCode::kResourceExhausted;
@@ -28,12 +28,12 @@ StatusCode Code(cudaError_t error) {
 
 }  // namespace
 
-Status CudaStatus(int cuda_error, std::string_view call) {
+Status CudaRuntimeStatus(int cuda_error, std::string_view call) {
   if (cuda_error == 0) return Status::Ok();
   const auto error = static_cast<cudaError_t>(cuda_error);
-  (void)cudaGetLastError();
-  return Status(Code(error), fmt::format("{}: {} ({}): {}", call, cudaGetErrorName(error), cuda_error,
-                                         cudaGetErrorString(error)));
+  (void)cudaGetLastError();  // clear the non-sticky error this call left behind
+  return Status(RuntimeCode(error), fmt::format("{}: {} ({}): {}", call, cudaGetErrorName(error), cuda_error,
+                                                cudaGetErrorString(error)));
 }
 
-}  // namespace memcoord::detail
+}  // namespace memcoord

@@ -1,33 +1,12 @@
-#include "allocator/cuda/cuda_status.h"
+#include "allocator/cuda/cuda_driver_status.h"
 
 #include <cuda.h>
-#include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
 #include "allocator/cuda/cuda_driver_api.h"
 
 namespace memcoord {
 namespace {
-
-StatusCode RuntimeCode(cudaError_t error) {
-  switch (error) {
-    case cudaErrorMemoryAllocation:
-      return StatusCode::kResourceExhausted;
-    case cudaErrorInsufficientDriver:
-    case cudaErrorNoDevice:
-    case cudaErrorInvalidDevice:
-    case cudaErrorDevicesUnavailable:
-    case cudaErrorStubLibrary:
-    case cudaErrorCallRequiresNewerDriver:
-      return StatusCode::kUnavailable;
-    case cudaErrorInvalidValue:
-    case cudaErrorInvalidDevicePointer:
-    case cudaErrorInvalidResourceHandle:
-      return StatusCode::kInvalidArgument;
-    default:
-      return StatusCode::kInternal;
-  }
-}
 
 StatusCode DriverCode(CUresult result) {
   switch (result) {
@@ -48,14 +27,6 @@ StatusCode DriverCode(CUresult result) {
 }
 
 }  // namespace
-
-Status CudaRuntimeStatus(int cuda_error, std::string_view call) {
-  if (cuda_error == 0) return Status::Ok();
-  const auto error = static_cast<cudaError_t>(cuda_error);
-  (void)cudaGetLastError();  // clear the non-sticky error this call left behind
-  return Status(RuntimeCode(error), fmt::format("{}: {} ({}): {}", call, cudaGetErrorName(error), cuda_error,
-                                                cudaGetErrorString(error)));
-}
 
 Status CudaDriverStatus(int cu_result, std::string_view call) {
   if (cu_result == 0) return Status::Ok();
