@@ -8,14 +8,15 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 
+#include "coordinator_fixtures.h"
 #include "test_support.h"
 
 namespace memcoord {
 namespace {
 
 using memcoord::testing::Child;
+using memcoord::testing::ListeningAddress;
 using memcoord::testing::WaitFor;
 using std::chrono::milliseconds;
 
@@ -32,21 +33,6 @@ std::string WriteFile(const std::string& name, const std::string& text) {
   const std::string path = ::testing::TempDir() + name;
   std::ofstream(path) << text << "\n";
   return path;
-}
-
-// Waits for "listening on ADDR" in the coordinator's output; empty when it never came.
-std::string ListeningAddress(Child& coordinator) {
-  std::string address;
-  WaitFor(
-      [&] {
-        std::smatch m;
-        const std::string out = coordinator.output();
-        if (!std::regex_search(out, m, std::regex(R"(listening on ([0-9.]+:\d+))"))) return false;
-        address = m[1];
-        return true;
-      },
-      milliseconds(10000));
-  return address;
 }
 
 TEST(MemcoordCliSecurity, NonLoopbackNeedsATokenOrInsecureWhichWarns) {
@@ -138,37 +124,28 @@ TEST(MemcoordCliSecurity, WorkerTokenReadsAdminTokenTrimsAndSetsQuotas) {
 }
 
 TEST(MemcoordCliSecurity, TlsFlagsOnTheCoordinatorAndTheVariablesOnTheClient) {
-  const std::string dir = ::testing::TempDir() + "cli-sec-tls";
-  const std::string script =
-      "rm -rf " + dir + " && mkdir -p " + dir + " && cd " + dir +
-      " && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=test-ca"
-      " && openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=coordinator"
-      " -addext subjectAltName=IP:127.0.0.1"
-      " && openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 1"
-      " -copy_extensions copyall"
-      " && openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj /CN=admin"
-      " && openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 1";
-  if (std::system(("(" + script + ") >/dev/null 2>&1").c_str()) != 0) GTEST_SKIP() << "openssl 3.x needed";
-  Child coordinator(
-      {MEMCOORD_CLI, "coordinator", "--listen", "127.0.0.1:0", "--tls-cert", dir + "/server.pem", "--tls-key",
-       dir + "/server.key", "--tls-client-ca", dir + "/ca.pem"},
-      {});
+  const memcoord::testing::TestCertificates certs;
+  if (!certs.ok()) GTEST_SKIP() << "openssl 3.x needed";
+  const auto file = [&](const char* name) { return certs.path(name); };
+  Child coordinator({MEMCOORD_CLI, "coordinator", "--listen", "127.0.0.1:0", "--tls-cert", file("server.pem"),
+                     "--tls-key", file("server.key"), "--tls-client-ca", file("ca.pem")},
+                    {});
   const std::string address = ListeningAddress(coordinator);
   ASSERT_FALSE(address.empty()) << coordinator.output();
   std::string out;
-  const std::vector<std::string> mutual = {"MEMCOORD_TLS_CA=" + dir + "/ca.pem",
-                                           "MEMCOORD_TLS_CERT=" + dir + "/client.pem",
-                                           "MEMCOORD_TLS_KEY=" + dir + "/client.key"};
+  const std::vector<std::string> mutual = {"MEMCOORD_TLS_CA=" + file("ca.pem"),
+                                           "MEMCOORD_TLS_CERT=" + file("client.pem"),
+                                           "MEMCOORD_TLS_KEY=" + file("client.key")};
   EXPECT_EQ(Memcoord({"status", "--coordinator", address, "--json"}, mutual, &out), 0) << out;
   EXPECT_EQ(
-      Memcoord({"status", "--coordinator", address, "--json"}, {"MEMCOORD_TLS_CA=" + dir + "/ca.pem"}, &out),
+      Memcoord({"status", "--coordinator", address, "--json"}, {"MEMCOORD_TLS_CA=" + file("ca.pem")}, &out),
       1)
       << out;
   EXPECT_EQ(Memcoord({"status", "--coordinator", address, "--json"}, {}, &out), 1) << out;
-  EXPECT_EQ(
-      Memcoord({"status", "--coordinator", address}, {"MEMCOORD_TLS_CERT=" + dir + "/client.pem"}, &out), 2);
+  EXPECT_EQ(Memcoord({"status", "--coordinator", address}, {"MEMCOORD_TLS_CERT=" + file("client.pem")}, &out),
+            2);
   EXPECT_NE(out.find("MEMCOORD_TLS_KEY"), std::string::npos) << out;
-  EXPECT_EQ(Memcoord({"coordinator", "--listen", "127.0.0.1:0", "--tls-cert", dir + "/server.pem"}, {}, &out),
+  EXPECT_EQ(Memcoord({"coordinator", "--listen", "127.0.0.1:0", "--tls-cert", file("server.pem")}, {}, &out),
             2);
   EXPECT_NE(out.find("--tls-key"), std::string::npos) << out;
   coordinator.signal(SIGTERM);

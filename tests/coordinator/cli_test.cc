@@ -7,14 +7,15 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 
+#include "coordinator_fixtures.h"
 #include "test_support.h"
 
 namespace memcoord {
 namespace {
 
 using memcoord::testing::Child;
+using memcoord::testing::ListeningAddress;
 using memcoord::testing::WaitFor;
 using std::chrono::milliseconds;
 
@@ -30,17 +31,8 @@ int Memcoord(const std::vector<std::string>& args, std::string* output) {
 
 TEST(MemcoordCli, CoordinatorStatusTrimAndQuota) {
   Child coordinator({MEMCOORD_CLI, "coordinator", "--listen", "127.0.0.1:0"}, {});
-  std::string address;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        std::smatch m;
-        const std::string out = coordinator.output();
-        if (!std::regex_search(out, m, std::regex(R"(listening on (127\.0\.0\.1:\d+))"))) return false;
-        address = m[1];
-        return true;
-      },
-      milliseconds(10000)))
-      << coordinator.output();
+  const std::string address = ListeningAddress(coordinator);
+  ASSERT_FALSE(address.empty()) << coordinator.output();
   Child worker({MEMCOORD_TEST_WORKER, "--until-abort", "--steps", "0", "--step-ms", "10", "--alloc", "4MiB"},
                {"MEMCOORD_COORDINATOR=" + address, "MEMCOORD_RANK=0", "MEMCOORD_WORLD_SIZE=1"});
 
@@ -97,17 +89,8 @@ TEST(MemcoordCli, CoordinatorStatusTrimAndQuota) {
 // `memcoord plan FILE --coordinator ADDR`: the plan lands on the live worker's measured free memory.
 TEST(MemcoordCli, PlanOnLiveMemory) {
   Child coordinator({MEMCOORD_CLI, "coordinator", "--listen", "127.0.0.1:0"}, {});
-  std::string address;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        std::smatch m;
-        const std::string out = coordinator.output();
-        if (!std::regex_search(out, m, std::regex(R"(listening on (127\.0\.0\.1:\d+))"))) return false;
-        address = m[1];
-        return true;
-      },
-      milliseconds(10000)))
-      << coordinator.output();
+  const std::string address = ListeningAddress(coordinator);
+  ASSERT_FALSE(address.empty()) << coordinator.output();
   const std::string fits = ::testing::TempDir() + "plan-fits.json";
   const std::string too_big = ::testing::TempDir() + "plan-too-big.json";
   std::ofstream(fits) << R"({"models": [{"preset": "gpt2", "mode": "inference"}]})";

@@ -17,6 +17,7 @@
 #include "coordinator/http/http_server.h"
 #include "coordinator/http/prometheus_text.h"
 #include "coordinator/service/coordinator_server.h"
+#include "coordinator_fixtures.h"
 #include "gtest/gtest.h"
 #include "test_support.h"
 #include "tests/worker/uuid_backend.h"
@@ -34,9 +35,7 @@ std::unique_ptr<CoordinatorServer> StartServerWithHttp(const std::string& admin_
   options.metrics_listen = "127.0.0.1:0";
   options.admin_token = admin_token;
   if (!admin_token.empty()) options.token = "worker-secret";
-  auto server = CoordinatorServer::Start(options);
-  EXPECT_TRUE(server.ok()) << server.status().ToString();
-  return server.ok() ? *std::move(server) : nullptr;
+  return memcoord::testing::StartServer(options);
 }
 
 std::string Get(int port, const std::string& path, int* status = nullptr) {

@@ -15,6 +15,7 @@
 
 #include "coordinator/service/coordinator_client.h"
 #include "coordinator/service/coordinator_server.h"
+#include "coordinator_fixtures.h"
 #include "memcoord/v1/coordinator.grpc.pb.h"
 #include "test_support.h"
 
@@ -22,18 +23,13 @@ namespace memcoord::coordinator {
 namespace {
 
 using memcoord::testing::FindRank;
+using memcoord::testing::StartServer;
 using memcoord::testing::StartWorker;
 using memcoord::testing::WaitFor;
 using std::chrono::milliseconds;
 
 constexpr const char* kWorkerToken = "worker-token-0123";
 constexpr const char* kAdminToken = "admin-token-4567";
-
-std::unique_ptr<CoordinatorServer> StartServer(const CoordinatorOptions& options) {
-  auto server = CoordinatorServer::Start(options);
-  EXPECT_TRUE(server.ok()) << server.status().ToString();
-  return server.ok() ? *std::move(server) : nullptr;
-}
 
 CoordinatorOptions Locked() {
   CoordinatorOptions options;

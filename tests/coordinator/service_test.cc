@@ -14,6 +14,7 @@
 #include "common/bytes.h"
 #include "coordinator/service/coordinator_client.h"
 #include "coordinator/service/coordinator_server.h"
+#include "coordinator_fixtures.h"
 #include "memcoord/v1/coordinator.grpc.pb.h"
 #include "test_support.h"
 
@@ -22,15 +23,10 @@ namespace {
 
 using memcoord::testing::FindRank;
 using memcoord::testing::LiveCount;
+using memcoord::testing::StartServer;
 using memcoord::testing::StartWorker;
 using memcoord::testing::WaitFor;
 using std::chrono::milliseconds;
-
-std::unique_ptr<CoordinatorServer> StartServer(CoordinatorOptions options = {}) {
-  auto server = CoordinatorServer::Start(options);
-  EXPECT_TRUE(server.ok()) << server.status().ToString();
-  return server.ok() ? *std::move(server) : nullptr;
-}
 
 CoordinatorClient Client(const CoordinatorServer& server, const std::string& token = "") {
   ClientOptions options;

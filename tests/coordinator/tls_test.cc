@@ -3,14 +3,10 @@
 // without a certificate is refused and one with a certificate of the client CA is served. Bad files fail
 // Start() naming the flag.
 #include <gtest/gtest.h>
-#include <unistd.h>
-
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "coordinator/service/coordinator_client.h"
 #include "coordinator/service/coordinator_server.h"
+#include "coordinator_fixtures.h"
 #include "test_support.h"
 
 namespace memcoord::coordinator {
@@ -19,57 +15,30 @@ namespace {
 using memcoord::testing::WaitFor;
 using std::chrono::milliseconds;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 class CoordinatorTls : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    char dir_template[] = "/tmp/memcoord-coord-tls-XXXXXX";
-    dir_ = ::mkdtemp(dir_template);
-    // A CA, the coordinator's certificate for 127.0.0.1, and a client certificate; a second CA that
-    // signed nothing here, for the "wrong client CA" case.
-    const std::string script =
-        "cd " + dir_ +
-        " && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=test-ca"
-        " && openssl req -x509 -newkey rsa:2048 -nodes -keyout other-ca.key -out other-ca.pem -days 1"
-        " -subj /CN=other-ca"
-        " && openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=coordinator"
-        " -addext subjectAltName=IP:127.0.0.1"
-        " && openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem"
-        " -days 1 -copy_extensions copyall"
-        " && openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj /CN=admin"
-        " && openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem"
-        " -days 1";
-    have_openssl_ = std::system(("(" + script + ") >/dev/null 2>&1").c_str()) == 0;
-  }
-  static void TearDownTestSuite() { (void)std::system(("rm -rf " + dir_).c_str()); }
+  static void SetUpTestSuite() { certs_ = std::make_unique<memcoord::testing::TestCertificates>(); }
+  static void TearDownTestSuite() { certs_.reset(); }
   void SetUp() override {
-    if (!have_openssl_) GTEST_SKIP() << "openssl (3.x) is needed to make the test certificates";
+    if (!certs_->ok()) GTEST_SKIP() << "openssl (3.x) is needed to make the test certificates";
   }
 
-  static std::string file(const char* name) { return dir_ + "/" + name; }
+  static std::string file(const char* name) { return certs_->path(name); }
 
   std::unique_ptr<CoordinatorServer> start(bool mutual, const char* client_ca = "ca.pem") {
     CoordinatorOptions options;
     options.tls = {file("server.pem"), file("server.key"), mutual ? file(client_ca) : ""};
-    auto server = CoordinatorServer::Start(options);
-    EXPECT_TRUE(server.ok()) << server.status().ToString();
-    return server.ok() ? *std::move(server) : nullptr;
+    return memcoord::testing::StartServer(options);
   }
 
   static ClientOptions client(const CoordinatorServer& server, bool tls, bool certificate) {
     ClientOptions options;
     options.address = server.address();
     options.timeout = milliseconds(3000);
-    if (tls) options.ca_pem = Slurp(file("ca.pem"));
+    if (tls) options.ca_pem = certs_->pem("ca.pem");
     if (certificate) {
-      options.cert_pem = Slurp(file("client.pem"));
-      options.key_pem = Slurp(file("client.key"));
+      options.cert_pem = certs_->pem("client.pem");
+      options.key_pem = certs_->pem("client.key");
     }
     return options;
   }
@@ -91,8 +60,7 @@ class CoordinatorTls : public ::testing::Test {
     return w.ok() ? *std::move(w) : nullptr;
   }
 
-  static inline std::string dir_;
-  static inline bool have_openssl_ = false;
+  static inline std::unique_ptr<memcoord::testing::TestCertificates> certs_;
 };
 
 TEST_F(CoordinatorTls, TlsServesClientsAndWorkersAndRefusesPlaintext) {
