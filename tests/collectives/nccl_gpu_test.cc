@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -287,13 +288,17 @@ TEST(NcclCommunicator, BucketLaunchesDoNotWaitForQueuedCompute) {
   if (!HaveGpu()) GTEST_SKIP() << "no GPU";
   auto comm = SingleRank(true);
   ASSERT_TRUE(comm.ok()) << comm.status().ToString();
+  // The stream is made first so that it is destroyed last: the pool caches the buckets' blocks on it and
+  // synchronizes it when it is destroyed (a stream must outlive the blocks a pool caches on it; destroying
+  // it first made this test crash inside cudaStreamSynchronize).
+  cudaStream_t compute = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking), cudaSuccess);
+  const std::unique_ptr<CUstream_st, cudaError_t (*)(cudaStream_t)> compute_owner(compute, cudaStreamDestroy);
   auto backend = MakeCudaBackend("cuda", 0);
   ASSERT_TRUE(backend.ok()) << backend.status().ToString();
   CachingPool pool(**backend, PoolOptions{});
   auto memory = PoolBucketMemory::Create(pool);
   ASSERT_TRUE(memory.ok()) << memory.status().ToString();
-  cudaStream_t compute = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking), cudaSuccess);
   const std::vector<ParameterSpec> model(6, ParameterSpec{1 << 16, DataType::kFloat32});
   for (bool every_launch : {false, true}) {
     SCOPED_TRACE(every_launch ? "verify_every_launch" : "layout checked once");
@@ -329,7 +334,6 @@ TEST(NcclCommunicator, BucketLaunchesDoNotWaitForQueuedCompute) {
     }
   }
   ASSERT_EQ(cudaStreamSynchronize(compute), cudaSuccess);
-  cudaStreamDestroy(compute);
 }
 
 }  // namespace
