@@ -306,12 +306,23 @@ def check_hf_trainer(quick):
     with tempfile.TemporaryDirectory() as tmp:
         args = TrainingArguments(output_dir=tmp, max_steps=12, per_device_train_batch_size=8, logging_steps=4,
                                  report_to=[], save_strategy="no", learning_rate=1e-3)
-        trainer = Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[MemcoordCallback()])
+        from transformers import TrainerCallback
+
+        class Reporter(TrainerCallback):  # stands for wandb/tensorboard: a reporter after memcoord's callback
+            seen = []
+
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                Reporter.seen.append(dict(logs or {}))
+
+        trainer = Trainer(model=model, args=args, train_dataset=Tokens(),
+                          callbacks=[MemcoordCallback(), Reporter()])
         trainer.train()
     logged = [h for h in trainer.state.log_history if "memcoord/reserved_gb" in h]
+    reported = [h for h in Reporter.seen if "memcoord/reserved_gb" in h]
     steps = memcoord.step_count() - start
     assert steps == 12, f"memcoord saw {steps} steps for 12 optimizer steps"
     assert logged and logged[-1]["memcoord/reserved_gb"] > 0, trainer.state.log_history
+    assert len(reported) == len(Reporter.seen) > 0, Reporter.seen
     return f"12 Trainer steps = 12 memcoord steps; logs carry memcoord/* ({logged[-1]['memcoord/reserved_gb']:.3f} GB reserved)"
 
 

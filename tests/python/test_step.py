@@ -77,10 +77,15 @@ class HuggingFaceCallbackTest(unittest.TestCase):
         except memcoord.MissingSymbolError:
             self.skipTest("libmemcoord_capi.so has no memcoord_device_stats_get")
         logs = {"loss": 1.0}
-        callback.on_log(None, None, control, logs=logs)
+        # As transformers' Trainer.log does: the history gets a copy of the logs before the callbacks run.
+        state = types.SimpleNamespace(global_step=2, log_history=[{"loss": 2.0, "step": 1}, {"loss": 1.0, "step": 2}])
+        callback.on_log(None, state, control, logs=logs)
         self.assertEqual(logs["loss"], 1.0)
         for key in ("memcoord/allocated_gb", "memcoord/reserved_gb", "memcoord/peak_reserved_gb"):
             self.assertIsInstance(logs[key], float)
+            self.assertEqual(state.log_history[-1][key], logs[key])
+            self.assertNotIn(key, state.log_history[0])
+        callback.on_log(None, None, control, logs={})  # no state: the logs alone
 
 
 class LightningCallbackTest(unittest.TestCase):
