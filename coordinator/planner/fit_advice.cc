@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "common/bytes.h"
+#include "coordinator/planner/limits.h"
 #include "coordinator/planner/memory_estimator.h"
 
 namespace memcoord::planner {
@@ -102,10 +103,11 @@ class Advisor {
       }
       return trial;
     };
+    const std::size_t limit = ExtraDevicesAllowed();
+    if (limit == 0) return;
     std::size_t hi = 1;
-    const std::size_t limit = 4096;
-    while (hi < limit && !fits_(with_extra(hi))) hi *= 2;
-    if (hi > limit || !fits_(with_extra(hi))) return;
+    while (hi < limit && !fits_(with_extra(hi))) hi = std::min(hi * 2, limit);
+    if (!fits_(with_extra(hi))) return;
     std::size_t lo = hi / 2 + 1;
     while (lo < hi) {
       const std::size_t mid = lo + (hi - lo) / 2;
@@ -122,6 +124,17 @@ class Advisor {
   std::vector<FitSuggestion> Take() { return std::move(out_); }
 
  private:
+  // Up to 4,096 more devices, within the plan limits (limits.h) a request may not pass.
+  std::size_t ExtraDevicesAllowed() const {
+    const std::size_t n = request_.devices.size();
+    std::size_t most =
+        std::min(kMaxDevices, kMaxDeviceModelPairs / std::max<std::size_t>(1, request_.models.size()));
+    for (const ModelRequest& m : request_.models) {
+      if (m.pipeline) most = std::min(most, kMaxPipelineStages);
+    }
+    return most > n ? std::min<std::size_t>(4096, most - n) : 0;
+  }
+
   const PlanRequest& request_;
   const FitsFunction& fits_;
   std::vector<FitSuggestion> out_;

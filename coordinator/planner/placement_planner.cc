@@ -312,6 +312,7 @@ Status CheckRequest(const PlanRequest& request) {
   MEMCOORD_RETURN_IF_ERROR(CheckDeviceCount(request.devices.size()));
   MEMCOORD_RETURN_IF_ERROR(CheckModelCount(request.models.size()));
   MEMCOORD_RETURN_IF_ERROR(CheckPlanSize(request.devices.size(), request.models.size()));
+  MEMCOORD_RETURN_IF_ERROR(CheckPlanModels(request));
   for (std::size_t j = 0; j < request.devices.size(); ++j) {
     MEMCOORD_RETURN_IF_ERROR(CheckDevice(
         request.devices[j], "devices[" + std::to_string(j) + "] (" + request.devices[j].name + ")"));

@@ -9,8 +9,9 @@
 // Tied units go with the unit they share weights with and are counted once. The same request always
 // gives the same plan. An infeasible request returns a Plan with feasible == false, the reason and
 // advice (FitAdvice) rather than an error: errors are for bad input only. Time: about devices × models
-// steps times a log factor, so a request at the limits (limits.h: 65,536 devices, 2^22 devices × models)
-// is planned, advised and reported in 0.12-0.23 s (release, tests/planner/plan_scale_test.cc).
+// steps times a log factor, plus about 0.2-0.3 µs per layer per estimate; a request at the limits
+// (limits.h: 65,536 devices, 2^22 devices × models, 16,384 layers, 256 devices with a pipeline) is
+// planned, advised and reported in 0.05-0.19 s (release, tests/planner/plan_scale_test.cc).
 // Stateless; thread-safe.
 #pragma once
 
@@ -59,8 +60,10 @@ struct Plan {
 };
 
 // INVALID_ARGUMENT when the options do not fit a model (EstimateMemory's checks, naming the model), and for
-// a request past limits.h (a device above 2^60 bytes or with reserve >= capacity, more than 1024 models):
-// the parser checks those too, but a request built in memory, as the Plan RPC builds one, skips the parser.
+// a request past limits.h (a device above 2^60 bytes or with reserve >= capacity, more than 1024 models or
+// 65,536 devices, devices × models above 2^22, more than 16,384 layers, a pipeline over more than 256
+// devices): the parser checks those too, but a request built in memory, as the Plan RPC builds one, skips the
+// parser.
 Result<Plan> MakePlan(const PlanRequest& request);
 
 }  // namespace memcoord::planner

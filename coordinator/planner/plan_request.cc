@@ -182,6 +182,25 @@ Status CheckPlanSize(std::size_t devices, std::size_t models) {
                          " (e.g. 65536 devices with 64 models, or 4096 devices with 1024 models)");
 }
 
+Status CheckPlanModels(const PlanRequest& request) {
+  std::int64_t layers = 0;
+  for (const ModelRequest& m : request.models) layers += m.spec.layers;
+  if (layers > kMaxPlanLayers) {
+    return InvalidArgument("models: " + std::to_string(layers) + " layers in " +
+                           std::to_string(request.models.size()) + " model(s) together; accepted: at most " +
+                           std::to_string(kMaxPlanLayers) + " layers in one plan");
+  }
+  for (std::size_t i = 0; i < request.models.size(); ++i) {
+    if (!request.models[i].pipeline || request.devices.size() <= kMaxPipelineStages) continue;
+    return InvalidArgument("models[" + std::to_string(i) +
+                           "].micro_batches: a pipelined model has one stage on each device, and the plan "
+                           "lists " +
+                           std::to_string(request.devices.size()) + " devices; accepted: at most " +
+                           std::to_string(kMaxPipelineStages) + " devices in a plan with a pipelined model");
+  }
+  return Status::Ok();
+}
+
 std::int64_t DefaultSeq(const ModelSpec& spec) {
   if (spec.family == ModelFamily::kResNet50) return 1;
   return spec.max_positions > 0 ? std::min<std::int64_t>(1024, spec.max_positions) : 1024;
@@ -208,6 +227,7 @@ Result<PlanRequest> ParsePlanRequest(std::string_view json_text) {
                               ParseModel((*models)[i], "models[" + std::to_string(i) + "]", models->size()));
     request.models.push_back(std::move(m));
   }
+  MEMCOORD_RETURN_IF_ERROR(CheckPlanModels(request));
   return request;
 }
 

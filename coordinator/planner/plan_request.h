@@ -61,6 +61,9 @@ Status CheckDeviceCount(std::size_t count);
 Status CheckModelCount(std::size_t count);
 // At most kMaxDeviceModelPairs devices × models: "devices × models: 65536 devices × 1024 models = ...".
 Status CheckPlanSize(std::size_t devices, std::size_t models);
+// At most kMaxPlanLayers layers over all models, and at most kMaxPipelineStages devices when a model is
+// pipelined ("micro_batches"), naming the model.
+Status CheckPlanModels(const PlanRequest& request);
 
 // Default sequence length for a model when none is given: 1024, capped by a learned position table.
 std::int64_t DefaultSeq(const ModelSpec& spec);

@@ -68,6 +68,31 @@ TEST(PlanRequestScaleTest, DevicesTimesModelsIsBounded) {
   EXPECT_EQ(Message(MakePlan(*r).status()), "devices: 65537 devices; accepted: at most 65536");
 }
 
+TEST(PlanRequestScaleTest, LayersOverAllModelsAreBounded) {
+  // 64 models of 100,000 layers each: parsed, then estimated 6.4 million layers per placement, ~150
+  // placements for the advice.
+  const std::string deep =
+      R"({"spec": {"family": "llama", "hidden": 64, "layers": 100000, "heads": 4, "ffn": 128, "vocab": 1000}})";
+  Result<PlanRequest> r =
+      ParsePlanRequest(R"({"devices": {"count": 8, "capacity": "80GB"}, "models": )" + Models(2, deep) + "}");
+  EXPECT_EQ(Message(r.status()),
+            "models: 200000 layers in 2 model(s) together; accepted: at most 16384 layers in one plan");
+  Result<PlanRequest> ok = ParsePlanRequest(
+      R"({"devices": {"count": 8, "capacity": "80GB"}, "models": [{"preset": "llama2-70b"}]})");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ok->models.resize(205, ok->models[0]);  // 80 layers each: 16,400
+  EXPECT_EQ(Message(MakePlan(*ok).status()),
+            "models: 16400 layers in 205 model(s) together; accepted: at most 16384 layers in one plan");
+}
+
+TEST(PlanRequestScaleTest, APipelinedPlanHasAtMost256Devices) {
+  const std::string text = R"({"devices": {"count": 257, "capacity": "80GB"},
+                               "models": [{"preset": "gpt2"}, {"preset": "gpt2", "micro_batches": 4, "split": "layers"}]})";
+  EXPECT_EQ(Message(ParsePlanRequest(text).status()),
+            "models[1].micro_batches: a pipelined model has one stage on each device, and the plan lists 257 "
+            "devices; accepted: at most 256 devices in a plan with a pipelined model");
+}
+
 TEST(PlanRequestScaleTest, DuplicateNamesNameBothDevices) {
   Result<PlanRequest> r = ParsePlanRequest(
       R"({"devices": [{"name": "a", "capacity": 10}, {"name": "b", "capacity": 10}, {"name": "a", "capacity": 10}],
@@ -99,6 +124,8 @@ TEST(PlanRequestScaleTest, PlansAtTheLimitsAnswerFast) {
 #endif
   const std::string d65536 = R"({"count": 65536, "capacity": "80GB"})";
   const std::string d4096 = R"({"count": 4096, "capacity": "80GB"})";
+  const std::string kDeepSpec =
+      R"({"family": "llama", "hidden": 64, "layers": 16384, "heads": 4, "ffn": 128, "vocab": 1000})";
   const std::vector<ScaleCase> cases = {
       {"the fuzzer's request at 65,536 devices (too large: advice)",
        R"({"devices": {"count": 65536, "capacity": "4GB"}, "models": [{"preset": "llama2-7b", "batch": 1644}]})",
@@ -116,6 +143,14 @@ TEST(PlanRequestScaleTest, PlansAtTheLimitsAnswerFast) {
            Models(1023, R"({"preset": "gpt2", "batch": 8, "split": "whole"})",
                   R"({"preset": "llama2-7b", "batch": 64, "split": "whole"})") +
            "}",
+       false},
+      {"a 16,384-layer model on 8 small devices (advice)",
+       R"({"devices": {"count": 8, "capacity": "1MB"}, "models": [{"batch": 64, "spec": )" + kDeepSpec +
+           "}]}",
+       false},
+      {"a pipelined 16,384-layer model over 256 devices (advice)",
+       R"({"devices": {"count": 256, "capacity": "300MB"}, "models": [{"batch": 640, "micro_batches": 8, "spec": )" +
+           kDeepSpec + "}]}",
        false},
   };
   for (const ScaleCase& c : cases) {
