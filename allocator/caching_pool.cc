@@ -29,7 +29,8 @@ class CachingPool::Impl {
         oom_(locked_, [this](std::size_t bytes) { return oom_event(bytes); }) {}
 
   // The top of the stack is oom_ while a hook is set, else locked_; both are called by their concrete
-  // types, so the only virtual call of a hit is the lock's into whichever layer is under it.
+  // types, so a hit makes one virtual call, the lock's into whichever layer is under it (two while a
+  // recorder is attached: the recorder's upstream is the stats or the tag layer, known only at run time).
   Result<void*> allocate(std::size_t bytes, StreamId stream, TagId tag) {
     // Checked here (again in the core and the tag layer) so bad input never takes the lock, and in the
     // order users have always seen.
