@@ -49,11 +49,11 @@ nlohmann::json WorkerJson(const WorkerRecord& w, bool dashboard) {
                         {"step", w.step},
                         {"last_report_age_ms", w.last_report_age_ms},
                         {"device_total_bytes", w.id.device_total_bytes},
+                        {"device_uuid", w.id.device_uuid},
                         {"device_free_bytes", w.device_free_bytes},
                         {"device_budget_bytes", w.device_budget_bytes},
                         {"pools", pools}};
   if (dashboard) {
-    out["device_uuid"] = w.id.device_uuid;
     out["steps_per_second"] = w.steps_per_second;
   }
   return out;

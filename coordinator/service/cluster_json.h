@@ -2,10 +2,10 @@
 // dashboard's /api/cluster. Bytes and counts are integers, rates and latencies doubles; object keys come
 // out sorted (nlohmann::json), so the same view always gives the same text. Two field sets:
 //   kStatus     what `memcoord status --json` prints: {"workers": [...], "leaks": [...], "coordinator":
-//               {...}} with each worker's identity, state, step and pools (counters and tags' live
-//               bytes). Scripts read it: its text stays byte-identical
-//               (tests/coordinator/cluster_json_test.cc).
-//   kDashboard  kStatus plus the dashboard's extras: per worker device_uuid and steps_per_second, per pool
+//               {...}} with each worker's identity (device_uuid included: "GPU-..." on CUDA backends,
+//               empty on host/virtual), state, step and pools (counters and tags' live bytes). Scripts
+//               read it: keys are only ever added (tests/coordinator/cluster_json_test.cc pins the text).
+//   kDashboard  kStatus plus the dashboard's extras: per worker steps_per_second, per pool
 //               allocations, cache_hits, driver_map_calls and driver_unmap_calls, per tag live_blocks,
 //               and coordinator.trims (trims completed).
 // Pure function of the view; thread-safe.
