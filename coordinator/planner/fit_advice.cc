@@ -34,7 +34,7 @@ class Advisor {
     if (after == 0 || after >= before) return;
     PlanRequest trial = request_;
     trial.models[i] = changed;
-    out_.push_back({Label(request_, i) + change, before - after, 0, fits_(trial)});
+    out_.push_back({Label(request_, i) + change, before - after, 0, fits_(trial, i)});
   }
 
   void SuggestPrecisions(std::size_t i) {
@@ -53,7 +53,7 @@ class Advisor {
     if (request_.models[i].split != SplitKind::kWhole) return;
     PlanRequest trial = request_;
     trial.models[i].split = SplitKind::kLayers;
-    if (fits_(trial)) out_.push_back({Label(request_, i) + "split layers", 0, 0, true});
+    if (fits_(trial, i)) out_.push_back({Label(request_, i) + "split layers", 0, 0, true});
   }
 
   void SuggestCheckpointing(std::size_t i) {
@@ -76,7 +76,7 @@ class Advisor {
       const std::int64_t mid = lo + (hi - lo + 1) / 2;
       PlanRequest trial = request_;
       trial.models[i].options.batch = mid;
-      if (fits_(trial)) {
+      if (fits_(trial, i)) {
         lo = mid;
       } else {
         hi = mid - 1;
@@ -106,12 +106,12 @@ class Advisor {
     const std::size_t limit = ExtraDevicesAllowed();
     if (limit == 0) return;
     std::size_t hi = 1;
-    while (hi < limit && !fits_(with_extra(hi))) hi = std::min(hi * 2, limit);
-    if (!fits_(with_extra(hi))) return;
+    while (hi < limit && !fits_(with_extra(hi), std::nullopt)) hi = std::min(hi * 2, limit);
+    if (!fits_(with_extra(hi), std::nullopt)) return;
     std::size_t lo = hi / 2 + 1;
     while (lo < hi) {
       const std::size_t mid = lo + (hi - lo) / 2;
-      if (fits_(with_extra(mid))) {
+      if (fits_(with_extra(mid), std::nullopt)) {
         hi = mid;
       } else {
         lo = mid + 1;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,10 @@ struct FitSuggestion {
   bool fits = false;                      // this change alone makes the plan feasible
 };
 
-using FitsFunction = std::function<bool(const PlanRequest&)>;
+// Whether `trial` is feasible. `changed_model`: the one model the trial changed against the request
+// (precision, checkpointing, batch or split), or nullopt when it only added devices; everything else is as
+// in the request, so the caller may reuse what it computed for the request (the planner reuses estimates).
+using FitsFunction = std::function<bool(const PlanRequest& trial, std::optional<std::size_t> changed_model)>;
 
 inline constexpr std::size_t kAdvisedModels = 4;
 

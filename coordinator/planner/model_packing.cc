@@ -84,7 +84,75 @@ std::uint64_t MaxOf(const std::vector<std::uint64_t>& v) {
   return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
 }
 
-// Longest processing time first, then moves and swaps off the busiest device.
+// Bounds the improvement on large instances: each round's scan for the busiest device and each device or
+// item a move or swap considers is one step. Cut short, the packing stays valid, only less balanced.
+constexpr std::uint64_t kImproveSteps = std::uint64_t{1} << 22;
+
+// Each device's items in ascending index order, kept in step with device_of.
+class ItemsOnDevices {
+ public:
+  ItemsOnDevices(const std::vector<std::size_t>& device_of, std::size_t devices) : on_(devices) {
+    for (std::size_t i = 0; i < device_of.size(); ++i) on_[device_of[i]].push_back(i);
+  }
+  const std::vector<std::size_t>& on(std::size_t device) const { return on_[device]; }
+  void Move(std::size_t item, std::size_t from, std::size_t to) {
+    std::vector<std::size_t>& a = on_[from];
+    a.erase(std::lower_bound(a.begin(), a.end(), item));
+    std::vector<std::size_t>& b = on_[to];
+    b.insert(std::lower_bound(b.begin(), b.end(), item), item);
+  }
+
+ private:
+  std::vector<std::vector<std::size_t>> on_;
+};
+
+// Moves and swaps off the busiest device, each lowering it, until neither helps (or kImproveSteps): an
+// item of the busiest device (lowest index first) moves to the first device where it fits below the peak,
+// else swaps with a smaller item there.
+void Improve(const std::vector<std::uint64_t>& items, const std::vector<std::uint64_t>& capacities,
+             std::vector<std::uint64_t>& loads, std::vector<std::size_t>& device_of) {
+  ItemsOnDevices devices(device_of, capacities.size());
+  std::uint64_t steps = 0;
+  for (int round = 0; round < 10000 && steps < kImproveSteps; ++round) {
+    steps += capacities.size();
+    const std::size_t busy =
+        static_cast<std::size_t>(std::max_element(loads.begin(), loads.end()) - loads.begin());
+    const std::uint64_t peak = loads[busy];
+    bool improved = false;
+    for (std::size_t a = 0; a < devices.on(busy).size() && !improved; ++a) {
+      const std::size_t i = devices.on(busy)[a];
+      for (std::size_t j = 0; j < capacities.size() && !improved && steps < kImproveSteps; ++j) {
+        if (j == busy) continue;
+        ++steps;
+        if (loads[j] + items[i] <= capacities[j] && loads[j] + items[i] < peak) {  // move
+          loads[busy] -= items[i];
+          loads[j] += items[i];
+          device_of[i] = j;
+          devices.Move(i, busy, j);
+          improved = true;
+          break;
+        }
+        for (std::size_t k : devices.on(j)) {  // swap i with a smaller k on device j
+          ++steps;
+          if (items[k] >= items[i]) continue;
+          const std::uint64_t new_j = loads[j] - items[k] + items[i];
+          if (new_j > capacities[j] || new_j >= peak) continue;
+          loads[busy] = loads[busy] - items[i] + items[k];
+          loads[j] = new_j;
+          device_of[i] = j;
+          device_of[k] = busy;
+          devices.Move(i, busy, j);
+          devices.Move(k, j, busy);
+          improved = true;
+          break;
+        }
+      }
+    }
+    if (!improved) break;
+  }
+}
+
+// Longest processing time first, then Improve.
 bool Heuristic(const std::vector<std::uint64_t>& items, const std::vector<std::size_t>& order,
                const std::vector<std::uint64_t>& capacities, std::vector<std::uint64_t>& loads,
                std::vector<std::size_t>& device_of) {
@@ -98,37 +166,7 @@ bool Heuristic(const std::vector<std::uint64_t>& items, const std::vector<std::s
     device_of[i] = pick;
     loads[pick] += items[i];
   }
-  for (int round = 0; round < 10000; ++round) {
-    const std::size_t busy =
-        static_cast<std::size_t>(std::max_element(loads.begin(), loads.end()) - loads.begin());
-    const std::uint64_t peak = loads[busy];
-    bool improved = false;
-    for (std::size_t i = 0; i < items.size() && !improved; ++i) {
-      if (device_of[i] != busy) continue;
-      for (std::size_t j = 0; j < capacities.size() && !improved; ++j) {
-        if (j == busy) continue;
-        if (loads[j] + items[i] <= capacities[j] && loads[j] + items[i] < peak) {  // move
-          loads[busy] -= items[i];
-          loads[j] += items[i];
-          device_of[i] = j;
-          improved = true;
-          break;
-        }
-        for (std::size_t k = 0; k < items.size(); ++k) {  // swap i with a smaller k on device j
-          if (device_of[k] != j || items[k] >= items[i]) continue;
-          const std::uint64_t new_j = loads[j] - items[k] + items[i];
-          if (new_j > capacities[j] || new_j >= peak) continue;
-          loads[busy] = loads[busy] - items[i] + items[k];
-          loads[j] = new_j;
-          device_of[i] = j;
-          device_of[k] = busy;
-          improved = true;
-          break;
-        }
-      }
-    }
-    if (!improved) break;
-  }
+  Improve(items, capacities, loads, device_of);
   return true;
 }
 

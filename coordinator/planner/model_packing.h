@@ -5,8 +5,8 @@
 // load, no less capacity), which some optimum uses alone: without base loads the k largest, so the search
 // costs the same on 65,536 devices as on k. Larger instances start from the longest-processing-time rule
 // (largest item to the device whose load stays lowest) and improve it by moves and swaps off the busiest
-// device until neither helps. Deterministic: ties go to the lower device and item index. Pure function;
-// thread-safe.
+// device until neither helps, or after 2^22 steps (a scan of the devices or items counts each).
+// Deterministic: ties go to the lower device and item index. Pure function; thread-safe.
 #pragma once
 
 #include <cstdint>

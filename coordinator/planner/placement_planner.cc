@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <optional>
 
 #include "common/bytes.h"
@@ -55,11 +56,14 @@ std::string Describe(const ModelRequest& m) {
   return s;
 }
 
+// Each model's estimate, shared: the advice's trial placements reuse those of the models they leave alone.
+using Estimates = std::vector<std::shared_ptr<const MemoryEstimate>>;
+
 // What every placement step reads: the request, each model's estimate, each device's usable bytes.
 struct PlacementInput {
   const PlanRequest& request;
-  std::vector<MemoryEstimate> estimates;  // per model
-  std::vector<std::uint64_t> usable;      // per device
+  Estimates estimates;                // per model
+  std::vector<std::uint64_t> usable;  // per device
 };
 
 // The running placement: the plan being filled and the bytes placed on each device so far.
@@ -82,14 +86,26 @@ TrainingOptions PlannedOptions(const ModelRequest& m, std::size_t devices) {
   return o;
 }
 
-Result<PlacementInput> EstimateModels(const PlanRequest& request) {
+// What an advice trial changed against the request whose estimates it may reuse: one model
+// (`changed_model`), or only the devices (a pipelined model's stages follow the device count).
+struct Reuse {
+  const Estimates& estimates;
+  std::size_t devices = 0;  // the request's device count
+  std::optional<std::size_t> changed_model;
+};
+
+Result<PlacementInput> EstimateModels(const PlanRequest& request, const std::optional<Reuse>& reuse) {
   PlacementInput in{request, {}, std::vector<std::uint64_t>(request.devices.size())};
   for (std::size_t j = 0; j < request.devices.size(); ++j) in.usable[j] = request.devices[j].usable_bytes();
   for (std::size_t i = 0; i < request.models.size(); ++i) {
     const ModelRequest& m = request.models[i];
+    if (reuse && i != reuse->changed_model && (!m.pipeline || request.devices.size() == reuse->devices)) {
+      in.estimates.push_back(reuse->estimates[i]);
+      continue;
+    }
     Result<MemoryEstimate> e = EstimateMemory(m.spec, PlannedOptions(m, request.devices.size()));
     if (!e.ok()) return e.status().WithContext("models[" + std::to_string(i) + "] (" + m.name + "): ");
-    in.estimates.push_back(*std::move(e));
+    in.estimates.push_back(std::make_shared<const MemoryEstimate>(*std::move(e)));
   }
   return in;
 }
@@ -98,7 +114,7 @@ Result<PlacementInput> EstimateModels(const PlanRequest& request) {
 std::optional<std::string> LargerThanAllDevices(const PlacementInput& in) {
   const std::uint64_t usable_total = Sum(in.usable);
   for (std::size_t i = 0; i < in.request.models.size(); ++i) {
-    const MemoryEstimate& e = in.estimates[i];
+    const MemoryEstimate& e = *in.estimates[i];
     std::uint64_t need = e.total_bytes;
     if (in.request.models[i].split == SplitKind::kLayers) {
       need = 0;
@@ -118,7 +134,7 @@ WholeModels CollectWholeModels(const PlacementInput& in) {
   for (std::size_t i = 0; i < in.request.models.size(); ++i) {
     if (in.request.models[i].split == SplitKind::kWhole) {
       whole.models.push_back(i);
-      whole.items.push_back(in.estimates[i].total_bytes);
+      whole.items.push_back(in.estimates[i]->total_bytes);
     }
   }
   return whole;
@@ -149,8 +165,8 @@ std::optional<std::string> PlaceWholeModels(const PlacementInput& in, WholeModel
     UnitRange r;
     r.device = packing->device_of[k];
     r.first_unit = 0;
-    r.last_unit = in.estimates[i].units.size() - 1;
-    for (const UnitMemory& u : in.estimates[i].units) r.units.push_back(u.name);
+    r.last_unit = in.estimates[i]->units.size() - 1;
+    for (const UnitMemory& u : in.estimates[i]->units) r.units.push_back(u.name);
     r.bytes = whole.items[k];
     state.plan.models[i].ranges.push_back(std::move(r));
   }
@@ -181,7 +197,7 @@ UnitRange ChainRange(const MemoryEstimate& e, const Chain& chain, std::size_t de
 std::optional<std::string> SplitPipeline(const PlacementInput& in, std::size_t i, PlacementState& state,
                                          std::uint64_t& lower_bound) {
   const ModelRequest& m = in.request.models[i];
-  const MemoryEstimate& e = in.estimates[i];
+  const MemoryEstimate& e = *in.estimates[i];
   const TrainingOptions o = PlannedOptions(m, in.usable.size());
   Result<StageLoadFunction> load = PipelineStageLoad(m.spec, o, false);
   if (!load.ok())
@@ -221,7 +237,7 @@ std::optional<std::string> SplitModelByLayers(const PlacementInput& in, std::siz
                                               std::uint64_t& lower_bound) {
   if (in.request.models[i].pipeline) return SplitPipeline(in, i, state, lower_bound);
   const std::size_t n_devices = in.usable.size();
-  const MemoryEstimate& e = in.estimates[i];
+  const MemoryEstimate& e = *in.estimates[i];
   const Chain chain = BuildChain(e);
   const std::uint64_t overhead = e.per_device_overhead_bytes;
   std::vector<std::uint64_t> caps(n_devices);
@@ -261,7 +277,7 @@ void SetBalanceFigures(const PlacementInput& in, const WholeModels& whole, std::
     std::vector<std::uint64_t> atoms = whole.items;
     for (std::size_t i = 0; i < in.request.models.size(); ++i) {
       if (in.request.models[i].split != SplitKind::kLayers) continue;
-      for (std::uint64_t x : BuildChain(in.estimates[i]).items) atoms.push_back(x);
+      for (std::uint64_t x : BuildChain(*in.estimates[i]).items) atoms.push_back(x);
     }
     plan.lower_bound_bytes = ChainLowerBound(atoms, in.usable);
     plan.exact = chains == 0 && whole.exact;
@@ -276,12 +292,12 @@ void SetBalanceFigures(const PlacementInput& in, const WholeModels& whole, std::
 }
 
 // The placement without advice. Infeasible plans come back with feasible == false and a reason.
-Result<Plan> Place(const PlanRequest& request) {
-  MEMCOORD_ASSIGN_OR_RETURN(const PlacementInput in, EstimateModels(request));
+Result<Plan> Place(const PlacementInput& in) {
+  const PlanRequest& request = in.request;
   PlacementState state;
   state.loads.assign(in.usable.size(), 0);
   for (std::size_t i = 0; i < request.models.size(); ++i)
-    state.plan.models.push_back({request.models[i].name, in.estimates[i].total_bytes, {}, {}, {}, {}});
+    state.plan.models.push_back({request.models[i].name, in.estimates[i]->total_bytes, {}, {}, {}, {}});
   const auto infeasible = [&state](std::string reason) {
     state.plan.reason = std::move(reason);
     return std::move(state.plan);
@@ -325,12 +341,17 @@ Status CheckRequest(const PlanRequest& request) {
 Result<Plan> MakePlan(const PlanRequest& request) {
   const auto start = std::chrono::steady_clock::now();
   MEMCOORD_RETURN_IF_ERROR(CheckRequest(request));
-  MEMCOORD_ASSIGN_OR_RETURN(Plan plan, Place(request));
+  MEMCOORD_ASSIGN_OR_RETURN(const PlacementInput in, EstimateModels(request, std::nullopt));
+  MEMCOORD_ASSIGN_OR_RETURN(Plan plan, Place(in));
   if (!plan.feasible) {
-    plan.suggestions = SuggestFits(request, [](const PlanRequest& trial) {
-      Result<Plan> p = Place(trial);
-      return p.ok() && p->feasible;
-    });
+    plan.suggestions =
+        SuggestFits(request, [&in, &request](const PlanRequest& trial, std::optional<std::size_t> changed) {
+          Result<PlacementInput> trial_in =
+              EstimateModels(trial, Reuse{in.estimates, request.devices.size(), changed});
+          if (!trial_in.ok()) return false;
+          Result<Plan> p = Place(*trial_in);
+          return p.ok() && p->feasible;
+        });
   }
   plan.planning_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

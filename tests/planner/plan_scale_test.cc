@@ -109,13 +109,28 @@ std::string UnequalDevices() {
   return out + "]";
 }
 
+// 1,024 whole gpt2 of batch 1-30 on 256 devices of 60-100 GB: largest-first packing fails, and each of
+// the advice's ~150 trial placements packed with moves and swaps that scanned every item for every device
+// (1.5 s in all; 0.05 s with per-device item lists).
+std::string ManyModelsOnFewDevices() {
+  std::string devices = "[";
+  for (std::size_t i = 0; i < 256; ++i)
+    devices += std::string(i ? "," : "") + R"({"capacity": )" +
+               std::to_string(60'000'000'000 + (i * 7919 % 4001) * 10'000'000) + "}";
+  std::string models = "[";
+  for (std::size_t i = 0; i < 1024; ++i)
+    models += std::string(i ? "," : "") + R"({"preset": "gpt2", "split": "whole", "batch": )" +
+              std::to_string(1 + i * 13 % 30) + "}";
+  return R"({"devices": )" + devices + "], \"models\": " + models + "]}";
+}
+
 struct ScaleCase {
   std::string label;
   std::string json;
   bool feasible;
 };
 
-// Parse, plan (with advice when infeasible) and both reports, as `memcoord plan` does. The budget is 2 s
+// Parse, plan (with advice when infeasible) and both reports, as `memcoord plan` does. The budget is 1 s
 // per request on a loaded 2-core machine; measured in release (2026-12-03) 0.12-0.23 s each, against
 // 9.2 s, 35.6 s, 10.9 s and 39.0 s before (the parser alone took 9 s at 65,536 devices).
 TEST(PlanRequestScaleTest, PlansAtTheLimitsAnswerFast) {
@@ -144,6 +159,7 @@ TEST(PlanRequestScaleTest, PlansAtTheLimitsAnswerFast) {
                   R"({"preset": "llama2-7b", "batch": 64, "split": "whole"})") +
            "}",
        false},
+      {"1,024 whole models that do not fit 256 unequal devices (advice)", ManyModelsOnFewDevices(), false},
       {"a 16,384-layer model on 8 small devices (advice)",
        R"({"devices": {"count": 8, "capacity": "1MB"}, "models": [{"batch": 64, "spec": )" + kDeepSpec +
            "}]}",
@@ -164,7 +180,7 @@ TEST(PlanRequestScaleTest, PlansAtTheLimitsAnswerFast) {
     std::printf("  %-62s %.3f s (planning %.1f ms, report %zu bytes)\n", c.label.c_str(), seconds,
                 plan->planning_ms, report_bytes);
     EXPECT_EQ(plan->feasible, c.feasible) << c.label << ": " << plan->reason;
-    EXPECT_LT(seconds, 2.0) << c.label;
+    EXPECT_LT(seconds, 1.0) << c.label;
   }
 }
 
