@@ -1,7 +1,7 @@
 // ClusterViewJson's two field sets against the exact text the two serializers it replaced printed
 // (cli/status_command.cc's ToJson for `memcoord status --json`, coordinator/http/api_json.cc's ClusterJson
-// for /api/cluster), captured from them before the move: a script reading `status --json` sees the same
-// bytes.
+// for /api/cluster), captured from them before the move, plus the keys added since (device_uuid in the
+// status set): a script reading `status --json` sees the same bytes for every key it knew.
 #include "coordinator/service/cluster_json.h"
 
 #include <gtest/gtest.h>
