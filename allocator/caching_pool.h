@@ -17,7 +17,9 @@
 //
 // Streams. A block freed on stream A is reused on A at once (stream order makes that safe). Reuse on another
 // stream B makes B wait on the device for A's queued work (an event), never the host. Blocks used on extra
-// streams (record_stream) are held until those streams' work is done.
+// streams (record_stream) are held until those streams' work is done. A stream the pool has seen must stay
+// valid while the pool lives: its destructor synchronizes every stream it has seen (PyTorch never destroys
+// its pooled streams; a C++ caller makes its streams before the pool and destroys them after it).
 //
 // Thread safety: every method is thread-safe. tag_usage() takes no lock on the pool's mutex; stats() takes it
 // only to compute the cache's figures (largest free block, fragmentation), which no allocation keeps up.
