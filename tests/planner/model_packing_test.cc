@@ -22,6 +22,29 @@ std::uint64_t BruteForce(const std::vector<std::uint64_t>& items, const std::vec
   return best;
 }
 
+// One random instance: PackWhole (with `base` loads, none when empty) against brute force over every
+// assignment. Returns whether the instance was feasible; the expectations carry `trial`.
+bool MatchesBruteForce(const std::vector<std::uint64_t>& items, const std::vector<std::uint64_t>& caps,
+                       const std::vector<std::uint64_t>& base, int trial) {
+  std::vector<std::uint64_t> loads = base.empty() ? std::vector<std::uint64_t>(caps.size(), 0) : base;
+  const std::vector<std::uint64_t> start = loads;
+  const std::uint64_t expected = BruteForce(items, caps, loads);
+  Result<Packing> packing = PackWhole(items, caps, base);
+  if (expected == UINT64_MAX) {
+    EXPECT_FALSE(packing.ok()) << "trial " << trial;
+    return false;
+  }
+  EXPECT_TRUE(packing.ok()) << "trial " << trial << ": " << packing.status().ToString();
+  if (!packing.ok()) return true;
+  EXPECT_TRUE(packing->exact);
+  EXPECT_EQ(packing->bottleneck_bytes, expected) << "trial " << trial;
+  std::vector<std::uint64_t> check = start;
+  for (std::size_t i = 0; i < items.size(); ++i) check[packing->device_of[i]] += items[i];
+  EXPECT_EQ(check, packing->loads);
+  for (std::size_t j = 0; j < caps.size(); ++j) EXPECT_LE(check[j], std::max(caps[j], start[j]));
+  return true;
+}
+
 TEST(ModelPackingTest, ExactOnSmallRandomInstances) {
   std::mt19937_64 rng(7);
   int feasible = 0;
@@ -32,21 +55,7 @@ TEST(ModelPackingTest, ExactOnSmallRandomInstances) {
     for (auto& w : items) w = 1 + rng() % 100;
     std::vector<std::uint64_t> caps(m);
     for (auto& c : caps) c = 60 + rng() % 300;
-    std::vector<std::uint64_t> loads(m, 0);
-    const std::uint64_t expected = BruteForce(items, caps, loads);
-    Result<Packing> packing = PackWhole(items, caps);
-    if (expected == UINT64_MAX) {
-      EXPECT_FALSE(packing.ok()) << "trial " << trial;
-      continue;
-    }
-    ++feasible;
-    ASSERT_TRUE(packing.ok()) << "trial " << trial << ": " << packing.status().ToString();
-    EXPECT_TRUE(packing->exact);
-    EXPECT_EQ(packing->bottleneck_bytes, expected) << "trial " << trial;
-    std::vector<std::uint64_t> check(m, 0);
-    for (std::size_t i = 0; i < n; ++i) check[packing->device_of[i]] += items[i];
-    EXPECT_EQ(check, packing->loads);
-    for (std::size_t j = 0; j < m; ++j) EXPECT_LE(check[j], caps[j]);
+    feasible += MatchesBruteForce(items, caps, {}, trial);
   }
   EXPECT_GT(feasible, 800);
 }
@@ -125,21 +134,7 @@ TEST(ModelPackingTest, ExactWithBaseLoadsOnMoreDevicesThanItems) {
       caps[j] = 60 + rng() % 200;
       base[j] = rng() % 3 == 0 ? 0 : rng() % 80;
     }
-    std::vector<std::uint64_t> loads = base;
-    const std::uint64_t expected = BruteForce(items, caps, loads);
-    Result<Packing> packing = PackWhole(items, caps, base);
-    if (expected == UINT64_MAX) {
-      EXPECT_FALSE(packing.ok()) << "trial " << trial;
-      continue;
-    }
-    ++feasible;
-    ASSERT_TRUE(packing.ok()) << "trial " << trial << ": " << packing.status().ToString();
-    EXPECT_TRUE(packing->exact);
-    EXPECT_EQ(packing->bottleneck_bytes, expected) << "trial " << trial;
-    std::vector<std::uint64_t> check = base;
-    for (std::size_t i = 0; i < n; ++i) check[packing->device_of[i]] += items[i];
-    EXPECT_EQ(check, packing->loads);
-    for (std::size_t j = 0; j < m; ++j) EXPECT_LE(check[j], std::max(caps[j], base[j]));
+    feasible += MatchesBruteForce(items, caps, base, trial);
   }
   EXPECT_GT(feasible, 250);
 }
