@@ -5,11 +5,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
+#include <filesystem>
 #include <cstdlib>
 #include <deque>
 #include <mutex>
 
 #include "allocator/backend_factory.h"
+#include "allocator/trace_recorder.h"
 #include "worker/detail/coordinator_session.h"
 #include "worker/detail/worker_credentials.h"
 #ifdef MEMCOORD_HAVE_CUDA
@@ -54,6 +57,31 @@ Result<int> SimulatedDevices(int option) {
                                        kMaxSimulated, option));
   }
   return option;
+}
+
+// DIR/rank<R>.<pool>.trace.gz; characters other than [A-Za-z0-9._@-] in the pool's name become '_'.
+std::string TracePath(const std::string& dir, int rank, const std::string& pool) {
+  std::string safe = pool;
+  for (char& c : safe) {
+    const bool keep = std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '@' ||
+                      c == '-';
+    if (!keep) c = '_';
+  }
+  return fmt::format("{}/rank{}.{}.trace.gz", dir, rank, safe);
+}
+
+// Makes the trace directory (and its parents) and checks that files can be created in it.
+Status PrepareTraceDir(const std::string& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error || !std::filesystem::is_directory(dir)) {
+    return InvalidArgument(fmt::format("MEMCOORD_TRACE_DIR '{}' is not a directory that can be made ({})",
+                                       dir, error ? error.message() : "a file is in the way"));
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return InvalidArgument(fmt::format("MEMCOORD_TRACE_DIR '{}' is not writable by this process", dir));
+  }
+  return Status::Ok();
 }
 
 int VisibleDevices() {
@@ -103,7 +131,9 @@ class Worker::Impl final : public detail::SessionHost {
   std::atomic<std::uint64_t> device_free_bytes{0};
 
   mutable std::mutex pools_mu;
-  // pools_mu guards the following (the pools themselves are thread-safe and never removed).
+  // pools_mu guards the following (the pools themselves are thread-safe and never removed). Recorders are
+  // declared before the pools so that every pool is gone before the recorder it writes to.
+  std::vector<std::unique_ptr<TraceRecorder>> recorders;
   std::vector<std::unique_ptr<CachingPool>> pools;
   std::vector<int> pool_devices;  // pool_devices[i]: the device index of pools[i]
 
@@ -137,8 +167,22 @@ Result<DeviceBackend*> Worker::Impl::backend_for_locked(int device_index) {
 Result<CachingPool*> Worker::Impl::add_pool_locked(DeviceBackend& on, int device_index,
                                                    PoolOptions pool_options) {
   const std::string name = pool_options.name;
+  std::unique_ptr<TraceRecorder> recorder;
+  if (!options.trace_dir.empty()) {
+    recorder = std::make_unique<TraceRecorder>();
+    const std::string path = TracePath(options.trace_dir, topology.rank, name);
+    const Status opened = recorder->open(path, fmt::format("rank {} pool {}", topology.rank, name));
+    if (!opened.ok()) {
+      return Status(opened.code(), fmt::format("trace of pool '{}' (MEMCOORD_TRACE_DIR): {}", name,
+                                               opened.message()));
+    }
+  }
   auto pool = std::make_unique<CachingPool>(on, std::move(pool_options));
   pool->set_oom_hook([this, name](const OomEvent& event) { return on_oom(name, event); });
+  if (recorder) {
+    pool->set_recorder(recorder.get());
+    recorders.push_back(std::move(recorder));
+  }
   pools.push_back(std::move(pool));
   pool_devices.push_back(device_index);
   return pools.back().get();
@@ -313,6 +357,8 @@ Result<std::unique_ptr<Worker>> Worker::init(WorkerOptions options) {
   }
 
   if (options.coordinator.empty()) options.coordinator = EnvOr("MEMCOORD_COORDINATOR", "");
+  if (options.trace_dir.empty()) options.trace_dir = EnvOr("MEMCOORD_TRACE_DIR", "");
+  if (!options.trace_dir.empty()) MEMCOORD_RETURN_IF_ERROR(PrepareTraceDir(options.trace_dir));
   impl->options = options;
   if (!options.coordinator.empty()) {
     MEMCOORD_ASSIGN_OR_RETURN(

@@ -58,6 +58,11 @@ struct WorkerOptions {
   // Set: makes the backend of every device instead of `backend` (tests inject instrumented backends). The
   // primary device is 0 and there are simulated_devices (or $MEMCOORD_DEVICES) of them.
   std::function<Result<std::unique_ptr<DeviceBackend>>(int device)> backend_factory;
+  // Set: every pool this worker makes records its allocations and frees (TraceRecorder's format, which
+  // `memcoord replay` reads) to DIR/rank<R>.<pool>.trace.gz, written from the pool's creation to the
+  // Worker's destruction. Empty: $MEMCOORD_TRACE_DIR; both empty: no recording. The directory is made if
+  // missing; init() fails naming it when it cannot be written.
+  std::string trace_dir;
 };
 
 // Why and when the coordinator aborted this worker's group (a rank died or was declared dead).

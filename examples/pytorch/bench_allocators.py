@@ -15,6 +15,7 @@ within 2% of native's; memcoord's first step no slower than expandable's; losses
 otherwise (the table says which); --json FILE keeps every figure.
 
 Usage: bench_allocators.py [--workloads a,b] [--allocators native,expandable,memcoord] [--steps N] [--json F]
+                           [--trace-dir DIR]   (memcoord runs also record DIR/WORKLOAD/rank0.default.trace.gz)
 """
 
 import argparse
@@ -75,15 +76,21 @@ def child(workload_name, allocator, steps):
         import memcoord
 
         own = memcoord.stats(0)
-        result["memcoord"] = {k: own[k] for k in ("peak_reserved_bytes", "peak_allocated_bytes",
-                                                   "backend_allocations", "backend_frees", "cache_hits", "allocations")}
+        result["memcoord"] = {k: own[k] for k in ("peak_reserved_bytes", "peak_allocated_bytes", "peak_requested_bytes",
+                                                   "peak_active_bytes", "backend_allocations", "backend_frees",
+                                                   "cache_hits", "allocations")}
     print("RESULT " + json.dumps(result), flush=True)
     return 0
 
 
-def run_config(workload, allocator, steps, timeout):
+def run_config(workload, allocator, steps, timeout, trace_dir=None):
     env = dict(os.environ)
     env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    env.pop("MEMCOORD_TRACE_DIR", None)
+    if trace_dir and allocator == "memcoord":
+        # memcoord's pools record every allocation and free of the real run (TraceRecorder), for
+        # `memcoord replay` to set the real run beside the replay of the same events.
+        env["MEMCOORD_TRACE_DIR"] = str(Path(trace_dir) / workload)
     if allocator == "expandable":
         env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     env.setdefault("NCCL_NVLS_ENABLE", "0")
@@ -155,6 +162,7 @@ def main():
     parser.add_argument("--timeout", type=float, default=420, help="seconds per run")
     parser.add_argument("--loss-tolerance", type=float, default=0.0)
     parser.add_argument("--json", help="write every figure here")
+    parser.add_argument("--trace-dir", help="memcoord runs record their pools' traces under DIR/WORKLOAD/")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -181,7 +189,7 @@ def main():
     rows = []
     for name in names:
         for allocator in allocators:
-            row = run_config(name, allocator, args.steps, args.timeout)
+            row = run_config(name, allocator, args.steps, args.timeout, args.trace_dir)
             rows.append(row)
             if "error" in row:
                 print(f"{name} {allocator}: FAILED: {row['error'][-400:]}", flush=True)

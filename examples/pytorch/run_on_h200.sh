@@ -77,7 +77,8 @@ part_bench2() {
 
 [ $# -gt 0 ] || { sed -n '2,/^set -uo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 2; }
 # Every part needs the shim: built once per machine (the `shim` part rebuilds it).
-if [ "$1" != shim ] && ! ls "$site"/memcoord/_torch_shim*.so > /dev/null 2>&1; then
+# A shim built earlier on a machine like this one may be placed in python/memcoord/ instead.
+if [ "$1" != shim ] && ! ls "$site"/memcoord/_torch_shim*.so python/memcoord/_torch_shim*.so > /dev/null 2>&1; then
   set -- shim "$@"
 fi
 for part in "$@"; do
