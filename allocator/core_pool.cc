@@ -134,8 +134,8 @@ TrimResult CorePool::do_trim(std::uint64_t target) {
   const std::uint64_t before = reserved_.current.load();
   if (before > target) {
     const std::uint64_t want = before - target;
-    std::uint64_t got = release_cached(large_, want, true, nullptr, nullptr);
-    if (got < want) release_cached(small_, want - got, true, nullptr, nullptr);
+    std::uint64_t got = release_cached(large_, want, detail::ReleaseWait::kSettle, nullptr, nullptr);
+    if (got < want) release_cached(small_, want - got, detail::ReleaseWait::kSettle, nullptr, nullptr);
     if (target == 0) {
       large_.release_empty_segments();
       small_.release_empty_segments();
@@ -245,7 +245,7 @@ Result<detail::Block*> CorePool::grow_mapping(detail::Arena& arena, std::size_t 
                                               bool last_resort) {
   if (last_resort) release_everything_cached();
   MEMCOORD_ASSIGN_OR_RETURN(detail::Placement placement, arena.plan(size, stream));
-  if (!last_resort) pack_for(arena, placement);
+  if (!last_resort) pack_for(arena, placement, stream);
   const std::uint64_t before = arena.reserved_bytes();
   Result<detail::Block*> b = arena.map_and_take(placement, size, stream);
   if (!b.ok()) return b;
@@ -254,8 +254,10 @@ Result<detail::Block*> CorePool::grow_mapping(detail::Arena& arena, std::size_t 
   return b;
 }
 
-// Packing: unmapping idle free chunks so that the chunks a placement needs come from the cache instead of
-// from new memory. It costs driver calls (an unmap now, a map again if that memory is wanted back), so:
+// Packing: unmapping free chunks so that the chunks a placement needs come from the cache instead of from
+// new memory. A chunk whose last user, the miss's own stream, still has queued work is taken after that
+// stream is synchronized (PoolOptions::pack_waits_for_streams); chunks of other busy streams are left. It
+// costs driver calls (an unmap now, a map again if that memory is wanted back), so:
 //   under pressure (the backend's budget, or a device nearly full) it takes idle chunks from both arenas, as
 //     many as the placement needs to fit;
 //   otherwise only at the pool's own high-water mark, and only within the request's arena (a loop over
@@ -264,24 +266,27 @@ Result<detail::Block*> CorePool::grow_mapping(detail::Arena& arena, std::size_t 
 //     little instead, and its misses stop calling the driver;
 //   below the high-water mark, never: the pool grows.
 // The hole's neighbours stay untouched: unmapping them would merge holes under the placement.
-void CorePool::pack_for(detail::Arena& arena, const detail::Placement& placement) {
+void CorePool::pack_for(detail::Arena& arena, const detail::Placement& placement, std::uint8_t stream) {
   const std::uint64_t need = placement.map_bytes;
   if (need == 0) return;
   detail::Arena& other = &arena == &small_ ? large_ : small_;
   const std::uint64_t reserved = reserved_.current.load();
   const std::uint64_t pressure = std::max(backend_.bytes_over_budget(need), device_shortfall(need));
+  const detail::ReleaseWait wait =
+      options_.pack_waits_for_streams ? detail::ReleaseWait::kWaitForStream : detail::ReleaseWait::kIdleOnly;
   if (pressure > 0) {
-    std::uint64_t got = release_cached(arena, pressure, false, placement.hole->prev, placement.hole->next);
-    if (got < pressure) release_cached(other, pressure - got, false, nullptr, nullptr);
+    std::uint64_t got =
+        release_cached(arena, pressure, wait, placement.hole->prev, placement.hole->next, stream);
+    if (got < pressure) release_cached(other, pressure - got, wait, nullptr, nullptr, stream);
     return;
   }
   const std::uint64_t mark = high_water_ + headroom_;
   if (reserved + need <= mark) return;
   const bool every_miss = options_.remap == RemapPolicy::kEveryMiss;
   const std::uint64_t want = reserved + need - mark;
-  std::uint64_t got = release_cached(arena, want, false, placement.hole->prev, placement.hole->next);
+  std::uint64_t got = release_cached(arena, want, wait, placement.hole->prev, placement.hole->next, stream);
   if (every_miss) {
-    if (got < want) release_cached(other, want - got, false, nullptr, nullptr);
+    if (got < want) release_cached(other, want - got, wait, nullptr, nullptr, stream);
     return;
   }
   headroom_ = std::min(high_water_ / kHeadroomDivisor, headroom_ + got / kHeadroomDivisor);
@@ -298,14 +303,17 @@ std::uint64_t CorePool::device_shortfall(std::uint64_t need) {
 }
 
 void CorePool::release_everything_cached() {
-  release_cached(small_, std::numeric_limits<std::uint64_t>::max(), true, nullptr, nullptr);
-  release_cached(large_, std::numeric_limits<std::uint64_t>::max(), true, nullptr, nullptr);
+  release_cached(small_, std::numeric_limits<std::uint64_t>::max(), detail::ReleaseWait::kSettle, nullptr,
+                 nullptr);
+  release_cached(large_, std::numeric_limits<std::uint64_t>::max(), detail::ReleaseWait::kSettle, nullptr,
+                 nullptr);
 }
 
-std::uint64_t CorePool::release_cached(detail::Arena& arena, std::uint64_t want, bool synchronize,
-                                       const detail::Block* keep_a, const detail::Block* keep_b) {
+std::uint64_t CorePool::release_cached(detail::Arena& arena, std::uint64_t want, detail::ReleaseWait wait,
+                                       const detail::Block* keep_a, const detail::Block* keep_b,
+                                       std::uint8_t wait_stream) {
   const std::uint64_t before = arena.reserved_bytes();
-  const std::uint64_t released = arena.release_free_memory(want, synchronize, keep_a, keep_b);
+  const std::uint64_t released = arena.release_free_memory(want, wait, keep_a, keep_b, wait_stream);
   reserved_.sub(before - arena.reserved_bytes());
   sync_backend_counters();
   return released;

@@ -104,11 +104,12 @@ class CorePool final : public MemoryResource {
                                        bool last_resort);
   Result<detail::Block*> grow_mapping(detail::Arena& arena, std::size_t size, std::uint8_t stream,
                                       bool last_resort);
-  void pack_for(detail::Arena& arena, const detail::Placement& placement);
+  void pack_for(detail::Arena& arena, const detail::Placement& placement, std::uint8_t stream);
   std::uint64_t device_shortfall(std::uint64_t need);
   void release_everything_cached();
-  std::uint64_t release_cached(detail::Arena& arena, std::uint64_t want, bool synchronize,
-                               const detail::Block* keep_a, const detail::Block* keep_b);
+  std::uint64_t release_cached(detail::Arena& arena, std::uint64_t want, detail::ReleaseWait wait,
+                               const detail::Block* keep_a, const detail::Block* keep_b,
+                               std::uint8_t wait_stream = 0);
   void account_reserved_growth(std::uint64_t bytes);
   void sync_backend_counters();
 

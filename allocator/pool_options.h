@@ -41,6 +41,14 @@ struct PoolOptions {
   // A miss that would leave the device with less free memory than this packs the cache first (pressure);
   // 0: 1/32 of the device's total memory.
   std::uint64_t device_reserve_bytes = 0;
+  // Packing may unmap a free chunk only once the work queued on the streams that last used it is done. True:
+  // when the miss's own stream is the one stream that used the chunk, that stream is synchronized first (the
+  // CPU waits, once per packing miss: afterwards the stream is idle); chunks of other busy streams are
+  // skipped, so an allocation never waits for another stream's work. On a GPU the training stream is almost
+  // never idle (kernels are queued ahead of the CPU), so a pool that packed only idle chunks would grow in
+  // real training while packing in a replay of the same events (where streams are always idle). False: busy
+  // chunks are always skipped (pools whose streams must never be synchronized, such as capture pools).
+  bool pack_waits_for_streams = true;
 };
 
 }  // namespace memcoord

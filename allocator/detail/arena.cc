@@ -314,10 +314,22 @@ void Arena::release(Block* b) {
   insert_free(merge_free_neighbours(b));
 }
 
-std::uint64_t Arena::release_free_memory(std::uint64_t want_bytes, bool synchronize, const Block* keep_a,
-                                         const Block* keep_b) {
+bool Arena::may_wait_for(const Block* b, ReleaseWait wait, std::uint8_t wait_stream) {
+  switch (wait) {
+    case ReleaseWait::kIdleOnly:
+      return false;
+    case ReleaseWait::kWaitForStream:
+      return b->stream == wait_stream && (b->wait_mask & ~(1ULL << wait_stream)) == 0;
+    case ReleaseWait::kSettle:
+      return true;
+  }
+  return false;
+}
+
+std::uint64_t Arena::release_free_memory(std::uint64_t want_bytes, ReleaseWait wait, const Block* keep_a,
+                                         const Block* keep_b, std::uint8_t wait_stream) {
   std::uint64_t released = 0;
-  if (synchronize) settle_streams(keep_a, keep_b);
+  if (wait == ReleaseWait::kSettle) settle_streams(keep_a, keep_b);
   for (auto& index : free_) {
     if (released >= want_bytes) break;
     index->for_each_largest_first([&](Block* b) {
@@ -325,7 +337,7 @@ std::uint64_t Arena::release_free_memory(std::uint64_t want_bytes, bool synchron
       if (config_.mapping && b->size < config_.chunk_bytes) return false;  // the rest are smaller
       if (!config_.mapping && (b->prev != nullptr || b->next != nullptr)) return true;
       if (!streams_idle(b)) {
-        if (!synchronize || !synchronize_streams(b).ok()) return true;
+        if (!may_wait_for(b, wait, wait_stream) || !synchronize_streams(b).ok()) return true;
       }
       if (!config_.mapping) {
         Segment& seg = segments_[b->segment];

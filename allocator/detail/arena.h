@@ -38,6 +38,13 @@ struct Placement {
   std::size_t map_bytes = 0;
 };
 
+// What release_free_memory does with a free block whose streams still have queued work.
+enum class ReleaseWait {
+  kIdleOnly,       // skips it
+  kWaitForStream,  // synchronizes the stream when it is the one stream that used the block, else skips it
+  kSettle,         // synchronizes the block's streams, after settle_streams (trim and OOM recovery)
+};
+
 class Arena {
  public:
   Arena(DeviceBackend& backend, ArenaConfig config, BlockSlab& slab, const std::vector<StreamId>& stream_ids);
@@ -61,11 +68,11 @@ class Arena {
   void release(Block* block);
 
   // Gives memory back to the backend: whole free chunks (mapping) or whole free segments, largest free
-  // blocks first, until `want_bytes` are released. Blocks whose streams are busy are skipped unless
-  // `synchronize` is set, in which case those streams are synchronized first. `keep_a`/`keep_b` are never
+  // blocks first, until `want_bytes` are released. A block whose streams are busy is skipped or waited for,
+  // as `wait` says (kWaitForStream: only a block used by `wait_stream` alone). `keep_a`/`keep_b` are never
   // touched (a placement's hole neighbours, so the hole itself stays as planned). Returns the bytes released.
-  std::uint64_t release_free_memory(std::uint64_t want_bytes, bool synchronize, const Block* keep_a = nullptr,
-                                    const Block* keep_b = nullptr);
+  std::uint64_t release_free_memory(std::uint64_t want_bytes, ReleaseWait wait, const Block* keep_a = nullptr,
+                                    const Block* keep_b = nullptr, std::uint8_t wait_stream = 0);
   // Synchronizes every stream that owns cached memory here, then merges adjacent free blocks of different
   // streams (once their streams are idle, ownership no longer matters). `keep_a`/`keep_b` are never merged
   // (so never recycled). Trim and OOM recovery only.
@@ -112,6 +119,8 @@ class Arena {
   Block* merge_hole_neighbours(Block* hole);       // hole is kHole, in the list; returns the merged hole
   Block* take(Block* free_block, std::size_t size, std::uint8_t stream);
   bool streams_idle(const Block* b) const;
+  // Whether release_free_memory may synchronize the streams of busy block `b`.
+  static bool may_wait_for(const Block* b, ReleaseWait wait, std::uint8_t wait_stream);
   Status synchronize_streams(const Block* b) const;
   void unlink(Block* b);
   Result<std::uint32_t> new_mapping_segment(std::size_t min_bytes);

@@ -66,7 +66,7 @@ TEST(ArenaRelease, EverythingMeansEveryWholeFreeChunk) {
   Result<detail::Block*> b = arena.map_and_take(*p, 10 * kMiB, 0);
   ASSERT_TRUE(b.ok());
   arena.release(*b);
-  EXPECT_EQ(arena.release_free_memory(UINT64_MAX, false), 10 * kMiB);
+  EXPECT_EQ(arena.release_free_memory(UINT64_MAX, detail::ReleaseWait::kIdleOnly), 10 * kMiB);
   EXPECT_EQ(arena.reserved_bytes(), 0u);
   EXPECT_EQ(backend.used_bytes(), 0u);
   EXPECT_TRUE(arena.check_invariants().ok()) << arena.check_invariants().ToString();
@@ -93,7 +93,7 @@ TEST(ArenaRelease, SettlingStreamsKeepsTheBlocksItWasToldToKeep) {
   ASSERT_TRUE(placement.ok());
   ASSERT_EQ(placement->left, on_t);
   const std::uintptr_t kept_address = on_t->address;
-  arena.release_free_memory(UINT64_MAX, /*synchronize=*/true, placement->hole->prev, placement->hole->next);
+  arena.release_free_memory(UINT64_MAX, detail::ReleaseWait::kSettle, placement->hole->prev, placement->hole->next);
   EXPECT_EQ(on_t->address, kept_address);
   EXPECT_EQ(on_t->state, detail::BlockState::kFree);
   EXPECT_EQ(on_t->size, 8 * kMiB);

@@ -97,6 +97,8 @@ Status Begin(Runtime& runtime, int device, PoolId id, memcoord_stream_filter fil
     made->id = id;
     PoolOptions options;
     options.name = fmt::format("capture{}@{}", IdText(id), device);
+    // Its streams may be capturing: packing must never synchronize them (that would end the capture).
+    options.pack_waits_for_streams = false;
     made->pool = std::make_unique<CachingPool>(main->backend(), std::move(options));
     slot->captures.push_back(std::move(made));
     c = slot->captures.back().get();
