@@ -114,7 +114,10 @@ def torch_shim():
     # The shim has no CUDA kernels; a set arch list keeps cpp_extension from querying the GPUs.
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
     source = "memcoord/csrc/torch_shim.cpp"
-    ext = CUDAExtension("memcoord._torch_shim", [source], extra_compile_args={"cxx": ["-O2"], "nvcc": []})
+    # The shared libstdc++ first on the link line, so that a toolchain adding -static-libstdc++ cannot give the
+    # shim a private copy (memcoord/_torch.py, SHARED_LIBSTDCXX_FLAGS, says why; the same flag there).
+    ext = CUDAExtension("memcoord._torch_shim", [source], extra_compile_args={"cxx": ["-O2"], "nvcc": []},
+                        extra_link_args=["-l:libstdc++.so.6"])
     return [ext], {"build_ext": OptionalBuildExtension}
 
 

@@ -40,11 +40,56 @@ def enabled_details():
     return {"shim": bool(_state["shim"]), "hooks": dict(_state["hooks"]), "patched": list(_state["patched"])}
 
 
+# The shim must use the process's shared libstdc++ (the one PyTorch uses). A toolchain that links C++
+# extensions with -static-libstdc++ gives the shim its own copy, and two libstdc++ copies in one process
+# corrupt each other's locale state: formatting a number into an error message then crashes (SIGSEGV in
+# std::ostream, seen on the H200 with torch 2.11). Naming the shared library first on the link line makes the
+# linker take every libstdc++ symbol from it. setup.py passes the same flag.
+SHARED_LIBSTDCXX_FLAGS = ["-l:libstdc++.so.6"]
+
+
+def _private_libstdcxx(module):
+    """Why the loaded shim cannot be used (it carries its own libstdc++), or None when it shares the process's."""
+    import ctypes
+
+    class DlInfo(ctypes.Structure):
+        _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p), ("dli_sname", ctypes.c_char_p),
+                    ("dli_saddr", ctypes.c_void_p)]
+
+    probe = "_ZNSt6locale7classicEv"  # std::locale::classic(): where the shim's lookup finds it
+    try:
+        address = ctypes.cast(getattr(ctypes.CDLL(module.__file__), probe), ctypes.c_void_p).value
+        info = DlInfo()
+        if not ctypes.CDLL(None).dladdr(ctypes.c_void_p(address), ctypes.byref(info)) or not info.dli_fname:
+            return None
+        owner = os.path.realpath(info.dli_fname.decode())
+    except (OSError, AttributeError, TypeError):
+        return None  # cannot tell; nothing suggests a private copy
+    if owner != os.path.realpath(module.__file__):
+        return None
+    return (f"{module.__file__} carries its own copy of libstdc++ (linked with -static-libstdc++), which corrupts "
+            "the locale state PyTorch's libstdc++ uses and crashes on the first error message; rebuild it with "
+            f"`pip install --no-build-isolation ./python` (the build links {SHARED_LIBSTDCXX_FLAGS[0]})")
+
+
 def _load_shim(mode):
     """The compiled shim module, or None. mode: "auto" (built one, else build now, else None), "required"
     (raise when neither works), "off"."""
     if mode == "off":
         return None
+    module = _built_or_jit_shim(mode)
+    if module is None:
+        return None
+    problem = _private_libstdcxx(module)
+    if problem is None:
+        return module
+    if mode == "required":
+        raise RuntimeError(f"memcoord.enable(shim='required'): {problem}")
+    warnings.warn(f"memcoord: the C++ shim is not used: {problem}", RuntimeWarning, stacklevel=3)
+    return None
+
+
+def _built_or_jit_shim(mode):
     try:
         from . import _torch_shim  # built by pip install where torch was present
 
@@ -61,7 +106,8 @@ def _load_shim(mode):
         saved = os.environ.get("TORCH_CUDA_ARCH_LIST")
         os.environ["TORCH_CUDA_ARCH_LIST"] = saved or "9.0"
         try:
-            return cpp_extension.load(name="memcoord_torch_shim", sources=[str(source)], with_cuda=True, verbose=False)
+            return cpp_extension.load(name="memcoord_torch_shim", sources=[str(source)], with_cuda=True, verbose=False,
+                                      extra_ldflags=SHARED_LIBSTDCXX_FLAGS)
         finally:
             if saved is None:
                 del os.environ["TORCH_CUDA_ARCH_LIST"]
@@ -77,7 +123,7 @@ def _load_shim(mode):
             "API: record_stream and empty_cache go through Python, CUDA graph capture fails with a message, "
             "and an out-of-memory cannot raise torch.OutOfMemoryError",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
         return None
 

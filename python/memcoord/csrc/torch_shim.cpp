@@ -83,12 +83,19 @@ int CallFilter(std::uintptr_t stream, void* user) {
   }
 }
 
+// The out-of-memory message, built without iostreams: this is the one path that runs while memory is
+// short, and formatting numbers through std::ostream is where a shim with a private libstdc++ crashed.
+std::string OomMessage(std::size_t size, int device) {
+  return "memcoord could not allocate " + std::to_string(size) + " bytes on device " + std::to_string(device) +
+         ": " + LastError();
+}
+
 void* Allocate(std::size_t size, int device, cudaStream_t stream) {
   if (size == 0) return nullptr;  // PyTorch's empty tensors: no memory, no deleter call
   void* ptr = g_capi.malloc(static_cast<std::ptrdiff_t>(size), device, stream);
   if (ptr == nullptr) {
-    TORCH_CHECK_WITH(OutOfMemoryError, false, "memcoord could not allocate ", size, " bytes on device ",
-                     device, ": ", LastError());
+    // One std::string: c10::str then returns it as is, with no std::ostream (see OomMessage).
+    TORCH_CHECK_WITH(OutOfMemoryError, false, OomMessage(size, device));
   }
   return ptr;
 }
