@@ -6,9 +6,9 @@
 
 #include <atomic>
 #include <cctype>
-#include <filesystem>
 #include <cstdlib>
 #include <deque>
+#include <filesystem>
 #include <mutex>
 
 #include "allocator/backend_factory.h"
@@ -63,8 +63,8 @@ Result<int> SimulatedDevices(int option) {
 std::string TracePath(const std::string& dir, int rank, const std::string& pool) {
   std::string safe = pool;
   for (char& c : safe) {
-    const bool keep = std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '@' ||
-                      c == '-';
+    const bool keep =
+        std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '@' || c == '-';
     if (!keep) c = '_';
   }
   return fmt::format("{}/rank{}.{}.trace.gz", dir, rank, safe);
@@ -173,8 +173,8 @@ Result<CachingPool*> Worker::Impl::add_pool_locked(DeviceBackend& on, int device
     const std::string path = TracePath(options.trace_dir, topology.rank, name);
     const Status opened = recorder->open(path, fmt::format("rank {} pool {}", topology.rank, name));
     if (!opened.ok()) {
-      return Status(opened.code(), fmt::format("trace of pool '{}' (MEMCOORD_TRACE_DIR): {}", name,
-                                               opened.message()));
+      return Status(opened.code(),
+                    fmt::format("trace of pool '{}' (MEMCOORD_TRACE_DIR): {}", name, opened.message()));
     }
   }
   auto pool = std::make_unique<CachingPool>(on, std::move(pool_options));
