@@ -3,7 +3,8 @@
 
 For each handle size, maps TOTAL bytes as handles of that size (cuMemCreate + cuMemMap each, one
 cuMemSetAccess per map call of MAP bytes), then unmaps it (cuMemUnmap + cuMemRelease), and prints the
-milliseconds per GiB of each phase, median of --runs. The driver is reached through ctypes (libcuda.so.1);
+milliseconds per GiB of each phase, median of --runs; then, for the device's granularity, the cost of each
+driver call on its own (cuMemCreate, cuMemMap, cuMemSetAccess over the whole range, cuMemUnmap, cuMemRelease). The driver is reached through ctypes (libcuda.so.1);
 torch (or any CUDA runtime) is used only to create the primary context.
 
 Usage: vmm_handle_cost.py [--total-gib 4] [--map-mib 64] [--sizes-mib 2,4,8,20,64] [--runs 5] [--json F]
@@ -30,6 +31,38 @@ class AccessDesc(ctypes.Structure):  # CUmemAccessDesc
 def check(code, what):
     if code != 0:
         raise RuntimeError(f"{what} failed with CUresult {code}")
+
+
+def phase_costs(cu, va, total, prop, access, chunk, runs):
+    """Microseconds per chunk of each call on its own (median of runs): cuMemCreate of every chunk, then
+    cuMemMap of each, one cuMemSetAccess over the range (divided by the chunks), cuMemUnmap, cuMemRelease."""
+    count = total // chunk
+    samples = {"cuMemCreate": [], "cuMemMap": [], "cuMemSetAccess": [], "cuMemUnmap": [], "cuMemRelease": []}
+    for _ in range(runs):
+        handles = [ctypes.c_ulonglong() for _ in range(count)]
+        t = time.perf_counter()
+        for h in handles:
+            check(cu.cuMemCreate(ctypes.byref(h), ctypes.c_size_t(chunk), ctypes.byref(prop), ctypes.c_ulonglong(0)),
+                  "cuMemCreate")
+        samples["cuMemCreate"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        for i, h in enumerate(handles):
+            check(cu.cuMemMap(ctypes.c_ulonglong(va.value + i * chunk), ctypes.c_size_t(chunk), ctypes.c_size_t(0), h,
+                              ctypes.c_ulonglong(0)), "cuMemMap")
+        samples["cuMemMap"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        check(cu.cuMemSetAccess(ctypes.c_ulonglong(va.value), ctypes.c_size_t(count * chunk), ctypes.byref(access),
+                                ctypes.c_size_t(1)), "cuMemSetAccess")
+        samples["cuMemSetAccess"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        for i in range(count):
+            check(cu.cuMemUnmap(ctypes.c_ulonglong(va.value + i * chunk), ctypes.c_size_t(chunk)), "cuMemUnmap")
+        samples["cuMemUnmap"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        for h in handles:
+            check(cu.cuMemRelease(h), "cuMemRelease")
+        samples["cuMemRelease"].append(time.perf_counter() - t)
+    return {name: statistics.median(values) * 1e6 / count for name, values in samples.items()}
 
 
 def main():
@@ -87,10 +120,14 @@ def main():
         rows.append(row)
         print(f"handle {size_mib:>3} MiB x {count:>5}: map {row['map_ms_per_gib']:7.2f} ms/GiB "
               f"({row['map_us_per_handle']:7.1f} us/handle), unmap {row['unmap_ms_per_gib']:7.2f} ms/GiB", flush=True)
+    phases = phase_costs(cu, va, total, prop, access, gran.value, args.runs)
+    print("per 2 MiB chunk, each driver call timed alone (us): " +
+          ", ".join(f"{name} {value:.1f}" for name, value in phases.items()), flush=True)
     cu.cuMemAddressFree(va, ctypes.c_size_t(total))
     print(f"granularity {gran.value} bytes; {args.total_gib} GiB per run, median of {args.runs}")
     if args.json:
-        json.dump({"granularity": gran.value, "rows": rows}, open(args.json, "w"), indent=1)
+        json.dump({"granularity": gran.value, "rows": rows, "phases_us_per_chunk": phases}, open(args.json, "w"),
+                  indent=1)
     return 0
 
 
