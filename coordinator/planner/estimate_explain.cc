@@ -3,6 +3,7 @@
 #include "common/bytes.h"
 #include "coordinator/planner/estimator_coefficients.h"
 #include "coordinator/planner/model_states.h"
+#include "coordinator/planner/transformer_activations.h"
 
 namespace memcoord::planner {
 namespace {
@@ -65,11 +66,33 @@ std::vector<std::string> EstimateAssumptions(const ModelSpec& spec, const Traini
   } else if (o.mode == RunMode::kGenerate) {
     out.push_back("model.generate, greedy, default dynamic KV cache: " + std::to_string(o.seq) +
                   " prompt tokens + " + std::to_string(o.new_tokens) + " new tokens per sequence");
+    out.push_back(
+        "generate peaks at the larger of the prefill (the prompt's cache + one block's forward transient "
+        "over the prompt) and the last decoding step (the full cache + one layer's keys copied by the "
+        "concatenation" +
+        std::string(spec.family == ModelFamily::kMixtral
+                        ? ", or the expert weights batched_mm gathers per (token, expert) pair, if larger)"
+                        : ")") +
+        "; this one: " + e.peak_phase);
   } else {
     out.push_back("one no-grad forward; a causal LM returns its KV cache (use_cache=True)");
   }
-  if (spec.family != ModelFamily::kResNet50) {
+  if (spec.family != ModelFamily::kResNet50 && MathAttention(spec, o.precision) &&
+      o.mode == RunMode::kTraining) {
+    out.push_back(
+        "attention: PyTorch SDPA's math kernel (fp32 grouped-query attention has no fused kernel): "
+        "batch × heads × seq × seq fp32 scores, one saved per block, 2.25 live in a forward, 3 more in a "
+        "backward");
+  } else if (spec.family != ModelFamily::kResNet50) {
     out.push_back("attention: PyTorch SDPA (flash / memory-efficient, no seq × seq matrix kept)");
+  }
+  if (o.mode == RunMode::kTraining && spec.family != ModelFamily::kResNet50 &&
+      (o.precision == Precision::kAmpBf16 || o.precision == Precision::kAmpFp16)) {
+    const bool cache =
+        (spec.family == ModelFamily::kLlama || spec.family == ModelFamily::kMixtral) && !o.checkpointing;
+    out.push_back(std::string("autocast: until the loss is computed the output object holds the fp32 final "
+                              "hidden state") +
+                  (cache ? " and the forward's KV cache in fp32 (use_cache)" : ""));
   }
   if (o.checkpointing) {
     out.push_back(spec.family == ModelFamily::kResNet50
@@ -110,6 +133,10 @@ std::string ExplainEstimate(const ModelSpec&, const TrainingOptions& o, const Me
     out += Row("logits", b.logits_bytes, o.mode == RunMode::kGenerate ? "one step, last token" : "output");
   }
   out += Row("transient", b.transient_bytes, "largest short-lived buffer at the peak phase");
+  if (b.backward_gradients_bytes > 0) {
+    out += Row("gradients so far", b.backward_gradients_bytes,
+               "checkpointed backward at its first block: later units' gradients, less freed checkpoints");
+  }
   out += Row("inputs", b.inputs_bytes, "token ids and labels (images)");
   out += Row("workspace", b.workspace_bytes, "cuBLAS + cuBLASLt workspaces");
   out += Row("allocator rounding", b.rounding_bytes, "512-byte blocks of the caching allocator");

@@ -1,26 +1,26 @@
 // Calibrated constants of the memory estimator, measured on an NVIDIA H200 with torch 2.11 and
-// transformers 5.17 (calibration/measure_peaks.py; table in calibration/measured_h200.json and
-// calibration/README.md). Each transformer scale multiplies the analytic per-layer activation count of
-// MemoryEstimator (bytes saved for backward per token per block) and was fitted on the configurations
-// marked "fit" only; the rest are held out. amp-fp16 uses the amp-bf16 values.
+// transformers 5.17 (calibration/measure_peaks.py; rounds and table in calibration/README.md). Round 2:
+// fitted by calibration/fit_scales.py on fit_h200.jsonl, check_h200.jsonl and fit2_h200.jsonl (59 rows);
+// check2_h200.jsonl is measured after this fit, to check it. Each transformer scale multiplies the analytic
+// per-layer activation count of MemoryEstimator (bytes saved for backward per token per block).
+// amp-fp16 uses the amp-bf16 values.
 #pragma once
 
 #include <cstdint>
 
 namespace memcoord::planner::calibration {
 
-// Per family (gpt2, bert, llama, mixtral) and precision (fp32, bf16, amp); fitted by
-// calibration/fit_scales.py on calibration/fit_h200.jsonl. No fp32 mixtral row was measured: its fp32
-// scale is llama's.
+// Per family (gpt2, bert, llama, mixtral) and precision (fp32, bf16, amp), from the rows without
+// checkpointing. No fp32 mixtral row was measured: its fp32 scale is llama's.
 struct ActivationScales {
   double fp32;
   double bf16;
   double amp;
 };
-inline constexpr ActivationScales kGpt2Scales{1.035, 1.035, 1.412};
-inline constexpr ActivationScales kBertScales{0.939, 0.947, 1.058};
-inline constexpr ActivationScales kLlamaScales{0.971, 0.967, 1.091};
-inline constexpr ActivationScales kMixtralScales{0.971, 0.987, 1.510};
+inline constexpr ActivationScales kGpt2Scales{1.035, 1.035, 1.411};
+inline constexpr ActivationScales kBertScales{0.939, 0.945, 1.057};
+inline constexpr ActivationScales kLlamaScales{0.971, 0.967, 1.092};
+inline constexpr ActivationScales kMixtralScales{0.971, 0.986, 1.510};
 
 // cuBLAS + cuBLASLt workspaces PyTorch keeps once the first matmul ran (measured 64 MiB on H200).
 inline constexpr std::uint64_t kWorkspaceBytes = 67108864;
@@ -44,9 +44,16 @@ inline constexpr double kResNetCheckpointScale = 0.984;
 inline constexpr double kResNetRecomputeFactor = 0.510;
 
 // model.generate: fp32 copies of one step's last-token logits (processors, softmax) beyond the logits
-// themselves, and the prefill's transient in units of one block's feed-forward intermediates.
+// themselves.
 inline constexpr double kGenerateLogitsFp32Copies = 2.0;
-inline constexpr double kGeneratePrefillTransient = 1.0;
+
+// Math attention (fp32 grouped-query attention, transformer_activations.h): live score-sized fp32 tensors
+// (batch × heads × seq × seq) at one attention call. Forward: the scores, their softmax and the boolean
+// mask row check (2.25 scores); backward: beyond the saved probabilities, their gradient, the softmax
+// gradient and one temporary (3 scores). Fitted on llama-mid and llama-gqa fp32 with checkpointing
+// (fit2_h200.jsonl, check_h200.jsonl): forward 2.27 and 2.25, backward 3.04 and 3.02.
+inline constexpr double kMathScoresForward = 2.25;
+inline constexpr double kMathScoresBackward = 3.0;
 
 // Share of resnet50's activations per unit (stem, layer1..layer4, head), from the feature-map sizes.
 inline constexpr double kResNetActivationShare[6] = {0.095, 0.394, 0.263, 0.197, 0.049, 0.002};

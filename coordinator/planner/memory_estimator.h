@@ -4,19 +4,24 @@
 //
 // Training peak = max(forward/backward, optimizer step), where
 //   forward/backward = weights + optimizer state + saved activations (by kind: attention, MLP, norms;
-//                      logits and loss by head) + the largest transient (the loss's logits and fp32 upcast,
-//                      the head's or a block's backward, a checkpointed block's recompute)
+//                      logits and loss by head) + the largest transient (the loss's logits and fp32 upcast
+//                      with what the output object holds under autocast, the head's or a block's backward,
+//                      a checkpointed block's recompute with the gradients accumulated by then)
 //                      [+ gradients under a pipeline, which accumulate across micro-batches];
 //   optimizer step   = weights + gradients + optimizer state + optimizer temporaries (AdamW's foreach
 //                      sqrt buffer is one parameter-sized tensor; SGD has none);
 // both + inputs + cuBLAS workspace + DDP buckets / ZeRO-3 and FSDP gathered parameters (model_states.h).
 // The usual loop holds no model output across backward: the logits die with it, only the loss's fp32
 // log-softmax stays. Gradients are freed by zero_grad(set_to_none=True), so (without a pipeline) they do
-// not overlap the forward's activations. Full checkpointing keeps each block's input and recomputes one
-// block at a time during backward (resnet50: each bottleneck block, non-reentrant).
+// not overlap the forward's activations; during backward they accumulate, which is what peaks with
+// checkpointing (the first block's backward). Full checkpointing keeps each block's input and recomputes
+// one block at a time during backward (resnet50: each bottleneck block, non-reentrant). fp32
+// grouped-query attention runs SDPA's math kernel and keeps batch × heads × seq × seq scores
+// (transformer_activations.h).
 // Inference = weights + KV cache + output logits of one forward (batch 0: weights only).
-// Generate = weights + KV cache of prompt + new tokens + the larger of the prefill's transients and the
-// last decoding step's (the cache grows by concatenation, one layer's old and new copy coexist).
+// Generate = weights + one step's logits + the larger of the prefill (the prompt's cache and one block's
+// forward transient over the prompt) and the last decoding step (the full cache and the larger of one
+// layer's keys copied by the concatenation and, with experts, the expert weights gathered per token).
 // Pipelines: `stages` holds the per-stage peaks of the 1F1B-aware split (pipeline_split.h) and total_bytes
 // the busiest stage. Pure function of its inputs; thread-safe.
 #pragma once
@@ -49,6 +54,9 @@ struct MemoryBreakdown {
   std::uint64_t kv_cache_bytes = 0;           // inference and generate
   std::uint64_t logits_bytes = 0;             // training: saved logits and loss; inference: output logits
   std::uint64_t transient_bytes = 0;          // short-lived buffers at the peak phase
+  // Checkpointing: gradients already accumulated when the backward peaks (at its first block), beyond the
+  // checkpoints released by then; 0 when another phase peaks.
+  std::uint64_t backward_gradients_bytes = 0;
   std::uint64_t inputs_bytes = 0;
   std::uint64_t workspace_bytes = 0;
   std::uint64_t rounding_bytes = 0;  // the caching allocator's 512-byte rounding of every live tensor

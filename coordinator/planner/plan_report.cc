@@ -209,6 +209,7 @@ nlohmann::json EstimateToJson(const ModelSpec& spec, const TrainingOptions& o, c
                     {"kv_cache_bytes", b.kv_cache_bytes},
                     {"logits_bytes", b.logits_bytes},
                     {"transient_bytes", b.transient_bytes},
+                    {"backward_gradients_bytes", b.backward_gradients_bytes},
                     {"inputs_bytes", b.inputs_bytes},
                     {"workspace_bytes", b.workspace_bytes},
                     {"rounding_bytes", b.rounding_bytes}};
@@ -250,6 +251,7 @@ std::string EstimateToTable(const ModelSpec& spec, const TrainingOptions& o, con
     row("output logits", b.logits_bytes);
   }
   row("transient", b.transient_bytes);
+  if (b.backward_gradients_bytes > 0) row("gradients so far", b.backward_gradients_bytes);
   row("inputs", b.inputs_bytes);
   row("workspace", b.workspace_bytes);
   out += "  " + Pad("peak (" + e.peak_phase + ")", 24) + Pad(FormatBytes(e.total_bytes), 12) +

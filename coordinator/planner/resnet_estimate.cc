@@ -33,7 +33,10 @@ MemoryEstimate Start(const std::vector<ModelUnit>& units, Dtypes z, double unit_
 MemoryEstimate Inference(const std::vector<ModelUnit>& units, const TrainingOptions& o, Dtypes z,
                          double input) {
   MemoryEstimate e = Start(units, z, 1);
-  const double live = static_cast<double>(o.batch) * cal::kResNetInferenceFp32 * z.d / 4;
+  // Under autocast the 16-bit copies of the weights stay in autocast's cache until the region exits (the
+  // parameters require grad even under no_grad, so they are cached).
+  const double copies = z.amp && o.batch > 0 ? 2 * static_cast<double>(e.params) : 0;
+  const double live = static_cast<double>(o.batch) * cal::kResNetInferenceFp32 * z.d / 4 + copies;
   e.breakdown.transient_bytes = Bytes(live);
   e.breakdown.inputs_bytes = Bytes(input);
   e.breakdown.workspace_bytes = o.batch > 0 ? cal::kWorkspaceBytes : 0;

@@ -70,6 +70,32 @@ double KvWidth(const ModelSpec& s) {
   return static_cast<double>(s.hidden) / static_cast<double>(s.heads) * static_cast<double>(s.kv_heads);
 }
 
+bool MathAttention(const ModelSpec& s, Precision p) { return p == Precision::kFp32 && s.kv_heads < s.heads; }
+
+double AttentionScoresBytes(const ModelSpec& s, Precision p, double batch, double seq, double tensor_ranks) {
+  if (!MathAttention(s, p)) return 0;
+  return batch * static_cast<double>(s.heads) / tensor_ranks * seq * seq * 4;
+}
+
+double ForwardTransientPerToken(const ModelSpec& s, Precision p, double tensor_ranks) {
+  const double d = DtypesFor(p).d;
+  const double h = static_cast<double>(s.hidden);
+  const double f = static_cast<double>(s.ffn) / tensor_ranks;
+  const double k = static_cast<double>(s.experts_per_token);
+  switch (s.family) {
+    case ModelFamily::kGpt2:
+    case ModelFamily::kBert:
+      return (4 * f + 5 * h) * d;
+    case ModelFamily::kLlama:
+      return (3 * f + 4 * h) * d;
+    case ModelFamily::kMixtral:
+      return (k * (4 * f + 2 * h) + 2 * h) * d;
+    case ModelFamily::kResNet50:
+      break;
+  }
+  return 0;
+}
+
 BlockActivations BlockBytesPerToken(const ModelSpec& s, Precision p, double tensor_ranks) {
   BlockActivations a = Analytic(s, DtypesFor(p));
   const double scale = Scale(s.family, p);

@@ -16,10 +16,12 @@ struct InferenceDims {
   double b = 0;
   double prompt = 0;  // tokens per sequence in the forward (generate: the prompt)
   double h = 0;
-  double f = 0;  // feed-forward width times the experts each token visits
   double v = 0;
   double layers = 0;
-  double kv = 0;  // key/value width on this rank
+  double kv = 0;                   // key/value width on this rank
+  double forward_per_token = 0;    // ForwardTransientPerToken
+  double expert_pair_weights = 0;  // mixtral: one expert's weights (3 × ffn × hidden) on this rank, bytes
+  double experts_per_token = 0;    // mixtral: experts each token visits (0: no experts)
   bool lm = false;
 };
 
@@ -30,17 +32,16 @@ InferenceDims DimsOf(const ModelSpec& s, const TrainingOptions& o, OutputHead he
   d.b = static_cast<double>(o.batch);
   d.prompt = static_cast<double>(o.seq);
   d.h = static_cast<double>(s.hidden);
-  d.f = static_cast<double>(s.ffn) * static_cast<double>(s.experts_per_token) / tp;
   d.v = static_cast<double>(s.vocab) / tp;
   d.layers = static_cast<double>(s.layers);
   d.kv = KvWidth(s) / tp;
   d.lm = head == OutputHead::kCausalLm;  // only causal LMs return a KV cache
+  d.forward_per_token = ForwardTransientPerToken(s, o.precision, tp);
+  if (s.family == ModelFamily::kMixtral) {
+    d.expert_pair_weights = 3 * static_cast<double>(s.ffn) / tp * d.h * d.z.d;
+    d.experts_per_token = static_cast<double>(s.experts_per_token);
+  }
   return d;
-}
-
-// Bytes of one block's feed-forward intermediates for `tokens` tokens (the largest transient of a forward).
-double FeedForwardTransient(const InferenceDims& d, double tokens) {
-  return tokens * (3 * d.f + 2 * d.h) * d.z.d;
 }
 
 MemoryEstimate Start(const std::vector<ModelUnit>& units, const TrainingOptions& o, Dtypes z) {
@@ -59,8 +60,10 @@ MemoryEstimate Start(const std::vector<ModelUnit>& units, const TrainingOptions&
   return e;
 }
 
-void Finish(MemoryEstimate& e, const std::vector<ModelUnit>& units, const InferenceDims& d,
-            double transient) {
+// `unit_cache`: the KV cache the blocks' units carry (generate: the full cache even when the prefill peaks,
+// so that the units and the per-device overhead bound both phases).
+void Finish(MemoryEstimate& e, const std::vector<ModelUnit>& units, const InferenceDims& d, double transient,
+            double unit_cache) {
   MemoryBreakdown& m = e.breakdown;
   m.transient_bytes = Bytes(transient);
   m.workspace_bytes = cal::kWorkspaceBytes;
@@ -69,15 +72,14 @@ void Finish(MemoryEstimate& e, const std::vector<ModelUnit>& units, const Infere
                              m.inputs_bytes + m.workspace_bytes + m.rounding_bytes;
   e.total_bytes = e.forward_backward_bytes;
   for (std::size_t i = 0; i < units.size(); ++i) {
-    if (units[i].kind == UnitKind::kBlock)
-      e.units[i].bytes += Bytes(static_cast<double>(m.kv_cache_bytes) / d.layers);
+    if (units[i].kind == UnitKind::kBlock) e.units[i].bytes += Bytes(unit_cache / d.layers);
     if (units[i].kind == UnitKind::kHead) e.units[i].bytes += m.logits_bytes;
     e.units[i].activation_bytes = e.units[i].bytes - e.units[i].states_bytes;
   }
   e.per_device_overhead_bytes = Bytes(cal::kWorkspaceBytes + transient);
 }
 
-// One forward with use_cache: the KV cache it returns, its logits and the feed-forward transient.
+// One forward with use_cache: the KV cache it returns, its logits and the block transient.
 void OneForward(MemoryEstimate& e, const InferenceDims& d) {
   const double t = d.b * d.prompt;
   const double kv_cache = d.lm ? 2 * d.layers * t * d.kv * d.z.d : 0;
@@ -88,22 +90,31 @@ void OneForward(MemoryEstimate& e, const InferenceDims& d) {
   e.peak_phase = "forward";
 }
 
-// model.generate: the prefill (prompt cache, one forward's transients, last-token logits) against the last
-// decoding step (full cache, one layer's cache copied by the concatenation, the step's logits in fp32).
+// model.generate (greedy, DynamicCache): the larger of two phases, both on top of the weights and one step's
+// last-token logits (with their fp32 copies).
+//   prefill: the prompt's forward; at its last block the cache holds the whole prompt, and that block's
+//            forward transient (ForwardTransientPerToken × prompt tokens) is live on top of it.
+//   decode:  the last step; the cache holds prompt + new tokens, and one of two transients is live: the
+//            concatenation that grows one layer's keys (old and new copy coexist: one layer's K), or, with
+//            experts, transformers' batched_mm dispatch (generate switches grouped_mm to batched_mm for
+//            decoding), which gathers a copy of the visited expert's weights for each (token, expert) pair:
+//            batch × experts_per_token × 3 × ffn × hidden.
+// Returns the transient of the larger phase; the cache of that phase goes to the breakdown.
 double Generate(MemoryEstimate& e, const InferenceDims& d, double new_tokens) {
   const double per_token_cache = 2 * d.layers * d.kv * d.z.d;
   const double total = d.b * (d.prompt + new_tokens);
-  const double cache = per_token_cache * total;
-  const double logits = d.b * d.v * (d.z.d + cal::kGenerateLogitsFp32Copies * 4);
-  // Both generate rows of the fit set peak at the full cache plus one prompt forward's feed-forward
-  // transient (not the prompt's cache alone): the transient is counted on top of the whole cache.
-  const double prefill = cal::kGeneratePrefillTransient * FeedForwardTransient(d, d.b * d.prompt);
-  const double decode = per_token_cache / d.layers * total;
-  e.breakdown.kv_cache_bytes = Bytes(cache);
-  e.breakdown.logits_bytes = Bytes(logits);
+  const double prompt_cache = per_token_cache * d.b * d.prompt;
+  const double full_cache = per_token_cache * total;
+  const double prefill_transient = d.forward_per_token * d.b * d.prompt;
+  const double concat_copy = d.kv * d.z.d * total;
+  const double expert_gather = d.b * d.experts_per_token * d.expert_pair_weights;
+  const double decode_transient = std::max(concat_copy, expert_gather);
+  const bool prefill = prompt_cache + prefill_transient > full_cache + decode_transient;
+  e.breakdown.kv_cache_bytes = Bytes(prefill ? prompt_cache : full_cache);
+  e.breakdown.logits_bytes = Bytes(d.b * d.v * (d.z.d + cal::kGenerateLogitsFp32Copies * 4));
   e.breakdown.inputs_bytes = Bytes(total * 8 * 2);
-  e.peak_phase = prefill > decode ? "prefill" : "decode";
-  return std::max(prefill, decode);
+  e.peak_phase = prefill ? "prefill" : "decode";
+  return prefill ? prefill_transient : decode_transient;
 }
 
 }  // namespace
@@ -121,15 +132,18 @@ MemoryEstimate EstimateTransformerInference(const ModelSpec& s, const std::vecto
     return e;
   }
   double transient = 0;
+  double unit_cache = 0;
   if (o.mode == RunMode::kGenerate && d.lm) {
     transient = Generate(e, d, static_cast<double>(o.new_tokens));
+    unit_cache = 2 * d.layers * d.kv * d.z.d * d.b * (d.prompt + static_cast<double>(o.new_tokens));
   } else {
     OneForward(e, d);
     const double t = d.b * d.prompt;
     transient =
-        std::max(t * d.h * d.z.d, FeedForwardTransient(d, t) - static_cast<double>(e.breakdown.logits_bytes));
+        std::max(t * d.h * d.z.d, d.forward_per_token * t - static_cast<double>(e.breakdown.logits_bytes));
   }
-  Finish(e, units, d, transient);
+  if (unit_cache == 0) unit_cache = static_cast<double>(e.breakdown.kv_cache_bytes);
+  Finish(e, units, d, transient, unit_cache);
   return e;
 }
 

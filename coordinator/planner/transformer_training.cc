@@ -37,10 +37,14 @@ struct Terms {
   HeadActivations head;    // all tokens
   double checkpoint_input = 0;
   double block_backward = 0;
+  double scores = 0;                  // one attention call's fp32 scores under math attention (else 0)
+  double output_hidden = 0;           // autocast: the fp32 final hidden state the output object holds
+  double output_cache_per_block = 0;  // autocast, llama/mixtral: the output's fp32 KV cache, one block
   double recompute = 0;  // checkpointing: one block's activations, its gradients and backward transient
   double autocast_cache = 0;
   double inputs = 0;
-  double largest_block = 0;  // parameters per rank
+  double largest_block = 0;     // parameters per rank
+  double embedding_params = 0;  // per rank
 };
 
 Terms TermsOf(const ModelSpec& s, const std::vector<ModelUnit>& units, const TrainingOptions& o,
@@ -51,6 +55,11 @@ Terms TermsOf(const ModelSpec& s, const std::vector<ModelUnit>& units, const Tra
   c.t = static_cast<double>(o.batch) * static_cast<double>(o.seq);
   const BlockActivations per_token = BlockBytesPerToken(s, o.precision, tp);
   c.block = {per_token.attention * c.t, per_token.mlp * c.t, per_token.norms * c.t};
+  // Math attention (transformer_activations.h) saves the softmax of the scores and the keys and values
+  // repeated to every head.
+  c.scores =
+      AttentionScoresBytes(s, o.precision, static_cast<double>(o.batch), static_cast<double>(o.seq), tp);
+  if (c.scores > 0) c.block.attention += c.scores + 2 * c.t * static_cast<double>(s.hidden) / tp * c.z.d;
   const HeadActivations h = HeadBytesPerToken(s, head, o.precision, tp);
   c.head = {h.io * c.t, h.saved * c.t, h.forward_transient * c.t, h.backward_transient * c.t};
   const double residual = (c.z.amp || c.z.d == 4) ? 4 : 2;
@@ -58,11 +67,29 @@ Terms TermsOf(const ModelSpec& s, const std::vector<ModelUnit>& units, const Tra
   c.block_backward = c.t * BlockBackwardTransientPerToken(s, o.precision, tp);
   double layer_matmul = 0;
   for (const ModelUnit& u : units) {
+    if (u.kind == UnitKind::kEmbedding) c.embedding_params += RankParams(u, tp);
     if (u.kind != UnitKind::kBlock) continue;
     c.largest_block = std::max(c.largest_block, RankParams(u, tp));
     layer_matmul += static_cast<double>(u.matmul_params) / tp;
   }
-  c.recompute = c.block.total() + c.largest_block * c.z.wb + c.block_backward;
+  // A checkpointed block's backward: its recomputed activations (its input is the checkpoint, counted
+  // already), its gradients, and the larger of two moments: the feed-forward's backward with everything
+  // saved, or the attention's backward after the MLP's tensors were freed (math attention: the score-sized
+  // gradients).
+  // (The feed-forward's backward transient, fitted on blocks' backward, includes the block's gradients.)
+  c.recompute = std::max(c.block.total() + c.block_backward,
+                         c.block.attention + cal::kMathScoresBackward * c.scores + c.largest_block * c.z.wb) -
+                c.checkpoint_input;
+  // Under autocast the output object holds tensors that the saved ones do not share until the loss is
+  // computed: the fp32 final hidden state (the head saved its 16-bit cast) and, for llama and mixtral
+  // without checkpointing (use_cache), the KV cache of the forward, which holds fp32 K and V (the rotary
+  // embedding turns K into fp32 and the cache promotes V with it) while SDPA saved 16-bit casts.
+  if (c.z.amp) {
+    c.output_hidden = 4 * c.t * static_cast<double>(s.hidden);
+    const bool cache =
+        (s.family == ModelFamily::kLlama || s.family == ModelFamily::kMixtral) && !o.checkpointing;
+    c.output_cache_per_block = cache ? 8 * c.t * KvWidth(s) / tp : 0;
+  }
   c.autocast_cache = c.z.amp && o.checkpointing ? 2 * layer_matmul : 0;
   c.inputs = c.t * 8 * 2;  // token ids and labels (int64)
   return c;
@@ -91,6 +118,7 @@ struct StageBytes {
   ModelStates states;
   double activations = 0;
   double transient = 0;
+  double backward_gradients = 0;  // checkpointing: gradients accumulated when the backward peaks
   double forward_backward = 0;
   double optimizer_step = 0;
 };
@@ -101,6 +129,8 @@ struct StageUnits {
   double params = 0;
   double activations = 0;
   bool has_head = false;
+  bool has_embedding = false;
+  std::size_t blocks = 0;
   std::size_t count = 0;
 };
 
@@ -112,9 +142,26 @@ StageUnits SumUnits(const std::vector<ModelUnit>& units, std::size_t first, std:
     sum.params += RankParams(units[i], tp);
     sum.activations += UnitActivation(units[i], c, o, false);
     sum.has_head = sum.has_head || units[i].kind == UnitKind::kHead;
+    sum.has_embedding = sum.has_embedding || units[i].kind == UnitKind::kEmbedding;
+    sum.blocks += units[i].kind == UnitKind::kBlock ? 1 : 0;
   }
   sum.count = last - first + 1;
   return sum;
+}
+
+// With checkpointing, the gradients already accumulated when a block's recompute and backward peak, beyond
+// the checkpoints the stage released by then. The backward's two ends: the stage's last block (every
+// checkpoint still held, only later units' gradients so far) and its first block (one checkpoint left, the
+// gradients of every unit but that block and the embedding, which come after it). Gradients grow by a
+// block's parameters per block while the checkpoints shrink by one block's input, so the larger end is the
+// peak and the difference is what it adds. Under a pipeline the gradients are counted whole already.
+double GradientsAtCheckpointedBackward(const StageUnits& u, const ModelStates& m, const Terms& c,
+                                       const TrainingOptions& o) {
+  if (o.parallel.pipelined() || u.blocks == 0 || u.params <= 0) return 0;
+  const double later = u.params - c.largest_block - (u.has_embedding ? c.embedding_params : 0);
+  const double gradients = m.gradients * std::max(0.0, later) / u.params;
+  const double checkpoints_freed = static_cast<double>(u.blocks - 1) * c.checkpoint_input;
+  return std::max(0.0, gradients - checkpoints_freed);
 }
 
 // Units on one rank holding `in_flight` micro-batches.
@@ -122,15 +169,30 @@ StageBytes StageOf(const StageUnits& u, std::int64_t in_flight, const Terms& c, 
   StageBytes b;
   b.activations = u.activations * static_cast<double>(in_flight);
   b.states = ModelStatesPerRank(u.params, c.largest_block, o.precision, o.optimizer, o.parallel, true);
-  const double forward = (u.has_head ? c.head.forward_transient : 0) + c.autocast_cache;
-  const double backward = u.has_head ? c.head.backward_transient : c.block_backward;
-  const double recompute = o.checkpointing ? c.recompute - (u.has_head ? c.head.saved : 0) : 0;
-  b.transient = std::max({forward, backward, recompute});
+  const double head_saved = u.has_head ? c.head.saved : 0;
+  // Forward: the loss over the vocabulary with what the output object holds, or (math attention) the scores
+  // of a block's attention before the head saved anything.
+  const double held = c.output_hidden + static_cast<double>(u.blocks) * c.output_cache_per_block;
+  const double forward = std::max(u.has_head ? c.head.forward_transient + held : 0,
+                                  cal::kMathScoresForward * c.scores - head_saved) +
+                         c.autocast_cache;
+  // Backward: the head's, or a block's (its feed-forward pair; math attention: the score-sized gradients
+  // once the block's MLP tensors are freed).
+  const double backward = std::max(u.has_head ? c.head.backward_transient : c.block_backward,
+                                   cal::kMathScoresBackward * c.scores - c.block.mlp);
+  const double recompute = o.checkpointing ? c.recompute - head_saved : 0;
+  const double gradients = o.checkpointing ? GradientsAtCheckpointedBackward(u, b.states, c, o) : 0;
+  if (o.checkpointing && recompute + gradients > std::max(forward, backward)) {
+    b.transient = recompute;
+    b.backward_gradients = gradients;
+  } else {
+    b.transient = std::max(forward, backward);
+  }
   const ModelStates& m = b.states;
   const double fixed = m.weights + m.optimizer_state + m.ddp_buckets + cal::kWorkspaceBytes +
                        RoundingBytes(static_cast<double>(u.count) * 40);
   const double accumulated = o.parallel.pipelined() ? m.gradients : 0;
-  b.forward_backward = fixed + accumulated + m.gathered + b.activations + b.transient;
+  b.forward_backward = fixed + accumulated + m.gathered + b.activations + b.transient + b.backward_gradients;
   b.optimizer_step = fixed + m.gradients + m.optimizer_temporaries;
   return b;
 }
@@ -154,11 +216,13 @@ void FillBreakdown(MemoryEstimate& e, const StageBytes& b, const Terms& c, const
   m.activations_bytes = m.attention_bytes + m.mlp_bytes + m.norms_bytes + m.other_activations_bytes;
   m.logits_bytes = Bytes(logits);
   m.transient_bytes = Bytes(b.transient);
+  m.backward_gradients_bytes = Bytes(b.backward_gradients);
   m.inputs_bytes = Bytes(c.inputs);
   m.workspace_bytes = cal::kWorkspaceBytes;
-  m.rounding_bytes = Bytes(b.forward_backward - b.states.weights - b.states.optimizer_state -
-                           b.states.ddp_buckets - cal::kWorkspaceBytes - b.states.gathered - b.activations -
-                           b.transient - (o.parallel.pipelined() ? b.states.gradients : 0));
+  m.rounding_bytes =
+      Bytes(b.forward_backward - b.states.weights - b.states.optimizer_state - b.states.ddp_buckets -
+            cal::kWorkspaceBytes - b.states.gathered - b.activations - b.transient - b.backward_gradients -
+            (o.parallel.pipelined() ? b.states.gradients : 0));
 }
 
 void FillUnits(MemoryEstimate& e, const std::vector<ModelUnit>& units, const Terms& c,
@@ -185,23 +249,32 @@ void FillUnits(MemoryEstimate& e, const std::vector<ModelUnit>& units, const Ter
 class UnitPrefixSums {
  public:
   UnitPrefixSums(const std::vector<ModelUnit>& units, const Terms& c, const TrainingOptions& o)
-      : params_(units.size() + 1, 0), activations_(units.size() + 1, 0), heads_(units.size() + 1, 0) {
+      : params_(units.size() + 1, 0),
+        activations_(units.size() + 1, 0),
+        heads_(units.size() + 1, 0),
+        embeddings_(units.size() + 1, 0),
+        blocks_(units.size() + 1, 0) {
     const double tp = static_cast<double>(o.parallel.tensor_ranks);
     for (std::size_t i = 0; i < units.size(); ++i) {
       params_[i + 1] = params_[i] + RankParams(units[i], tp);
       activations_[i + 1] = activations_[i] + UnitActivation(units[i], c, o, false);
       heads_[i + 1] = heads_[i] + (units[i].kind == UnitKind::kHead ? 1 : 0);
+      embeddings_[i + 1] = embeddings_[i] + (units[i].kind == UnitKind::kEmbedding ? 1 : 0);
+      blocks_[i + 1] = blocks_[i] + (units[i].kind == UnitKind::kBlock ? 1 : 0);
     }
   }
   StageUnits Sum(std::size_t first, std::size_t last) const {
     return {params_[last + 1] - params_[first], activations_[last + 1] - activations_[first],
-            heads_[last + 1] > heads_[first], last - first + 1};
+            heads_[last + 1] > heads_[first],   embeddings_[last + 1] > embeddings_[first],
+            blocks_[last + 1] - blocks_[first], last - first + 1};
   }
 
  private:
   std::vector<double> params_;
   std::vector<double> activations_;
   std::vector<std::size_t> heads_;
+  std::vector<std::size_t> embeddings_;
+  std::vector<std::size_t> blocks_;
 };
 
 // A stage's peak (states_only: weights, gradients and optimizer state alone, what a weights-only split

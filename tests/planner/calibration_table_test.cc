@@ -1,8 +1,15 @@
 // The estimator's error table: every configuration measured on an NVIDIA H200 by
-// coordinator/planner/calibration/measure_peaks.py (fit_h200.jsonl: the coefficients were fitted on these;
-// check_h200.jsonl: measured after the fitted coefficients were committed, never used for fitting),
-// recomputed with the C++ estimator. Prints the table the calibration README quotes and holds the check
-// rows to their bounds.
+// coordinator/planner/calibration/measure_peaks.py, recomputed with the C++ estimator. Prints the table the
+// calibration README quotes and holds the rows to their bounds.
+//
+// Rounds (calibration/README.md): the estimator of round 2 was fitted on fit_h200.jsonl (round 1's fit),
+// check_h200.jsonl (round 1's check, a fit set once its errors were published) and fit2_h200.jsonl; all three
+// are fit rows here. check2_h200.jsonl is measured on the H200 after that refit was committed and is the
+// only check set; until it is committed, CheckRows says so and skips (it does not fail).
+//
+// The directory is read at run time (MEMCOORD_CALIBRATION_DIR), so adding check2_h200.jsonl needs no
+// reconfigure. A row whose measurement failed (an "error" field, e.g. a prompt past gpt2's 1024 positions)
+// is listed and left out of the statistics.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,36 +25,26 @@
 namespace memcoord::planner {
 namespace {
 
-// Bounds the check rows are held to (issue 14). The fit rows only have to show the fit took.
+// Bounds of the check set (issue 14).
 constexpr double kCheckMeanBound = 0.03;
 constexpr double kCheckWorstBound = 0.06;
-constexpr double kFitMeanBound = 0.03;
-constexpr double kFitWorstBound = 0.06;
+// Bounds of the fit rows (all three files together and each alone): what the refit reaches, with a little
+// room for rounding, so that a change that loses accuracy on any measured row fails here.
+constexpr double kFitMeanBound = 0.01;
+constexpr double kFitWorstBound = 0.03;
 
-// The check rows of round 1 (check_h200.jsonl, measured 2026-12-03 after the fit was committed) that missed
-// the 6% bound. They are recorded, not excused: each may not get worse than what was measured, every other
-// row is held to kCheckWorstBound, and issue 14 stays open until a fresh check set meets the bound.
-struct KnownMiss {
-  const char* key;  // model precision mode batch seq+new_tokens checkpointing
-  double bound;
-};
-constexpr KnownMiss kRound1Misses[] = {
-    {"mixtral-small bf16 generate 8 512+128 none", 0.175},
-    {"llama-gqa fp32 training 2 2048+0 full", 0.07},
-    {"gpt2-medium bf16 generate 16 256+256 none", 0.07},
-};
+const char* const kFitFiles[] = {"fit_h200.jsonl", "check_h200.jsonl", "fit2_h200.jsonl"};
+constexpr const char* kCheckFile = "check2_h200.jsonl";
+
+std::string PathOf(const char* file) { return std::string(MEMCOORD_CALIBRATION_DIR) + "/" + file; }
+
+bool Exists(const std::string& path) { return std::ifstream(path).good(); }
 
 std::string RowKey(const nlohmann::json& row) {
   return row["model"].get<std::string>() + " " + row["precision"].get<std::string>() + " " +
          row["mode"].get<std::string>() + " " + std::to_string(row["batch"].get<long long>()) + " " +
          std::to_string(row["seq"].get<long long>()) + "+" + std::to_string(row.value("new_tokens", 0)) +
          " " + row["checkpointing"].get<std::string>();
-}
-
-double WorstBoundOf(const nlohmann::json& row) {
-  for (const KnownMiss& m : kRound1Misses)
-    if (RowKey(row) == m.key) return m.bound;
-  return kCheckWorstBound;
 }
 
 struct Measured {
@@ -64,6 +61,7 @@ Measured Load(const std::string& path) {
     if (line.empty()) continue;
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     EXPECT_FALSE(j.is_discarded()) << path << ": " << line;
+    if (j.is_discarded()) continue;
     if (j.contains("meta")) {
       m.specs = j["specs"];
       continue;
@@ -86,12 +84,21 @@ TrainingOptions OptionsOf(const nlohmann::json& row) {
   return o;
 }
 
-// Relative errors (estimate - measured) / measured of every row; prints the table.
-std::vector<double> Errors(const Measured& m, const char* set) {
-  std::vector<double> errors;
+// One measured row against its estimate.
+struct RowError {
+  std::string key;
+  double error = 0;  // (estimate - measured) / measured
+};
+
+// Relative errors of every measured row of `m`; prints the table (set = the file's set name).
+std::vector<RowError> Errors(const Measured& m, const std::string& set) {
+  std::vector<RowError> errors;
   for (const nlohmann::json& row : m.rows) {
-    EXPECT_FALSE(row.contains("error")) << row.dump();
-    if (row.contains("error")) continue;
+    if (row.contains("error")) {
+      std::printf("| %s | %s | (measurement failed, not counted: %.60s) |\n", set.c_str(),
+                  RowKey(row).c_str(), row["error"].get<std::string>().c_str());
+      continue;
+    }
     const std::string model = row["model"];
     const Result<ModelSpec> spec = model == "resnet50" ? PresetSpec(model) : ParseModelSpec(m.specs[model]);
     EXPECT_TRUE(spec.ok()) << spec.status().ToString();
@@ -102,8 +109,8 @@ std::vector<double> Errors(const Measured& m, const char* set) {
     EXPECT_NEAR(static_cast<double>(e->params), row["params"].get<double>(), 1.0) << model;
     const double measured = row["peak_bytes"].get<double>();
     const double error = (static_cast<double>(e->total_bytes) - measured) / measured;
-    errors.push_back(error);
-    std::printf("| %s | %s | %s | %s | %s | %lld | %lld%s | %s | %s | %.3f | %.3f | %+.1f%% |\n", set,
+    errors.push_back({RowKey(row), error});
+    std::printf("| %s | %s | %s | %s | %s | %lld | %lld%s | %s | %s | %.3f | %.3f | %+.1f%% |\n", set.c_str(),
                 model.c_str(), row["head"].get<std::string>().c_str(),
                 row["precision"].get<std::string>().c_str(), row["optimizer"].get<std::string>().c_str(),
                 row["batch"].get<long long>(), row["seq"].get<long long>(),
@@ -117,44 +124,58 @@ std::vector<double> Errors(const Measured& m, const char* set) {
 struct Summary {
   double mean = 0;
   double worst = 0;
+  std::string worst_key;
 };
 
-Summary Summarize(const std::vector<double>& errors, const char* set) {
+Summary Summarize(const std::vector<RowError>& errors, const std::string& set) {
   Summary s;
-  for (double e : errors) {
-    s.mean += std::abs(e) / static_cast<double>(errors.size());
-    s.worst = std::max(s.worst, std::abs(e));
+  for (const RowError& e : errors) {
+    s.mean += std::abs(e.error) / static_cast<double>(errors.size());
+    if (std::abs(e.error) > s.worst) {
+      s.worst = std::abs(e.error);
+      s.worst_key = e.key;
+    }
   }
-  std::printf("%s: %zu configurations, mean |error| %.2f%%, worst %.2f%%\n", set, errors.size(), 100 * s.mean,
-              100 * s.worst);
+  std::printf("%s: %zu configurations, mean |error| %.2f%%, worst %.2f%% (%s)\n", set.c_str(), errors.size(),
+              100 * s.mean, 100 * s.worst, s.worst_key.c_str());
   return s;
 }
 
+std::string SetName(const char* file) {
+  const std::string f = file;
+  return f.substr(0, f.find('_'));
+}
+
 TEST(CalibrationTableTest, FitRows) {
-  const Measured fit = Load(MEMCOORD_CALIBRATION_FIT);
-  const Summary s = Summarize(Errors(fit, "fit"), "fit");
-  EXPECT_GE(fit.rows.size(), 15u);
+  std::vector<RowError> all;
+  for (const char* file : kFitFiles) {
+    const std::string path = PathOf(file);
+    ASSERT_TRUE(Exists(path)) << path << " is committed with the estimator; it cannot be missing";
+    const std::vector<RowError> errors = Errors(Load(path), SetName(file));
+    EXPECT_GE(errors.size(), 9u) << file;
+    const Summary s = Summarize(errors, SetName(file));
+    EXPECT_LE(s.mean, kFitMeanBound) << file;
+    for (const RowError& e : errors) EXPECT_LE(std::abs(e.error), kFitWorstBound) << e.key;
+    all.insert(all.end(), errors.begin(), errors.end());
+  }
+  const Summary s = Summarize(all, "all fit rows");
   EXPECT_LE(s.mean, kFitMeanBound);
   EXPECT_LE(s.worst, kFitWorstBound);
 }
 
-#ifdef MEMCOORD_CALIBRATION_CHECK
 TEST(CalibrationTableTest, CheckRows) {
-  const Measured check = Load(MEMCOORD_CALIBRATION_CHECK);
-  const std::vector<double> errors = Errors(check, "check");
-  const Summary s = Summarize(errors, "check");
-  EXPECT_GE(check.rows.size(), 15u);
-  EXPECT_LE(s.mean, kCheckMeanBound);
-  ASSERT_EQ(errors.size(), check.rows.size());
-  int over = 0;
-  for (std::size_t i = 0; i < errors.size(); ++i) {
-    over += std::abs(errors[i]) > kCheckWorstBound;
-    EXPECT_LE(std::abs(errors[i]), WorstBoundOf(check.rows[i])) << RowKey(check.rows[i]);
+  const std::string path = PathOf(kCheckFile);
+  if (!Exists(path)) {
+    GTEST_SKIP() << kCheckFile << " is not committed yet: the check set of round 2 is measured on the H200 "
+                 << "after the refit (measure_peaks.py --set check2); nothing to hold to the check bounds";
   }
-  std::printf("check: %d of %zu rows over the %.0f%% bound (round 1's known misses)\n", over, errors.size(),
-              100 * kCheckWorstBound);
+  const Measured check = Load(path);
+  const std::vector<RowError> errors = Errors(check, "check2");
+  EXPECT_GE(errors.size(), 15u);
+  const Summary s = Summarize(errors, "check2");
+  EXPECT_LE(s.mean, kCheckMeanBound);
+  for (const RowError& e : errors) EXPECT_LE(std::abs(e.error), kCheckWorstBound) << e.key;
 }
-#endif
 
 }  // namespace
 }  // namespace memcoord::planner

@@ -132,7 +132,7 @@ TEST(MemoryEstimatorTest, HeadsDecideTheLogits) {
   EXPECT_EQ(Estimate("llama2-7b", o).head, OutputHead::kCausalLm);
 }
 
-TEST(MemoryEstimatorTest, GenerationCacheGrowsWithNewTokens) {
+TEST(MemoryEstimatorTest, GenerationPeaksAtPrefillOrAtTheLastDecodingStep) {
   TrainingOptions o;
   o.mode = RunMode::kGenerate;
   o.precision = Precision::kBf16;
@@ -140,13 +140,32 @@ TEST(MemoryEstimatorTest, GenerationCacheGrowsWithNewTokens) {
   o.seq = 1024;
   o.new_tokens = 0;
   const MemoryEstimate prompt_only = Estimate("llama2-7b", o);
-  o.new_tokens = 1024;
-  const MemoryEstimate longer = Estimate("llama2-7b", o);
-  // K and V of 32 layers × 4096 wide in bf16 per token, for batch × (prompt + new tokens).
+  // K and V of 32 layers × 4096 wide in bf16 per token.
   const std::uint64_t per_token = 2ull * 32 * 4096 * 2;
+  // The prompt's forward: its cache plus one block's transient (SwiGLU: 3 ffn + 4 hidden per token).
+  EXPECT_EQ(prompt_only.peak_phase, "prefill");
   EXPECT_EQ(prompt_only.breakdown.kv_cache_bytes, per_token * 8 * 1024);
-  EXPECT_EQ(longer.breakdown.kv_cache_bytes, per_token * 8 * 2048);
-  EXPECT_GT(longer.total_bytes, prompt_only.total_bytes + per_token * 8 * 1024 * 9 / 10);
+  EXPECT_EQ(prompt_only.breakdown.transient_bytes, (3ull * 11008 + 4 * 4096) * 2 * 8 * 1024);
+  // Many new tokens: the last step holds the whole cache and one layer's keys copied by the concatenation.
+  o.new_tokens = 4096;
+  const MemoryEstimate longer = Estimate("llama2-7b", o);
+  EXPECT_EQ(longer.peak_phase, "decode");
+  EXPECT_EQ(longer.breakdown.kv_cache_bytes, per_token * 8 * 5120);
+  EXPECT_EQ(longer.breakdown.transient_bytes, 4096ull * 2 * 8 * 5120);
+  EXPECT_GT(longer.total_bytes, longer.breakdown.parameters_bytes + per_token * 8 * 5120);
+}
+
+TEST(MemoryEstimatorTest, GenerationWithExpertsGathersExpertWeightsPerToken) {
+  // transformers decodes with batched_mm: each (token, expert) pair gets a copy of its expert's weights.
+  TrainingOptions o;
+  o.mode = RunMode::kGenerate;
+  o.precision = Precision::kBf16;
+  o.batch = 16;
+  o.seq = 16;
+  o.new_tokens = 16;
+  const MemoryEstimate e = Estimate("mixtral-8x7b", o);
+  EXPECT_EQ(e.peak_phase, "decode");
+  EXPECT_EQ(e.breakdown.transient_bytes, 16ull * 2 * 3 * 14336 * 4096 * 2);
 }
 
 TEST(MemoryEstimatorTest, ResNetCheckpointingIsModelled) {
