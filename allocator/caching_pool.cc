@@ -47,6 +47,13 @@ class CachingPool::Impl {
     return oom_status(bytes, stream, error);
   }
 
+  // No OOM layer: a refusal is not an out-of-memory.
+  void* allocate_cached(std::size_t bytes, StreamId stream, TagId tag) {
+    if (!CorePool::ValidSize(bytes) || (tag != kUntagged && !tags_.known(tag))) return nullptr;
+    Allocation a;
+    return locked_.try_allocate_cached(bytes, stream, tag, a) ? a.ptr : nullptr;
+  }
+
   Status deallocate(void* ptr) {
     if (ptr == nullptr) return InvalidArgument(fmt::format("{}: free of a null pointer", owner_));
     Allocation freed;
@@ -212,6 +219,9 @@ CachingPool::~CachingPool() = default;
 
 Result<void*> CachingPool::allocate(std::size_t bytes, StreamId stream, TagId tag) {
   return impl_->allocate(bytes, stream, tag);
+}
+void* CachingPool::allocate_cached(std::size_t bytes, StreamId stream, TagId tag) {
+  return impl_->allocate_cached(bytes, stream, tag);
 }
 Status CachingPool::deallocate(void* ptr) { return impl_->deallocate(ptr); }
 Status CachingPool::record_stream(void* ptr, StreamId stream) { return impl_->record_stream(ptr, stream); }

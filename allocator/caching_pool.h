@@ -60,6 +60,12 @@ class CachingPool {
   // Errors: INVALID_ARGUMENT for 0 or absurd sizes or an unknown tag; RESOURCE_EXHAUSTED with the request,
   // limit, allocated, reserved, largest free block and top tags when it cannot be served.
   Result<void*> allocate(std::size_t bytes, StreamId stream = kDefaultStream, TagId tag = kUntagged);
+  // The same block allocate() would return from the cache, served only when that takes no call outside the
+  // pool: a free block of `stream` itself, no other stream recorded on it (no device-side wait), no backend
+  // call and no stream query. nullptr otherwise (nothing changed, nothing reported: call allocate()). For a
+  // caller that must check something costly (is the stream being captured into a CUDA graph?) only before
+  // the pool could reach the driver.
+  void* allocate_cached(std::size_t bytes, StreamId stream = kDefaultStream, TagId tag = kUntagged);
   // REQUIRES: ptr came from this pool and is live; otherwise NOT_FOUND and nothing changes.
   Status deallocate(void* ptr);
   // Marks a live block as used on `stream` too: when freed, it is reused only after that stream's work.

@@ -70,12 +70,29 @@ bool CorePool::try_allocate(std::size_t bytes, StreamId stream, TagId tag, Alloc
   if (!stream_index_of(stream, stream_index, error)) return false;
   detail::Block* b = take_or_grow(bytes, size, stream_index, error);
   if (b == nullptr) return false;
+  hand_out(b, bytes, stream, tag, out);
+  return true;
+}
+
+bool CorePool::try_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) {
+  if (!ValidSize(bytes)) return false;
+  std::uint8_t stream_index = 0;
+  if (!known_stream_index(stream, stream_index)) return false;
+  const std::size_t size = (bytes + kAlignment - 1) & ~(kAlignment - 1);
+  detail::Arena& arena = bytes <= options_.small_block_limit ? small_ : large_;
+  detail::Block* b = arena.take_cached_without_waits(size, stream_index);
+  if (b == nullptr) return false;
+  cache_hits_.add(1);
+  hand_out(b, bytes, stream, tag, out);
+  return true;
+}
+
+void CorePool::hand_out(detail::Block* b, std::size_t bytes, StreamId stream, TagId tag, Allocation& out) {
   b->requested = bytes;
   b->tag = tag;
   live_.insert(b->address, b);
   allocated_bytes_ += b->size;
   out = Allocation{reinterpret_cast<void*>(b->address), b->size, bytes, stream, tag};
-  return true;
 }
 
 // A hit from the cache, else growth, else the last-resort pass (see the header).
@@ -201,13 +218,18 @@ detail::Arena& CorePool::arena_of(const detail::Block* b) {
   return b->requested <= options_.small_block_limit ? small_ : large_;
 }
 
-bool CorePool::stream_index_of(StreamId stream, std::uint8_t& index, Status& error) {
+bool CorePool::known_stream_index(StreamId stream, std::uint8_t& index) const {
   for (std::size_t i = 0; i < stream_ids_.size(); ++i) {
     if (stream_ids_[i] == stream) {
       index = static_cast<std::uint8_t>(i);
       return true;
     }
   }
+  return false;
+}
+
+bool CorePool::stream_index_of(StreamId stream, std::uint8_t& index, Status& error) {
+  if (known_stream_index(stream, index)) return true;
   if (stream_ids_.size() >= kMaxStreams) {
     error =
         InvalidArgument(fmt::format("pool '{}': more than {} distinct streams; reuse streams or use one pool "

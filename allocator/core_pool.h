@@ -58,6 +58,9 @@ class CorePool final : public MemoryResource {
   // allocate/deallocate without Result (memory_resource.h), called directly by the layer above.
   bool try_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error);
   bool try_deallocate(void* ptr, Allocation& freed, Status& error);
+  // A cache hit that calls nothing outside the pool (memory_resource.h, try_allocate_cached): a free block
+  // of `stream` itself with no other stream recorded on it. False on anything else, nothing changed.
+  bool try_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out);
 
   // Fills the core's counters: reserved (and its peak), backend calls, cache hits, trims, maps_chunks.
   // Lock-free; fields may come from slightly different instants.
@@ -90,14 +93,21 @@ class CorePool final : public MemoryResource {
   bool do_deallocate(void* ptr, Allocation& freed, Status& error) override {
     return try_deallocate(ptr, freed, error);
   }
+  bool do_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) override {
+    return try_allocate_cached(bytes, stream, tag, out);
+  }
   Status do_record_stream(void* ptr, StreamId stream) override;
   TrimResult do_trim(std::uint64_t target_bytes) override;
 
   detail::ArenaConfig arena_config(bool small) const;
   detail::Arena& arena_of(const detail::Block* b);
+  // The pool's index of `stream` if it has seen it, without adding it.
+  bool known_stream_index(StreamId stream, std::uint8_t& index) const;
   // The pool's index of `stream` (added if new), or false with INVALID_ARGUMENT past kMaxStreams.
   bool stream_index_of(StreamId stream, std::uint8_t& index, Status& error);
   // nullptr with RESOURCE_EXHAUSTED in `error` when even the last-resort pass found no room.
+  // Marks `b` (just taken for a request of `bytes`) live and fills `out`.
+  void hand_out(detail::Block* b, std::size_t bytes, StreamId stream, TagId tag, Allocation& out);
   detail::Block* take_or_grow(std::size_t bytes, std::size_t size, std::uint8_t stream, Status& error);
   Result<detail::Block*> grow(detail::Arena& arena, std::size_t size, std::uint8_t stream, bool last_resort);
   Result<detail::Block*> grow_segments(detail::Arena& arena, std::size_t size, std::uint8_t stream,

@@ -19,10 +19,10 @@
 // stack safe to share. Ownership: an adaptor never owns its upstream, which must outlive it.
 //
 // Direct calls. Through a MemoryResource& every call is virtual. A final resource on a hot path (CorePool
-// and the adaptors) also declares its own public try_allocate/try_deallocate, with the same contract, which
-// hide the base's: a caller that holds the concrete type (an adaptor whose Upstream parameter names it, as in
-// CachingPool's stack) calls them directly, so the compiler can inline the layers into one another. Its
-// virtual hooks forward to them, so both ways reach the same code.
+// and the adaptors) also declares its own public try_allocate/try_deallocate/try_allocate_cached, with the
+// same contract, which hide the base's: a caller that holds the concrete type (an adaptor whose Upstream
+// parameter names it, as in CachingPool's stack) calls them directly, so the compiler can inline the layers
+// into one another. Its virtual hooks forward to them, so both ways reach the same code.
 #pragma once
 
 #include <cstddef>
@@ -77,6 +77,15 @@ class MemoryResource {
   bool try_deallocate(void* ptr, Allocation& freed, Status& error) {
     return do_deallocate(ptr, freed, error);
   }
+  // A cache hit that calls nothing outside the resource stack: no backend (driver) call, no device-side
+  // wait on another stream's work, no stream query. True with `out` filled, counted by every layer as
+  // allocate would count it; false (nothing changed, no error: allocate then says what it would do) for
+  // anything else, bad input included. For callers that must not reach the driver on a hit but may on a
+  // miss after a check of their own (the C ABI during CUDA graph capture). A resource that cannot tell
+  // refuses: the default hook returns false.
+  bool try_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) {
+    return do_allocate_cached(bytes, stream, tag, out);
+  }
   // Marks a live block as used on `stream` too: when freed, it is reused only after that stream's work.
   Status record_stream(void* ptr, StreamId stream) { return do_record_stream(ptr, stream); }
   TrimResult trim(std::uint64_t target_bytes = 0) { return do_trim(target_bytes); }
@@ -85,6 +94,10 @@ class MemoryResource {
   // The hooks keep try_allocate's and try_deallocate's contract.
   virtual bool do_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) = 0;
   virtual bool do_deallocate(void* ptr, Allocation& freed, Status& error) = 0;
+  virtual bool do_allocate_cached(std::size_t /*bytes*/, StreamId /*stream*/, TagId /*tag*/,
+                                  Allocation& /*out*/) {
+    return false;
+  }
   virtual Status do_record_stream(void* ptr, StreamId stream) = 0;
   virtual TrimResult do_trim(std::uint64_t target_bytes) = 0;
 };
@@ -109,6 +122,9 @@ class ResourceAdaptor : public MemoryResource {
   }
   bool do_deallocate(void* ptr, Allocation& freed, Status& error) override {
     return upstream_->try_deallocate(ptr, freed, error);
+  }
+  bool do_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) override {
+    return upstream_->try_allocate_cached(bytes, stream, tag, out);
   }
   Status do_record_stream(void* ptr, StreamId stream) override {
     return upstream_->record_stream(ptr, stream);

@@ -24,6 +24,11 @@ class RecorderAdaptor final : public ResourceAdaptor<> {
     recorder_.record_alloc(reinterpret_cast<std::uintptr_t>(out.ptr), out.requested, out.stream);
     return true;
   }
+  bool try_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) {
+    if (!upstream().try_allocate_cached(bytes, stream, tag, out)) return false;
+    recorder_.record_alloc(reinterpret_cast<std::uintptr_t>(out.ptr), out.requested, out.stream);
+    return true;
+  }
   bool try_deallocate(void* ptr, Allocation& freed, Status& error) {
     if (!upstream().try_deallocate(ptr, freed, error)) return false;
     recorder_.record_free(reinterpret_cast<std::uintptr_t>(freed.ptr), freed.requested, freed.stream);
@@ -36,6 +41,9 @@ class RecorderAdaptor final : public ResourceAdaptor<> {
   }
   bool do_deallocate(void* ptr, Allocation& freed, Status& error) override {
     return try_deallocate(ptr, freed, error);
+  }
+  bool do_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) override {
+    return try_allocate_cached(bytes, stream, tag, out);
   }
 
   TraceRecorder& recorder_;

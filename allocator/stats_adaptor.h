@@ -20,11 +20,12 @@ class StatsAdaptor final : public ResourceAdaptor<Upstream> {
 
   bool try_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) {
     if (!this->upstream().try_allocate(bytes, stream, tag, out, error)) return false;
-    allocated_.add(out.size);
-    active_.add(out.size);
-    requested_.add(out.requested);
-    live_blocks_.add(1);
-    allocations_.add(1);
+    count(out);
+    return true;
+  }
+  bool try_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) {
+    if (!this->upstream().try_allocate_cached(bytes, stream, tag, out)) return false;
+    count(out);
     return true;
   }
   bool try_deallocate(void* ptr, Allocation& freed, Status& error) {
@@ -62,6 +63,16 @@ class StatsAdaptor final : public ResourceAdaptor<Upstream> {
   }
   bool do_deallocate(void* ptr, Allocation& freed, Status& error) override {
     return try_deallocate(ptr, freed, error);
+  }
+  bool do_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) override {
+    return try_allocate_cached(bytes, stream, tag, out);
+  }
+  void count(const Allocation& a) {
+    allocated_.add(a.size);
+    active_.add(a.size);
+    requested_.add(a.requested);
+    live_blocks_.add(1);
+    allocations_.add(1);
   }
 
   detail::Gauge allocated_, requested_, active_;

@@ -31,6 +31,11 @@ class TagAdaptor final : public ResourceAdaptor<Upstream>, public TagRegistry {
     if (tag != kUntagged) count(tag, out.size);
     return true;
   }
+  bool try_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) {
+    if (!known(tag) || !this->upstream().try_allocate_cached(bytes, stream, tag, out)) return false;
+    if (tag != kUntagged) count(tag, out.size);
+    return true;
+  }
   bool try_deallocate(void* ptr, Allocation& freed, Status& error) {
     if (!this->upstream().try_deallocate(ptr, freed, error)) return false;
     if (freed.tag != kUntagged) uncount(freed.tag, freed.size);
@@ -43,6 +48,9 @@ class TagAdaptor final : public ResourceAdaptor<Upstream>, public TagRegistry {
   }
   bool do_deallocate(void* ptr, Allocation& freed, Status& error) override {
     return try_deallocate(ptr, freed, error);
+  }
+  bool do_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) override {
+    return try_allocate_cached(bytes, stream, tag, out);
   }
 };
 

@@ -27,6 +27,10 @@ class ThreadSafeAdaptor final : public ResourceAdaptor<> {
     std::lock_guard<std::mutex> guard(mu_);
     return upstream().try_deallocate(ptr, freed, error);
   }
+  bool try_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) {
+    std::lock_guard<std::mutex> guard(mu_);
+    return upstream().try_allocate_cached(bytes, stream, tag, out);
+  }
 
   [[nodiscard]] std::unique_lock<std::mutex> lock() const { return std::unique_lock<std::mutex>(mu_); }
   // REQUIRES: the caller holds lock().
@@ -38,6 +42,9 @@ class ThreadSafeAdaptor final : public ResourceAdaptor<> {
   }
   bool do_deallocate(void* ptr, Allocation& freed, Status& error) override {
     return try_deallocate(ptr, freed, error);
+  }
+  bool do_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) override {
+    return try_allocate_cached(bytes, stream, tag, out);
   }
   Status do_record_stream(void* ptr, StreamId stream) override {
     std::lock_guard<std::mutex> guard(mu_);

@@ -199,6 +199,14 @@ Block* Arena::take_cached(std::size_t size, std::uint8_t stream) {
   return take(b, size, stream);
 }
 
+Block* Arena::take_cached_without_waits(std::size_t size, std::uint8_t stream) {
+  if (stream >= free_.size()) return nullptr;
+  Block* b = free_[stream]->find(size);
+  if (b == nullptr || (b->wait_mask & ~(1ULL << stream)) != 0) return nullptr;
+  remove_free(b);
+  return take(b, size, stream);
+}
+
 Result<std::uint32_t> Arena::new_mapping_segment(std::size_t min_bytes) {
   const std::size_t size = std::max<std::size_t>(config_.range_bytes, chunk_ceil(min_bytes));
   MEMCOORD_ASSIGN_OR_RETURN(std::uintptr_t base, backend_.reserve_address(size));

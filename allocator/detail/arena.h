@@ -55,6 +55,9 @@ class Arena {
   // Cache hit: a free block of the stream (or, after a device-side wait, of another stream), split to
   // `size` and marked allocated. Never maps or allocates. nullptr on a miss.
   Block* take_cached(std::size_t size, std::uint8_t stream);
+  // The same hit, served only when it needs no backend call at all: a free block of `stream` itself that
+  // no other stream was recorded on (no device-side wait). nullptr otherwise, and nothing changes.
+  Block* take_cached_without_waits(std::size_t size, std::uint8_t stream);
 
   // Mapping arenas: plans where a miss of `size` goes (reserving a new segment if no hole can take it).
   Result<Placement> plan(std::size_t size, std::uint8_t stream);

@@ -81,6 +81,56 @@ TEST(PoolStreams, BusyCacheIsNotUnmappedOnTheAllocationPath) {
   EXPECT_TRUE(pool.check_invariants().ok());
 }
 
+// allocate_cached: the hit allocate() would make, only when it needs nothing outside the pool.
+TEST(PoolStreams, AllocateCachedServesOnlyOwnStreamHitsWithoutWaits) {
+  testing::StreamTestBackend backend;
+  CachingPool pool(backend);
+  EXPECT_EQ(pool.allocate_cached(kMiB, kStreamA), nullptr);  // a stream the pool has not seen
+  EXPECT_EQ(pool.stats().allocations, 0u);
+  EXPECT_EQ(pool.stats().backend_allocations, 0u);
+  void* p = *pool.allocate(kMiB, kStreamA);
+  ASSERT_TRUE(pool.deallocate(p).ok());
+  const PoolStats before = pool.stats();
+  EXPECT_EQ(pool.allocate_cached(2 * kMiB, kStreamA), nullptr);  // nothing that large cached: a miss
+  EXPECT_EQ(pool.allocate_cached(0, kStreamA), nullptr);         // bad input is allocate()'s to report
+  EXPECT_EQ(pool.allocate_cached(kMiB, kStreamB), nullptr);      // A's block on B would need a wait
+  EXPECT_EQ(pool.stats().allocations, before.allocations);       // refusals change nothing
+  EXPECT_EQ(pool.stats().backend_allocations, before.backend_allocations);
+  void* q = pool.allocate_cached(kMiB - 100, kStreamA);
+  EXPECT_EQ(q, p);
+  const PoolStats hit = pool.stats();
+  EXPECT_EQ(hit.allocations, before.allocations + 1);
+  EXPECT_EQ(hit.cache_hits, before.cache_hits + 1);
+  EXPECT_EQ(hit.allocated_bytes, kMiB);
+  EXPECT_EQ(hit.requested_bytes, kMiB - 100);
+  EXPECT_EQ(hit.backend_allocations, before.backend_allocations);
+  ASSERT_TRUE(pool.record_stream(q, kStreamB).ok());
+  ASSERT_TRUE(pool.deallocate(q).ok());
+  EXPECT_EQ(pool.allocate_cached(kMiB, kStreamA), nullptr);  // recorded on B: reuse needs a wait
+  EXPECT_TRUE(backend.waits.empty());
+  void* r = *pool.allocate(kMiB, kStreamA);  // allocate() makes that wait
+  EXPECT_EQ(r, p);
+  ASSERT_EQ(backend.waits.size(), 1u);
+  ASSERT_TRUE(pool.deallocate(r).ok());
+  EXPECT_TRUE(pool.check_invariants().ok());
+}
+
+TEST(PoolStreams, AllocateCachedCountsTagsAndTheRecorderLikeAllocate) {
+  testing::StreamTestBackend backend;
+  CachingPool pool(backend);
+  const TagId tag = *pool.tag("activations");
+  ASSERT_TRUE(pool.deallocate(*pool.allocate(4096, kStreamA, tag)).ok());
+  EXPECT_EQ(pool.allocate_cached(4096, kStreamA, static_cast<TagId>(tag + 1)), nullptr);  // unknown tag
+  void* p = pool.allocate_cached(4096, kStreamA, tag);
+  ASSERT_NE(p, nullptr);
+  const std::vector<TagUsage> usage = pool.tag_usage();
+  ASSERT_FALSE(usage.empty());
+  EXPECT_EQ(usage[0].tag, "activations");
+  EXPECT_EQ(usage[0].live_bytes, 4096u);
+  ASSERT_TRUE(pool.deallocate(p).ok());
+  EXPECT_TRUE(pool.check_invariants().ok());
+}
+
 TEST(PoolStreams, TooManyStreamsIsAClearError) {
   testing::StreamTestBackend backend;
   CachingPool pool(backend);

@@ -4,7 +4,9 @@
 // Also: several simulated devices each get their own backend, and capture routing on the host backend.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -172,6 +174,82 @@ TEST_F(CAbiStreams, CaptureAllocationsGoToThePrivatePool) {
   memcoord_torch_free(outside, 1 << 20, 0, Stream(8));
   memcoord_torch_free(after, 4096, 0, Stream(7));
   EXPECT_EQ(Stats(0).allocated_bytes, 0u);
+}
+
+// The capture check on the allocation path, with a counting check injected in place of the CUDA one
+// (cudaStreamIsCapturing): a cache hit on the stream's own blocks makes no check (no CUDA call); anything
+// that could reach the backend (a miss, another stream's block, a recorded block) checks first, and a
+// capturing stream then fails before the backend is touched.
+std::atomic<int> g_capture_checks{0};
+std::atomic<StreamId> g_capturing{0};  // the stream the fake check reports as capturing (0: none)
+
+memcoord::Status CountingCaptureCheck(StreamId stream) {
+  g_capture_checks.fetch_add(1);
+  if (stream != 0 && stream == g_capturing.load()) {
+    return memcoord::FailedPrecondition("fake capture: stream is being captured");
+  }
+  return memcoord::Status::Ok();
+}
+
+class CAbiCaptureCheck : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    g_capture_checks = 0;
+    g_capturing = 0;
+    memcoord::WorkerOptions options;
+    options.topology = memcoord::Topology{0, 0, 1, "test"};
+    options.backend_factory =
+        [this](int device) -> memcoord::Result<std::unique_ptr<memcoord::DeviceBackend>> {
+      auto backend = std::make_unique<RecordingBackend>(device);
+      backend_ = backend.get();
+      return std::unique_ptr<memcoord::DeviceBackend>(std::move(backend));
+    };
+    ASSERT_EQ(memcoord::capi::InitWith(std::move(options), &CountingCaptureCheck), 0)
+        << memcoord_last_error();
+  }
+  void TearDown() override { EXPECT_EQ(memcoord_shutdown(), 0); }
+
+  RecordingBackend* backend_ = nullptr;
+};
+
+TEST_F(CAbiCaptureCheck, CacheHitsMakeNoCaptureQuery) {
+  void* p = memcoord_torch_malloc(1 << 20, 0, Stream(1));  // a miss: checked
+  ASSERT_NE(p, nullptr) << memcoord_last_error();
+  EXPECT_EQ(g_capture_checks.load(), 1);
+  memcoord_torch_free(p, 1 << 20, 0, Stream(1));
+  for (int i = 0; i < 100; ++i) {
+    void* again = memcoord_torch_malloc(1 << 20, 0, Stream(1));
+    ASSERT_EQ(again, p);
+    memcoord_torch_free(again, 1 << 20, 0, Stream(1));
+  }
+  EXPECT_EQ(g_capture_checks.load(), 1);  // the 100 hits asked nothing
+}
+
+TEST_F(CAbiCaptureCheck, WhatCouldReachTheBackendIsCheckedFirst) {
+  void* p = memcoord_torch_malloc(1 << 20, 0, Stream(1));
+  ASSERT_NE(p, nullptr) << memcoord_last_error();
+  memcoord_torch_free(p, 1 << 20, 0, Stream(1));
+  g_capturing = 9;
+  g_capture_checks = 0;
+  // Stream 1's cached block on stream 9 would need a device-side wait: checked, refused, nothing waited.
+  EXPECT_EQ(memcoord_torch_malloc(1 << 20, 0, Stream(9)), nullptr);
+  EXPECT_NE(std::string(memcoord_last_error()).find("being captured"), std::string::npos);
+  EXPECT_EQ(memcoord_torch_malloc(4 << 20, 0, Stream(9)), nullptr);  // a miss would map memory
+  EXPECT_EQ(g_capture_checks.load(), 2);
+  EXPECT_TRUE(backend_->waits().empty());
+  // A block of stream 9 recorded on stream 2 before the capture: its reuse needs a wait, so it is checked.
+  g_capturing = 0;
+  void* q = memcoord_torch_malloc(4096, 0, Stream(9));
+  ASSERT_NE(q, nullptr) << memcoord_last_error();
+  ASSERT_EQ(memcoord_record_stream(q, 2), 0) << memcoord_last_error();
+  memcoord_torch_free(q, 4096, 0, Stream(9));
+  g_capturing = 9;
+  g_capture_checks = 0;
+  backend_->clear();
+  EXPECT_EQ(memcoord_torch_malloc(4096, 0, Stream(9)), nullptr);
+  EXPECT_EQ(g_capture_checks.load(), 1);
+  EXPECT_TRUE(backend_->waits().empty());
+  g_capturing = 0;
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 // Allocation entry points (memcoord.h): one CallGuard, one acquire load for the device's pool, then the
 // pool. No global lock and no pool-name comparison unless a named pool is asked for.
+// A cache hit makes no CUDA call: the capture check (a cudaStreamIsCapturing per call, which also takes a
+// driver lock every thread shares) runs only when the pool's driver-free hit refuses, i.e. only before an
+// allocation that could map memory, make a stream wait or query a stream.
 #include <fmt/format.h>
 
 #include <cstring>
@@ -27,8 +30,9 @@ Result<void*> AllocateOnDevice(Runtime& runtime, int device, std::size_t bytes, 
       runtime.devices[device].routing_captures.load(std::memory_order_acquire) > 0) {
     if (auto routed = memcoord::capi::AllocateForCapture(runtime, device, bytes, stream)) return *routed;
   }
-  if (runtime.cuda_streams) MEMCOORD_RETURN_IF_ERROR(memcoord::capi::CheckNotCapturing(runtime, stream));
   MEMCOORD_ASSIGN_OR_RETURN(memcoord::CachingPool * pool, memcoord::capi::DevicePool(runtime, device));
+  if (void* hit = pool->allocate_cached(bytes, stream)) return hit;
+  if (runtime.capture_check != nullptr) MEMCOORD_RETURN_IF_ERROR(runtime.capture_check(stream));
   return pool->allocate(bytes, stream);
 }
 

@@ -158,9 +158,8 @@ std::optional<Result<void*>> AllocateForCapture(Runtime& runtime, int device, st
   return std::nullopt;
 }
 
-Status CheckNotCapturing(const Runtime& runtime, StreamId stream) {
+Status CheckNotCapturing(StreamId stream) {
 #ifdef MEMCOORD_HAVE_CUDA
-  if (!runtime.cuda_streams) return Status::Ok();
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(stream), &status) != cudaSuccess) {
     (void)cudaGetLastError();  // a bad stream handle is the pool's to report; clear the sticky error
@@ -175,7 +174,6 @@ Status CheckNotCapturing(const Runtime& runtime, StreamId stream) {
         stream));
   }
 #else
-  (void)runtime;
   (void)stream;
 #endif
   return Status::Ok();

@@ -2,9 +2,11 @@
 // allocations of a device, each allocation asks the open routes' filters whether its stream belongs to a
 // capture; accepted ones come from that capture's private CachingPool, entered with the thread's capture
 // mode relaxed so the pool may map memory while a stream is capturing. Without a route, an allocation on a
-// capturing stream (cuda backends) fails at once with a message saying why, before anything could break
-// the capture. Private pools are not reported to the coordinator; their counters are in the device stats.
-// Thread safety: DeviceSlot::captures_mu guards the routes; routing_captures is checked lock-free.
+// capturing stream (cuda backends) that the default pool cannot serve from its own stream's cache without a
+// driver call fails at once with a message saying why, before anything could break the capture; one it can
+// serve that way is served (nothing reaches the driver), as every cache hit skips the check. Private pools
+// are not reported to the coordinator; their counters are in the device stats. Thread safety:
+// DeviceSlot::captures_mu guards the routes; routing_captures is checked lock-free.
 #pragma once
 
 #include <optional>
@@ -16,8 +18,9 @@ namespace memcoord::capi {
 // nullopt when no open capture on `device` accepts `stream`.
 std::optional<Result<void*>> AllocateForCapture(Runtime& runtime, int device, std::size_t bytes,
                                                 StreamId stream);
-// FAILED_PRECONDITION when `stream` is being captured (checked only on CUDA backends).
-Status CheckNotCapturing(const Runtime& runtime, StreamId stream);
+// FAILED_PRECONDITION when the CUDA stream `stream` is being captured (a cudaStreamIsCapturing call: the
+// Runtime's capture_check on CUDA backends). OK in builds without CUDA.
+Status CheckNotCapturing(StreamId stream);
 // Frees (or, with free_block false, records `stream` on) `ptr` if a private pool of `device` holds it;
 // NOT_FOUND otherwise. Destroys a released private pool once its last block is freed.
 Status ReleaseFromCapture(Runtime& runtime, int device, void* ptr, StreamId stream, bool free_block);

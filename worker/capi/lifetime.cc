@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "worker/capi/capture.h"
 #include "worker/capi/errors.h"
 #include "worker/capi/runtime.h"
 
@@ -18,7 +19,7 @@ using memcoord::capi::Runtime;
 
 std::mutex g_init_mu;
 
-int InitLocked(memcoord::WorkerOptions options) {
+int InitLocked(memcoord::WorkerOptions options, std::optional<memcoord::capi::CaptureCheck> capture_check) {
   CallGuard probe;
   if (probe.runtime() != nullptr) return 0;
   auto worker = memcoord::Worker::init(options);
@@ -29,6 +30,8 @@ int InitLocked(memcoord::WorkerOptions options) {
   runtime->device_count = runtime->worker->device_count();
   const std::string_view kind = runtime->worker->backend().kind();
   runtime->cuda_streams = kind.rfind("cuda", 0) == 0;
+  runtime->capture_check =
+      capture_check.value_or(runtime->cuda_streams ? &memcoord::capi::CheckNotCapturing : nullptr);
   // The primary device's pool exists from the start, so the first allocation takes no lock.
   if (auto pool = memcoord::capi::DevicePool(*runtime, -1); !pool.ok()) return Fail(pool.status());
   Runtime* raw = runtime.get();
@@ -53,10 +56,10 @@ int ShutdownLocked() {
 
 }  // namespace
 
-int memcoord::capi::InitWith(WorkerOptions options) {
+int memcoord::capi::InitWith(WorkerOptions options, std::optional<CaptureCheck> capture_check) {
   return Boundary("memcoord_init", 13, [&] {
     std::lock_guard lock(g_init_mu);
-    return InitLocked(std::move(options));
+    return InitLocked(std::move(options), capture_check);
   });
 }
 

@@ -64,11 +64,17 @@ struct AbortState {
   bool closing = false;  // shutdown began: waiters return
 };
 
+// Says whether allocating on `stream` now could break a CUDA graph capture: OK, or FAILED_PRECONDITION
+// saying why and what to call instead (capture.h, CheckNotCapturing). It queries the driver, so the
+// allocation path calls it only after the pool's driver-free hit (CachingPool::allocate_cached) refused.
+using CaptureCheck = Status (*)(StreamId stream);
+
 struct Runtime {
   std::unique_ptr<Worker> worker;
   int primary_device = 0;
   int device_count = 1;
-  bool cuda_streams = false;  // the backend's streams are CUDA streams (capture can be detected)
+  bool cuda_streams = false;             // the backend's streams are CUDA streams (capture can be detected)
+  CaptureCheck capture_check = nullptr;  // set when cuda_streams (tests inject their own); nullptr: none
   std::array<DeviceSlot, kMaxDevices> devices;
   AbortState abort;
 };
@@ -116,7 +122,9 @@ void DeliverAbort(Runtime& runtime, const AbortInfo& info);
 namespace memcoord::capi {
 // memcoord_init() with explicit options (tests inject backends and topology; the C entry point reads the
 // environment). Not exported from libmemcoord_capi.so; tests link the static memcoord_capi_static.
-int InitWith(WorkerOptions options);
+// `capture_check`: nullopt chooses by the backend (CheckNotCapturing on CUDA backends, none otherwise);
+// tests pass their own (nullptr: none).
+int InitWith(WorkerOptions options, std::optional<CaptureCheck> capture_check = std::nullopt);
 // True on the thread running the user's abort callback (memcoord_shutdown refuses there).
 bool InAbortCallback() noexcept;
 // Fills `out` (its struct_size decides how much) from `info` (nullopt: not aborted).
