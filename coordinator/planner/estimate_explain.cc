@@ -139,7 +139,8 @@ std::string ExplainEstimate(const ModelSpec&, const TrainingOptions& o, const Me
   }
   out += Row("inputs", b.inputs_bytes, "token ids and labels (images)");
   out += Row("workspace", b.workspace_bytes, "cuBLAS + cuBLASLt workspaces");
-  out += Row("allocator rounding", b.rounding_bytes, "512-byte blocks of the caching allocator");
+  out += Row("allocator rounding", b.rounding_bytes,
+             "512-byte blocks; weights of 10 MiB or more in 2 MiB segments (caching allocator)");
   out += "  peak " + FormatBytes(e.total_bytes) + " (" + e.peak_phase + ")";
   if (training && e.stages.empty()) {
     out += ": max(forward/backward " + FormatBytes(e.forward_backward_bytes) + ", optimizer step " +

@@ -59,7 +59,9 @@ struct MemoryBreakdown {
   std::uint64_t backward_gradients_bytes = 0;
   std::uint64_t inputs_bytes = 0;
   std::uint64_t workspace_bytes = 0;
-  std::uint64_t rounding_bytes = 0;  // the caching allocator's 512-byte rounding of every live tensor
+  // The caching allocator: 512-byte rounding of every live tensor, and the 2 MiB segments of weights of
+  // 10 MiB or more (allocator_rounding.h).
+  std::uint64_t rounding_bytes = 0;
 };
 
 // Bytes a placement puts on the device hosting a unit: its weights and optimizer state plus the larger of

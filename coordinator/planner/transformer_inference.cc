@@ -1,6 +1,7 @@
 // Inference estimates of transformers: one no-grad forward (inference) and model.generate (generate).
 #include <algorithm>
 
+#include "coordinator/planner/allocator_rounding.h"
 #include "coordinator/planner/estimator_coefficients.h"
 #include "coordinator/planner/estimator_parts.h"
 #include "coordinator/planner/output_head.h"
@@ -61,13 +62,20 @@ MemoryEstimate Start(const std::vector<ModelUnit>& units, const TrainingOptions&
 }
 
 // `unit_cache`: the KV cache the blocks' units carry (generate: the full cache even when the prefill peaks,
-// so that the units and the per-device overhead bound both phases).
+// so that the units and the per-device overhead bound both phases). `slack`: per unit, the caching
+// allocator's slack on its weights (allocator_rounding.h), counted with the allocator's rounding.
 void Finish(MemoryEstimate& e, const std::vector<ModelUnit>& units, const InferenceDims& d, double transient,
-            double unit_cache) {
+            double unit_cache, const std::vector<double>& slack) {
   MemoryBreakdown& m = e.breakdown;
   m.transient_bytes = Bytes(transient);
   m.workspace_bytes = cal::kWorkspaceBytes;
-  m.rounding_bytes = Bytes(RoundingBytes(static_cast<double>(units.size()) * 16));
+  double total_slack = 0;
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    total_slack += slack[i];
+    e.units[i].bytes += Bytes(slack[i]);
+    e.units[i].states_bytes = e.units[i].bytes;
+  }
+  m.rounding_bytes = Bytes(RoundingBytes(static_cast<double>(units.size()) * 16) + total_slack);
   e.forward_backward_bytes = m.parameters_bytes + m.kv_cache_bytes + m.logits_bytes + m.transient_bytes +
                              m.inputs_bytes + m.workspace_bytes + m.rounding_bytes;
   e.total_bytes = e.forward_backward_bytes;
@@ -143,7 +151,11 @@ MemoryEstimate EstimateTransformerInference(const ModelSpec& s, const std::vecto
         std::max(t * d.h * d.z.d, d.forward_per_token * t - static_cast<double>(e.breakdown.logits_bytes));
   }
   if (unit_cache == 0) unit_cache = static_cast<double>(e.breakdown.kv_cache_bytes);
-  Finish(e, units, d, transient, unit_cache);
+  std::vector<double> slack;
+  for (const ModelUnit& u : units) {
+    slack.push_back(WeightSlackBytes(s, u, head, d.z.wb, static_cast<double>(o.parallel.tensor_ranks)));
+  }
+  Finish(e, units, d, transient, unit_cache, slack);
   return e;
 }
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "coordinator/planner/allocator_rounding.h"
 #include "coordinator/planner/estimator_coefficients.h"
 #include "coordinator/planner/estimator_parts.h"
 #include "coordinator/planner/output_head.h"
@@ -43,8 +44,9 @@ struct Terms {
   double recompute = 0;  // checkpointing: one block's activations, its gradients and backward transient
   double autocast_cache = 0;
   double inputs = 0;
-  double largest_block = 0;     // parameters per rank
-  double embedding_params = 0;  // per rank
+  double largest_block = 0;          // parameters per rank
+  double embedding_params = 0;       // per rank
+  std::vector<double> weight_slack;  // per unit: the caching allocator's slack on its weights (unsharded)
 };
 
 Terms TermsOf(const ModelSpec& s, const std::vector<ModelUnit>& units, const TrainingOptions& o,
@@ -92,6 +94,11 @@ Terms TermsOf(const ModelSpec& s, const std::vector<ModelUnit>& units, const Tra
   }
   c.autocast_cache = c.z.amp && o.checkpointing ? 2 * layer_matmul : 0;
   c.inputs = c.t * 8 * 2;  // token ids and labels (int64)
+  // Sharded weights live in flat buffers of another layout: the slack is modelled for whole tensors only.
+  for (const ModelUnit& u : units) {
+    c.weight_slack.push_back(o.parallel.sharding == Sharding::kNone ? WeightSlackBytes(s, u, head, c.z.wb, tp)
+                                                                    : 0);
+  }
   return c;
 }
 
@@ -127,6 +134,7 @@ struct StageBytes {
 // whether it holds the head, and how many units it has.
 struct StageUnits {
   double params = 0;
+  double weight_slack = 0;
   double activations = 0;
   bool has_head = false;
   bool has_embedding = false;
@@ -140,6 +148,7 @@ StageUnits SumUnits(const std::vector<ModelUnit>& units, std::size_t first, std:
   StageUnits sum;
   for (std::size_t i = first; i <= last; ++i) {
     sum.params += RankParams(units[i], tp);
+    sum.weight_slack += c.weight_slack[i];
     sum.activations += UnitActivation(units[i], c, o, false);
     sum.has_head = sum.has_head || units[i].kind == UnitKind::kHead;
     sum.has_embedding = sum.has_embedding || units[i].kind == UnitKind::kEmbedding;
@@ -189,7 +198,7 @@ StageBytes StageOf(const StageUnits& u, std::int64_t in_flight, const Terms& c, 
     b.transient = std::max(forward, backward);
   }
   const ModelStates& m = b.states;
-  const double fixed = m.weights + m.optimizer_state + m.ddp_buckets + cal::kWorkspaceBytes +
+  const double fixed = m.weights + u.weight_slack + m.optimizer_state + m.ddp_buckets + cal::kWorkspaceBytes +
                        RoundingBytes(static_cast<double>(u.count) * 40);
   const double accumulated = o.parallel.pipelined() ? m.gradients : 0;
   b.forward_backward = fixed + accumulated + m.gathered + b.activations + b.transient + b.backward_gradients;
@@ -228,15 +237,17 @@ void FillBreakdown(MemoryEstimate& e, const StageBytes& b, const Terms& c, const
 void FillUnits(MemoryEstimate& e, const std::vector<ModelUnit>& units, const Terms& c,
                const TrainingOptions& o) {
   const double tp = static_cast<double>(o.parallel.tensor_ranks);
-  for (const ModelUnit& u : units) {
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    const ModelUnit& u = units[i];
     const ModelStates m =
         ModelStatesPerRank(RankParams(u, tp), 0, o.precision, o.optimizer, o.parallel, true);
     const double act = UnitActivation(u, c, o, true);
+    const double weights = m.weights + c.weight_slack[i];
     UnitMemory out{u.name, u.params, 0, u.tied_to};
-    out.states_bytes = Bytes(m.weights + m.gradients + m.optimizer_state);
+    out.states_bytes = Bytes(weights + m.gradients + m.optimizer_state);
     out.temporaries_bytes = Bytes(m.optimizer_temporaries);
     out.activation_bytes = Bytes(act);
-    out.bytes = Bytes(m.weights + m.optimizer_state + std::max(act, m.gradients + m.optimizer_temporaries));
+    out.bytes = Bytes(weights + m.optimizer_state + std::max(act, m.gradients + m.optimizer_temporaries));
     e.units.push_back(std::move(out));
   }
 }
@@ -250,6 +261,7 @@ class UnitPrefixSums {
  public:
   UnitPrefixSums(const std::vector<ModelUnit>& units, const Terms& c, const TrainingOptions& o)
       : params_(units.size() + 1, 0),
+        slack_(units.size() + 1, 0),
         activations_(units.size() + 1, 0),
         heads_(units.size() + 1, 0),
         embeddings_(units.size() + 1, 0),
@@ -257,6 +269,7 @@ class UnitPrefixSums {
     const double tp = static_cast<double>(o.parallel.tensor_ranks);
     for (std::size_t i = 0; i < units.size(); ++i) {
       params_[i + 1] = params_[i] + RankParams(units[i], tp);
+      slack_[i + 1] = slack_[i] + c.weight_slack[i];
       activations_[i + 1] = activations_[i] + UnitActivation(units[i], c, o, false);
       heads_[i + 1] = heads_[i] + (units[i].kind == UnitKind::kHead ? 1 : 0);
       embeddings_[i + 1] = embeddings_[i] + (units[i].kind == UnitKind::kEmbedding ? 1 : 0);
@@ -264,13 +277,20 @@ class UnitPrefixSums {
     }
   }
   StageUnits Sum(std::size_t first, std::size_t last) const {
-    return {params_[last + 1] - params_[first], activations_[last + 1] - activations_[first],
-            heads_[last + 1] > heads_[first],   embeddings_[last + 1] > embeddings_[first],
-            blocks_[last + 1] - blocks_[first], last - first + 1};
+    StageUnits sum;
+    sum.params = params_[last + 1] - params_[first];
+    sum.weight_slack = slack_[last + 1] - slack_[first];
+    sum.activations = activations_[last + 1] - activations_[first];
+    sum.has_head = heads_[last + 1] > heads_[first];
+    sum.has_embedding = embeddings_[last + 1] > embeddings_[first];
+    sum.blocks = blocks_[last + 1] - blocks_[first];
+    sum.count = last - first + 1;
+    return sum;
   }
 
  private:
   std::vector<double> params_;
+  std::vector<double> slack_;
   std::vector<double> activations_;
   std::vector<std::size_t> heads_;
   std::vector<std::size_t> embeddings_;

@@ -16,7 +16,9 @@ the value the measurements give:
     count, and the last decoding step's transient against the concatenation copy / expert-weight gather;
   - math attention (fp32 grouped-query attention): the score-sized tensors live in a checkpointed block's
     forward and backward;
-  - autocast: what the output object holds at the loss (fp32 final hidden state, fp32 KV cache).
+  - autocast: what the output object holds at the loss (fp32 final hidden state, fp32 KV cache);
+  - the caching allocator's slack on weights of 10 MiB or more (../allocator_rounding.cc) against
+    weights_bytes - bytes per parameter × parameters.
 Usage: python3 fit_scales.py [FILE.jsonl ...]   (default: the three fit files of round 2)
 """
 import json
@@ -227,6 +229,48 @@ def amp_output(specs, rows):
               f"{held / 1e6:7.1f} MB, model {model / 1e6:7.1f} MB (a smaller measured value: the backward peaked)")
 
 
+MIB = 1 << 20
+
+
+def segment_slack(tensor_bytes):
+    """allocator_rounding.cc SegmentSlackBytes: own segment rounded to 2 MiB, unsplit if <= 1 MiB remains."""
+    size = -(-tensor_bytes // 512) * 512
+    if size < 10 * MIB:
+        return 0
+    segment = -(-size // (2 * MIB)) * (2 * MIB)
+    return segment - size if segment - size <= MIB else 0
+
+
+def weight_tensors(s, head):
+    """allocator_rounding.cc UnitTensors, all units: element counts of the weight matrices."""
+    h, L, kv, _, V, _, experts = geometry(s)
+    f, fam = s["ffn"], s["family"]
+    out = [V * h, (1024 if fam == "gpt2" else 512 if fam == "bert" else 0) * h]
+    block = {"gpt2": [h * (h + 2 * kv), h * h, h * f, f * h],
+             "bert": [h * h, h * kv, h * kv, h * h, h * f, f * h],
+             "llama": [h * h, kv * h, kv * h, h * h, f * h, f * h, f * h],
+             "mixtral": [h * h, kv * h, kv * h, h * h, experts * 2 * f * h, experts * h * f]}[fam]
+    out += block * L
+    if head == "causal-lm":
+        out += [] if fam == "gpt2" else [V * h]  # gpt2 ties its head to the embedding
+    elif fam == "bert":
+        out += [h * h]
+    return out
+
+
+def weights_slack(specs, rows):
+    seen = set()
+    for r in rows:
+        wb = 2 if r["precision"] == "bf16" else 4
+        if r["model"] == "resnet50" or (r["model"], r["head"], wb) in seen:
+            continue
+        seen.add((r["model"], r["head"], wb))
+        rule = sum(segment_slack(n * wb) for n in weight_tensors(specs[r["model"]], r["head"]))
+        measured = r["weights_bytes"] - wb * r["params"]
+        print(f"  {r['model']:14s} {r['head']:24s} {wb} bytes: measured {measured / MIB:6.2f} MiB, "
+              f"rule {rule / MIB:6.2f} MiB")
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     paths = sys.argv[1:] or [os.path.join(here, f) for f in ROUND2_FIT]
@@ -240,6 +284,9 @@ def main():
     math_scores(specs, rows)
     print("autocast, what the output holds at the loss:")
     amp_output(specs, rows)
+    print("weights: the caching allocator's slack (16-bit weights are converted from fp32: tensors below 10 MiB "
+          "leave slack the rule does not model):")
+    weights_slack(specs, rows)
 
 
 if __name__ == "__main__":
