@@ -168,6 +168,41 @@ TEST(MemoryEstimatorTest, GenerationWithExpertsGathersExpertWeightsPerToken) {
   EXPECT_EQ(e.breakdown.transient_bytes, 16ull * 2 * 3 * 14336 * 4096 * 2);
 }
 
+TEST(MemoryEstimatorTest, Fp32GroupedQueryAttentionKeepsTheScores) {
+  // No fused SDPA kernel takes fp32 grouped-query attention: the math kernel saves batch × heads × seq × seq
+  // fp32 scores per block. llama2-70b has 8 key/value heads for 64 query heads; llama2-7b has none grouped.
+  TrainingOptions o;
+  o.precision = Precision::kFp32;
+  o.batch = 1;
+  o.seq = 1024;
+  const double scores = 80.0 * 64 * 1024 * 1024 * 4;
+  const MemoryEstimate gqa = Estimate("llama2-70b", o);
+  EXPECT_GT(static_cast<double>(gqa.breakdown.attention_bytes), scores);
+  o.precision = Precision::kBf16;  // flash attention takes 16-bit grouped-query attention
+  EXPECT_LT(static_cast<double>(Estimate("llama2-70b", o).breakdown.attention_bytes), scores / 4);
+  o.precision = Precision::kFp32;
+  const MemoryEstimate mha = Estimate("llama2-7b", o);
+  EXPECT_LT(static_cast<double>(mha.breakdown.attention_bytes), 32.0 * 32 * 1024 * 1024 * 4);
+}
+
+TEST(MemoryEstimatorTest, CheckpointedBackwardPeaksWithTheGradientsOfLaterBlocks) {
+  // Gradients accumulate during backward; with checkpointing the first block's backward sees every later
+  // unit's gradients, less the block inputs already released.
+  TrainingOptions o;
+  o.precision = Precision::kFp32;
+  o.batch = 1;
+  o.seq = 512;
+  o.checkpointing = true;
+  const MemoryEstimate e = Estimate("llama2-7b", o);
+  const double params = static_cast<double>(e.params);
+  const double embedding = 32000.0 * 4096;
+  const double block = 4.0 * 4096 * 4096 + 3.0 * 4096 * 11008 + 2 * 4096;
+  const double inputs = 512.0 * 4096 * 4;  // one block's checkpointed input, fp32
+  const double expected = 4 * (params - embedding - block) - 31 * inputs;
+  EXPECT_NEAR(static_cast<double>(e.breakdown.backward_gradients_bytes), expected, expected * 1e-9);
+  EXPECT_GT(e.forward_backward_bytes, e.breakdown.parameters_bytes + e.breakdown.backward_gradients_bytes);
+}
+
 TEST(MemoryEstimatorTest, ResNetCheckpointingIsModelled) {
   TrainingOptions o;
   o.batch = 128;
