@@ -11,6 +11,7 @@
 #include "allocator/recorder_adaptor.h"
 #include "allocator/stats_adaptor.h"
 #include "allocator/tag_adaptor.h"
+#include "allocator/thread_cache_adaptor.h"
 #include "allocator/thread_safe_adaptor.h"
 #include "common/bytes.h"
 
@@ -26,11 +27,16 @@ class CachingPool::Impl {
         stats_(core_),
         tags_(stats_, owner_),
         locked_(stats_),
-        oom_(locked_, [this](std::size_t bytes) { return oom_event(bytes); }) {}
+        cache_(
+            locked_, LiveFigures{&stats_.allocated_counter(), &stats_.requested_counter()},
+            ThreadCacheLimits{core_.options().thread_cache_bytes, core_.options().thread_cache_block_bytes},
+            owner_),
+        oom_(cache_, [this](std::size_t bytes) { return oom_event(bytes); }) {}
 
-  // The top of the stack is oom_ while a hook is set, else locked_; both are called by their concrete
-  // types, so a hit makes one virtual call, the lock's into whichever layer is under it (two while a
-  // recorder is attached: the recorder's upstream is the stats or the tag layer, known only at run time).
+  // The top of the stack is oom_ while a hook is set, else cache_; both are called by their concrete
+  // types, so a thread-cache hit makes no virtual call, and a hit below it one, the lock's into whichever
+  // layer is under it (two while a recorder is attached: the recorder's upstream is the stats or the tag
+  // layer, known only at run time).
   Result<void*> allocate(std::size_t bytes, StreamId stream, TagId tag) {
     // Checked here (again in the core and the tag layer) so bad input never takes the lock, and in the
     // order users have always seen.
@@ -40,7 +46,7 @@ class CachingPool::Impl {
     Status error;
     const bool ok = hooked_.load(std::memory_order_acquire)
                         ? oom_.try_allocate(bytes, stream, tag, a, error)
-                        : locked_.try_allocate(bytes, stream, tag, a, error);
+                        : cache_.try_allocate(bytes, stream, tag, a, error);
     if (ok) return a.ptr;
     if (error.code() != StatusCode::kResourceExhausted) return error;
     ooms_.fetch_add(1, std::memory_order_relaxed);
@@ -51,30 +57,33 @@ class CachingPool::Impl {
   void* allocate_cached(std::size_t bytes, StreamId stream, TagId tag) {
     if (!CorePool::ValidSize(bytes) || (tag != kUntagged && !tags_.known(tag))) return nullptr;
     Allocation a;
-    return locked_.try_allocate_cached(bytes, stream, tag, a) ? a.ptr : nullptr;
+    return cache_.try_allocate_cached(bytes, stream, tag, a) ? a.ptr : nullptr;
   }
 
   Status deallocate(void* ptr) {
     if (ptr == nullptr) return InvalidArgument(fmt::format("{}: free of a null pointer", owner_));
     Allocation freed;
     Status error;
-    if (locked_.try_deallocate(ptr, freed, error)) return Status::Ok();
+    if (cache_.try_deallocate(ptr, freed, error)) return Status::Ok();
     return error;
   }
 
-  Status record_stream(void* ptr, StreamId stream) { return locked_.record_stream(ptr, stream); }
+  Status record_stream(void* ptr, StreamId stream) { return cache_.record_stream(ptr, stream); }
 
   TrimResult trim(std::uint64_t target) {
     const auto start = std::chrono::steady_clock::now();
-    TrimResult result = locked_.trim(target);
-    result.duration_ms =  // lock wait included, as callers experience it
+    TrimResult result = cache_.trim(target);  // thread caches first
+    result.duration_ms =                      // lock wait included, as callers experience it
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     return result;
   }
 
   Status set_limit(std::uint64_t limit) {
+    cache_.flush();
     auto lock = locked_.lock();
-    const std::uint64_t allocated = core_.allocated_bytes();
+    // Blocks threads cached again since the flush are not allocated (and stay out of the trim below).
+    const std::uint64_t allocated =
+        core_.allocated_bytes() - std::min(core_.allocated_bytes(), cache_.cached_bytes());
     if (limit != 0 && limit < allocated) {
       return FailedPrecondition(
           fmt::format("{}: limit {} ({} bytes) is below the {} bytes live in the pool; free memory first or "
@@ -94,6 +103,7 @@ class CachingPool::Impl {
   }
 
   void set_recorder(TraceRecorder* recorder) {
+    cache_.set_caching(recorder == nullptr);  // a recorder sees every allocation and free
     auto lock = locked_.lock();
     recorder_ = recorder;
     rewire();
@@ -115,6 +125,7 @@ class CachingPool::Impl {
     }
     core_.fill_stats(s);
     stats_.fill_stats(s);
+    cache_.adjust_stats(s);
     s.ooms = ooms_.load(std::memory_order_relaxed);
     s.limit_bytes = limit_.limit_bytes();
     return s;
@@ -124,9 +135,11 @@ class CachingPool::Impl {
     auto lock = locked_.lock();
     stats_.reset_peaks();
     core_.reset_peak_reserved();
+    cache_.reset_peaks();
   }
 
   PoolSnapshot snapshot() const {
+    cache_.flush();  // thread-cached blocks are free: shown as such
     auto lock = locked_.lock();
     return core_.snapshot();
   }
@@ -134,18 +147,24 @@ class CachingPool::Impl {
   // Untagged figures are the totals minus the tagged ones (the tag layer counts tagged blocks only). Read
   // without the lock, so a figure may be a moment old; never negative.
   std::vector<TagUsage> tag_usage() const {
-    const std::uint64_t tagged_bytes = tags_.tagged_bytes();
-    const std::uint64_t tagged_blocks = tags_.tagged_blocks();
-    const std::uint64_t bytes = stats_.allocated_bytes();
-    const std::uint64_t blocks = stats_.live_blocks();
+    // Blocks in thread caches are counted below but not live: taken out of the totals and of their tags.
+    TagFigures cached;
+    cache_.cached_by_tag(cached);
+    std::uint64_t tagged_bytes = tags_.tagged_bytes();
+    std::uint64_t tagged_blocks = tags_.tagged_blocks();
+    for (std::size_t t = 1; t < kMaxTags; ++t) {
+      tagged_bytes -= std::min(tagged_bytes, cached.bytes[t]);
+      tagged_blocks -= std::min(tagged_blocks, cached.blocks[t]);
+    }
+    const std::uint64_t cached_bytes = cache_.cached_bytes();
+    const std::uint64_t cached_blocks = cache_.cached_blocks();
+    const std::uint64_t bytes = stats_.allocated_bytes() - std::min(stats_.allocated_bytes(), cached_bytes);
+    const std::uint64_t blocks = stats_.live_blocks() - std::min(stats_.live_blocks(), cached_blocks);
     return tags_.usage(bytes > tagged_bytes ? bytes - tagged_bytes : 0,
-                       blocks > tagged_blocks ? blocks - tagged_blocks : 0);
+                       blocks > tagged_blocks ? blocks - tagged_blocks : 0, &cached);
   }
 
-  Result<std::size_t> block_size(const void* ptr) const {
-    auto lock = locked_.lock();
-    return core_.block_size(ptr);
-  }
+  Result<std::size_t> block_size(const void* ptr) const { return cache_.block_size(ptr); }
 
   Status check_invariants() const {
     auto lock = locked_.lock();
@@ -158,7 +177,7 @@ class CachingPool::Impl {
     }
     if (tags_.tagged_bytes() > stats_.allocated_bytes())
       return Internal("tagged bytes exceed allocated bytes");
-    return Status::Ok();
+    return cache_.check_invariants(stats_.live_blocks());
   }
 
   const std::string& name() const { return core_.options().name; }
@@ -208,7 +227,10 @@ class CachingPool::Impl {
   TraceRecorder* recorder_ = nullptr;                // guarded by locked_'s lock
   std::unique_ptr<RecorderAdaptor> recorder_layer_;  // guarded by locked_'s lock
   ThreadSafeAdaptor locked_;
-  OomRetryAdaptor<ThreadSafeAdaptor> oom_;
+  // mutable: snapshot() (const) first returns thread-cached blocks to the pool; what the pool holds does not
+  // change, only which layer holds it.
+  mutable ThreadCacheAdaptor cache_;
+  OomRetryAdaptor<ThreadCacheAdaptor> oom_;
   std::atomic<bool> hooked_{false};  // oom_ is the top of the stack (a hook is set)
   std::atomic<std::uint64_t> ooms_{0};
 };

@@ -6,6 +6,9 @@
 // its own class, file and test, and the hot path pays only for the layers attached. The fixed layers know
 // the layer under them by its concrete type and call it directly (memory_resource.h, "Direct calls"):
 //   OomRetryAdaptor     (only while an OOM hook is set) asks the hook, without the lock, and retries once
+//   ThreadCacheAdaptor  a few free blocks per thread, reused on the same stream without the lock (a cached
+//                       block is free in every figure users see; trims, limits, snapshots, an OOM and a
+//                       thread's exit return them to the pool; caches nothing while a recorder is set)
 //   ThreadSafeAdaptor   one mutex around everything below
 //   RecorderAdaptor     (only while a TraceRecorder is set) writes every allocation and free
 //   TagAdaptor          (only once a tag is registered) live bytes per tag; untagged = total - tagged
@@ -22,7 +25,8 @@
 // its pooled streams; a C++ caller makes its streams before the pool and destroys them after it).
 //
 // Thread safety: every method is thread-safe. tag_usage() takes no lock on the pool's mutex; stats() takes it
-// only to compute the cache's figures (largest free block, fragmentation), which no allocation keeps up.
+// only to compute the cache's figures (largest free block, fragmentation), which no allocation keeps up;
+// those two leave out blocks in thread caches (at most PoolOptions::thread_cache_bytes per thread).
 // Ownership: the pool does not own its backend, which must outlive it; the pool must outlive every block it
 // hands out. Destroying a pool releases all its memory; blocks still live then are reported as leaked.
 // Errors: bad input (zero or absurd sizes, unknown or double-freed pointers, a limit below live use) returns

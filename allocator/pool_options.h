@@ -49,6 +49,10 @@ struct PoolOptions {
   // real training while packing in a replay of the same events (where streams are always idle). False: busy
   // chunks are always skipped (pools whose streams must never be synchronized, such as capture pools).
   bool pack_waits_for_streams = true;
+  // Free blocks each thread keeps for itself in front of the pool's lock (ThreadCacheAdaptor): at most this
+  // many bytes per thread, blocks of at most thread_cache_block_bytes. 0 keeps none.
+  std::size_t thread_cache_bytes = 4 << 20;
+  std::size_t thread_cache_block_bytes = 1 << 20;
 };
 
 }  // namespace memcoord

@@ -49,6 +49,9 @@ class StatsAdaptor final : public ResourceAdaptor<Upstream> {
     s.allocations = allocations_.load();
   }
   std::uint64_t allocated_bytes() const { return allocated_.current.load(); }
+  // The current live figures, for a layer above that reads them without the lock (ThreadCacheAdaptor).
+  const detail::Counter& allocated_counter() const { return allocated_.current; }
+  const detail::Counter& requested_counter() const { return requested_.current; }
   std::uint64_t live_blocks() const { return live_blocks_.load(); }
   // REQUIRES: serialized with allocate/deallocate.
   void reset_peaks() {

@@ -38,14 +38,20 @@ std::uint64_t TagRegistry::tagged_blocks() const {
   return total;
 }
 
-std::vector<TagUsage> TagRegistry::usage(std::uint64_t untagged_bytes, std::uint64_t untagged_blocks) const {
+std::vector<TagUsage> TagRegistry::usage(std::uint64_t untagged_bytes, std::uint64_t untagged_blocks,
+                                         const TagFigures* not_live) const {
   std::vector<TagUsage> out;
   if (untagged_bytes != 0) out.push_back(TagUsage{names_[kUntagged], untagged_bytes, untagged_blocks});
   const std::size_t count = tag_count();
   for (std::size_t i = 1; i < count; ++i) {
-    const std::uint64_t bytes = bytes_[i].load();
+    std::uint64_t bytes = bytes_[i].load();
+    std::uint64_t blocks = blocks_[i].load();
+    if (not_live != nullptr) {
+      bytes -= std::min(bytes, not_live->bytes[i]);
+      blocks -= std::min(blocks, not_live->blocks[i]);
+    }
     if (bytes == 0) continue;
-    out.push_back(TagUsage{names_[i], bytes, blocks_[i].load()});
+    out.push_back(TagUsage{names_[i], bytes, blocks});
   }
   std::sort(out.begin(), out.end(), [](const TagUsage& a, const TagUsage& b) {
     return a.live_bytes != b.live_bytes ? a.live_bytes > b.live_bytes : a.tag < b.tag;

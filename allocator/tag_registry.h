@@ -18,6 +18,12 @@
 
 namespace memcoord {
 
+// Bytes and blocks per tag id.
+struct TagFigures {
+  std::array<std::uint64_t, kMaxTags> bytes{};
+  std::array<std::uint64_t, kMaxTags> blocks{};
+};
+
 class TagRegistry {
  public:
   // `owner` names the registry in errors ("pool 'x'").
@@ -29,8 +35,10 @@ class TagRegistry {
   std::size_t tag_count() const { return count_.load(std::memory_order_acquire); }  // "untagged" included
   // INVALID_ARGUMENT naming the owner and `tag` (an unregistered id).
   Status unknown_tag(TagId tag) const;
-  // Tags with live bytes, largest first (ties by name); the untagged figures are the caller's.
-  std::vector<TagUsage> usage(std::uint64_t untagged_bytes, std::uint64_t untagged_blocks) const;
+  // Tags with live bytes, largest first (ties by name); the untagged figures are the caller's. `not_live`:
+  // figures counted here that are not live to users (blocks in thread caches), subtracted per tag.
+  std::vector<TagUsage> usage(std::uint64_t untagged_bytes, std::uint64_t untagged_blocks,
+                              const TagFigures* not_live = nullptr) const;
   std::uint64_t tagged_bytes() const;  // all registered tags but "untagged"
   std::uint64_t tagged_blocks() const;
 

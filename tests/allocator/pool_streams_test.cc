@@ -84,7 +84,9 @@ TEST(PoolStreams, BusyCacheIsNotUnmappedOnTheAllocationPath) {
 // allocate_cached: the hit allocate() would make, only when it needs nothing outside the pool.
 TEST(PoolStreams, AllocateCachedServesOnlyOwnStreamHitsWithoutWaits) {
   testing::StreamTestBackend backend;
-  CachingPool pool(backend);
+  PoolOptions options;
+  options.thread_cache_bytes = 0;  // the pool's own cache (a thread cache would keep p for kMiB only)
+  CachingPool pool(backend, options);
   EXPECT_EQ(pool.allocate_cached(kMiB, kStreamA), nullptr);  // a stream the pool has not seen
   EXPECT_EQ(pool.stats().allocations, 0u);
   EXPECT_EQ(pool.stats().backend_allocations, 0u);
@@ -120,6 +122,7 @@ TEST(PoolStreams, AllocateCachedCountsTagsAndTheRecorderLikeAllocate) {
   CachingPool pool(backend);
   const TagId tag = *pool.tag("activations");
   ASSERT_TRUE(pool.deallocate(*pool.allocate(4096, kStreamA, tag)).ok());
+  EXPECT_TRUE(pool.tag_usage().empty());  // freed (kept in this thread's cache): nothing live under the tag
   EXPECT_EQ(pool.allocate_cached(4096, kStreamA, static_cast<TagId>(tag + 1)), nullptr);  // unknown tag
   void* p = pool.allocate_cached(4096, kStreamA, tag);
   ASSERT_NE(p, nullptr);

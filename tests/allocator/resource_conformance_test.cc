@@ -14,6 +14,7 @@
 #include "allocator/recorder_adaptor.h"
 #include "allocator/stats_adaptor.h"
 #include "allocator/tag_adaptor.h"
+#include "allocator/thread_cache_adaptor.h"
 #include "allocator/thread_safe_adaptor.h"
 #include "allocator/virtual_backend.h"
 #include "tests/allocator/resource_test_util.h"
@@ -29,6 +30,14 @@ struct Stack {
   std::unique_ptr<TraceRecorder> recorder;
   std::vector<std::unique_ptr<MemoryResource>> layers;  // under top, bottom first
   std::unique_ptr<MemoryResource> top;
+
+  Stack() = default;
+  Stack(Stack&&) = default;
+  // Top down: a layer may still call the one below it as it goes (a thread cache returns its blocks).
+  ~Stack() {
+    top.reset();
+    while (!layers.empty()) layers.pop_back();
+  }
 };
 
 // CachingPool's composition: each fixed layer names the concrete type below it and calls it directly.
@@ -39,13 +48,17 @@ Stack CachingPoolsStack() {
   auto stats = std::make_unique<StatsAdaptor<CorePool>>(*core);
   auto tags = std::make_unique<TagAdaptor<StatsAdaptor<CorePool>>>(*stats);
   auto locked = std::make_unique<ThreadSafeAdaptor>(*tags);
+  auto cache = std::make_unique<ThreadCacheAdaptor>(
+      *locked, LiveFigures{&stats->allocated_counter(), &stats->requested_counter()}, ThreadCacheLimits{},
+      "pool 'conformance'");
   auto oom =
-      std::make_unique<OomRetryAdaptor<ThreadSafeAdaptor>>(*locked, [](std::size_t) { return OomEvent{}; });
+      std::make_unique<OomRetryAdaptor<ThreadCacheAdaptor>>(*cache, [](std::size_t) { return OomEvent{}; });
   oom->set_hook([](const OomEvent&) { return false; });
   s.layers.push_back(std::move(core));
   s.layers.push_back(std::move(stats));
   s.layers.push_back(std::move(tags));
   s.layers.push_back(std::move(locked));
+  s.layers.push_back(std::move(cache));
   s.top = std::move(oom);
   return s;
 }
@@ -95,6 +108,16 @@ std::map<std::string, Factory> Factories() {
          s.top = std::make_unique<ThreadSafeAdaptor>(*s.fake);
          return s;
        }},
+      {"ThreadCacheAdaptor",
+       [] {
+         Stack s;
+         auto stats = std::make_unique<StatsAdaptor<>>(*s.fake);
+         s.top = std::make_unique<ThreadCacheAdaptor>(
+             *stats, LiveFigures{&stats->allocated_counter(), &stats->requested_counter()},
+             ThreadCacheLimits{}, "pool 'conformance'");
+         s.layers.push_back(std::move(stats));
+         return s;
+       }},
       {"OomRetryAdaptor",
        [] {
          Stack s;
@@ -126,13 +149,14 @@ TEST_P(AdaptorOverAFailingUpstream, LeavesNothingBehind) {
 
 INSTANTIATE_TEST_SUITE_P(Adaptors, AdaptorOverAFailingUpstream,
                          ::testing::Values("StatsAdaptor", "TagAdaptor", "RecorderAdaptor",
-                                           "ThreadSafeAdaptor", "OomRetryAdaptor"),
+                                           "ThreadSafeAdaptor", "ThreadCacheAdaptor", "OomRetryAdaptor"),
                          [](const auto& param_info) { return param_info.param; });
 
 INSTANTIATE_TEST_SUITE_P(Layers, Conformance,
                          ::testing::Values("CachingPoolsStack", "CorePoolMapping",
                                            "CorePoolSegmentsUnderALimit", "StatsAdaptor", "TagAdaptor",
-                                           "RecorderAdaptor", "ThreadSafeAdaptor", "OomRetryAdaptor"),
+                                           "RecorderAdaptor", "ThreadSafeAdaptor", "ThreadCacheAdaptor",
+                                           "OomRetryAdaptor"),
                          [](const auto& param_info) { return param_info.param; });
 
 }  // namespace

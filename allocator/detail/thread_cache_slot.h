@@ -1,0 +1,73 @@
+// ThreadCacheSlot: one thread's share of a ThreadCacheAdaptor: the free blocks it keeps for that thread and
+// the table of live blocks allocated through it. SpinLock: the slot's lock, taken by its owner on every call
+// (uncontended: nobody else touches the slot except a cross-thread free, a flush or the pool's destruction,
+// so it costs one atomic exchange on a line the owner holds).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <thread>
+
+#include "allocator/detail/counter.h"
+#include "allocator/detail/live_table.h"
+#include "allocator/memory_resource.h"
+
+namespace memcoord {
+class ThreadCacheAdaptor;
+}
+
+namespace memcoord::detail {
+
+class SpinLock {
+ public:
+  void lock() noexcept {
+    for (int spins = 0; held_.exchange(true, std::memory_order_acquire); ++spins) {
+      while (held_.load(std::memory_order_relaxed)) {
+        if (++spins > 64) std::this_thread::yield();  // the holder may be descheduled (oversubscribed)
+      }
+    }
+  }
+  void unlock() noexcept { held_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> held_{false};
+};
+
+// A free block kept by a thread: reused only for a request of exactly `requested` bytes on `stream`, so the
+// figures the layers below counted for it (allocated, requested) stay true when it is handed out again.
+struct CachedBlock {
+  std::uintptr_t address = 0;
+  std::size_t size = 0;
+  std::size_t requested = 0;
+  StreamId stream = kDefaultStream;
+  TagId tag = kUntagged;
+};
+
+constexpr std::size_t kMaxCachedBlocks = 16;
+constexpr std::uint32_t kFloorWindow = 1024;
+
+struct alignas(64) ThreadCacheSlot {
+  SpinLock mu;
+  // mu guards the following.
+  ThreadCacheAdaptor* layer = nullptr;  // nullptr once the adaptor is destroyed (threads may outlive it)
+  std::array<CachedBlock, kMaxCachedBlocks> cached;  // oldest first
+  std::size_t cached_count = 0;
+  std::size_t entry_bytes = 0;  // bytes in `cached` (the counters also hold blocks on their way out)
+  LiveTable live;
+  // Written under mu; read by anyone (stats, peak checks) without it.
+  Counter cached_bytes, cached_requested, cached_blocks, hits;
+  // Floors: cached_bytes (cached_requested) never drops below floor_bytes (floor_requested) without the
+  // floor being lowered first, and a floor is raised only to the least its figure was over the last
+  // kFloorWindow changes, so in a steady loop it stops moving. The adaptor keeps the sum of all floors: one
+  // load bounds what every other thread caches (ThreadCacheAdaptor::check_peaks).
+  Counter floor_bytes, floor_requested;
+  std::array<Counter, kMaxTags> cached_tag_bytes, cached_tag_blocks;  // [kUntagged] unused
+  std::uint64_t window_min_bytes = 0, window_min_requested = 0;       // guarded by mu
+  std::uint32_t window_changes = 0;                                   // guarded by mu
+  std::atomic<bool> owned{false};  // bound to a running thread (claimed under the adaptor's slots_mu_)
+  bool shared = false;             // the slot of threads beyond kMaxSlots: never owned, caches nothing
+};
+
+}  // namespace memcoord::detail

@@ -1,0 +1,146 @@
+// ThreadCacheAdaptor: a small cache of free blocks per thread in front of `upstream` (CachingPool puts it
+// over its ThreadSafeAdaptor), so a thread that frees and allocates the same sizes on the same stream takes
+// no shared lock and touches no cache line another thread writes: threads scale instead of queueing on the
+// pool's mutex. What it keeps: blocks of at most max_block_bytes that the thread frees itself, having
+// allocated them (a block freed by another thread goes back to the pool), and that no other stream was
+// recorded on; reused only for a request of exactly the same bytes, stream and tag (stream order makes that
+// safe, as in the pool itself), at most kMaxCachedBlocks blocks and max_bytes per thread (the oldest go back
+// to the pool first). A cached block stays live in the layers below; to users it is free.
+//
+// Contracts kept (memory_resource.h, CachingPool):
+//   - Figures: a cached block is NOT allocated. adjust_stats() turns the figures counted below into the
+//     users' view (allocated, requested, active, live blocks, allocations, cache hits, peaks); each is exact
+//     at the instant read when no call runs concurrently (while a cache is being returned, figures read low
+//     for that instant, never high). Peaks are tracked here: after every allocation a thread bounds what
+//     users hold (live below, minus its own cache, minus the other threads' cache floors, see
+//     thread_cache_slot.h) and only when the bound passes the peak sums every thread's cache exactly; so a
+//     peak is exact whenever allocations do not overlap in time, and under overlapping ones it is that of
+//     one order they could have run in, give or take blocks concurrently moving in or out of a cache.
+//   - Trims release everything: flush() returns every thread's cache to the pool; trim() flushes first. A
+//     failed allocation (RESOURCE_EXHAUSTED) flushes and retries once, so an out-of-memory never leaves
+//     memory in a cache.
+//   - deallocate/record_stream/block_size know exactly the blocks handed out through this layer: a table of
+//     live blocks per thread slot (a free on another thread finds the block in its allocator's slot).
+//     Unknown or already-freed pointers are NOT_FOUND here (null: INVALID_ARGUMENT) and never reach the
+//     pool below.
+// Cost: a hit takes the thread's own slot lock once (one atomic exchange on a line that thread holds) and
+// reads a few lines nobody writes in a steady loop; a block the layer does not keep (larger than
+// max_block_bytes, or recorded) pays that lock and a table update on top of the pool's own path.
+// Thread safety: every call is thread-safe. Each thread claims a slot (its lock is uncontended unless
+// another thread frees a block of this thread's or a flush runs); beyond kMaxSlots threads share one slot
+// that caches nothing. A thread's cache goes back to the pool when the thread exits.
+// Ownership: does not own `upstream` or the live figures it reads, which must outlive it. Destroying it
+// returns every cached block to `upstream`; threads may outlive it.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "allocator/detail/counter.h"
+#include "allocator/detail/thread_cache_slot.h"
+#include "allocator/memory_resource.h"
+#include "allocator/pool_stats.h"
+#include "allocator/tag_registry.h"
+
+namespace memcoord {
+
+struct ThreadCacheLimits {
+  std::size_t max_bytes = 4 << 20;        // per thread; 0 caches nothing (blocks are still tracked)
+  std::size_t max_block_bytes = 1 << 20;  // larger blocks always go back to the pool
+};
+
+// The live figures the layers below count (a StatsAdaptor's), read without a lock.
+struct LiveFigures {
+  const detail::Counter* allocated_bytes = nullptr;
+  const detail::Counter* requested_bytes = nullptr;
+};
+
+class ThreadCacheAdaptor final : public ResourceAdaptor<> {
+ public:
+  static constexpr std::size_t kMaxSlots = 256;
+
+  // `owner` names the pool in errors ("pool 'x'").
+  ThreadCacheAdaptor(MemoryResource& upstream, LiveFigures below, ThreadCacheLimits limits,
+                     std::string owner);
+  ~ThreadCacheAdaptor() override;
+
+  bool try_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error);
+  bool try_deallocate(void* ptr, Allocation& freed, Status& error);
+  bool try_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out);
+
+  // Returns every thread's cached blocks to `upstream`.
+  void flush();
+  // Off: no block is kept (every free goes to `upstream`), and what is cached is flushed. For a recorder
+  // that must see every allocation and free.
+  void set_caching(bool on);
+  // Turns figures filled from the layers below into the users' view (see the header).
+  void adjust_stats(PoolStats& s) const;
+  // Peaks become the current figures (with the layers below reset in the same instant by the caller).
+  void reset_peaks();
+  std::uint64_t cached_bytes() const;
+  std::uint64_t cached_blocks() const;
+  // Bytes and blocks cached per tag (untagged left at 0: the totals above cover it).
+  void cached_by_tag(TagFigures& out) const;
+  // Size of a live block handed out through this layer, NOT_FOUND otherwise (a cached block is not live).
+  Result<std::size_t> block_size(const void* ptr);
+  // Every slot's cache agrees with its counters, and live + cached blocks == `below_live_blocks` (the
+  // blocks live in the layers below).
+  Status check_invariants(std::uint64_t below_live_blocks);
+
+ private:
+  using Slot = detail::ThreadCacheSlot;
+  friend struct ThreadCacheBindings;
+
+  bool do_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) override {
+    return try_allocate(bytes, stream, tag, out, error);
+  }
+  bool do_deallocate(void* ptr, Allocation& freed, Status& error) override {
+    return try_deallocate(ptr, freed, error);
+  }
+  bool do_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) override {
+    return try_allocate_cached(bytes, stream, tag, out);
+  }
+  Status do_record_stream(void* ptr, StreamId stream) override;
+  TrimResult do_trim(std::uint64_t target_bytes) override;
+
+  Slot& my_slot();
+  Slot& bind_slot();
+  // A cached block for exactly (bytes, stream, tag), made live in `slot`; false when none.
+  bool take_cached(Slot& slot, std::size_t bytes, StreamId stream, TagId tag, Allocation& out);
+  void track(Slot& slot, const Allocation& a);
+  // Removes `key` from the live table of `own` or of any other slot; false when no slot has it.
+  bool take_live(Slot& own, std::uintptr_t key, detail::LiveBlock& block);
+  bool keeps(const Slot& slot, const detail::LiveBlock& block) const;
+  // Returns `count` blocks taken out of `slot` to upstream, then drops them from its counters.
+  void give_back(Slot& slot, const detail::CachedBlock* blocks, std::size_t count);
+  // REQUIRES: slot.mu held. Empties the slot's cache into `out` (counters untouched); returns how many.
+  static std::size_t take_all_locked(Slot& slot, detail::CachedBlock* out);
+  void check_peaks(const Slot& slot);
+  void count_cached(Slot& slot, const detail::CachedBlock& b, bool in);
+  std::int64_t visible(const detail::Counter& below, detail::Counter Slot::*cached) const;
+  void release_slot(Slot& slot);  // a thread exits: its cache goes back, the slot may be claimed again
+  Slot* slot_at(std::size_t i) const { return raw_[i].load(std::memory_order_acquire); }
+
+  const std::uint64_t id_;  // unique per adaptor in the process (never reused): keys threads' bindings
+  const LiveFigures below_;
+  const ThreadCacheLimits limits_;
+  const std::string owner_;
+  std::atomic<bool> caching_{true};
+  // Read by every allocation, written rarely (a new peak; a floor that moves): apart from the slots' lines.
+  alignas(64) std::atomic<std::uint64_t> peak_allocated_{0};
+  std::atomic<std::uint64_t> peak_requested_{0};
+  std::atomic<std::uint64_t> floor_bytes_total_{0};  // the sum of every slot's floor_bytes
+  std::atomic<std::uint64_t> floor_requested_total_{0};
+
+  alignas(64) std::mutex slots_mu_;                     // guards claiming and creating slots
+  std::array<std::shared_ptr<Slot>, kMaxSlots> slots_;  // [0] is shared by threads beyond kMaxSlots
+  std::array<std::atomic<Slot*>, kMaxSlots> raw_{};     // the same, read without slots_mu_
+  std::atomic<std::size_t> slot_count_{0};
+};
+
+}  // namespace memcoord

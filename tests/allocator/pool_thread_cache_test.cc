@@ -1,0 +1,241 @@
+// CachingPool with thread caches (ThreadCacheAdaptor), several threads against a reference model: sizes
+// repeat so threads hit their caches, blocks move between threads (freed by another thread), some are
+// recorded on another stream, one thread trims while the others run. At every phase boundary (all threads
+// parked) the pool's figures equal the model's exactly (a cached block is not allocated) and the pool's
+// invariants hold; at the end a trim returns every byte to the backend. Peaks are checked exactly where
+// allocations do not overlap in time (threads take turns).
+#include <gtest/gtest.h>
+
+#include <barrier>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "allocator/caching_pool.h"
+#include "allocator/virtual_backend.h"
+#include "common/bytes.h"
+
+namespace memcoord {
+namespace {
+
+class Model {
+ public:
+  void add(void* p, std::size_t size, std::size_t requested) {
+    std::lock_guard lock(mu_);
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    auto next = live_.lower_bound(a);
+    if (next != live_.end()) {
+      ASSERT_LE(a + size, next->first) << "overlaps the next live block";
+    }
+    if (next != live_.begin()) {
+      auto prev = std::prev(next);
+      ASSERT_LE(prev->first + prev->second.first, a) << "overlaps the previous live block";
+    }
+    live_[a] = {size, requested};
+    bytes_ += size;
+    requested_ += requested;
+    peak_bytes_ = std::max(peak_bytes_, bytes_);
+    peak_requested_ = std::max(peak_requested_, requested_);
+  }
+  void remove(void* p) {
+    std::lock_guard lock(mu_);
+    auto it = live_.find(reinterpret_cast<std::uintptr_t>(p));
+    ASSERT_NE(it, live_.end());
+    bytes_ -= it->second.first;
+    requested_ -= it->second.second;
+    live_.erase(it);
+  }
+  std::uint64_t bytes() const { return bytes_; }
+  std::uint64_t requested() const { return requested_; }
+  std::size_t blocks() const { return live_.size(); }
+  std::uint64_t peak_bytes() const { return peak_bytes_; }
+  std::uint64_t peak_requested() const { return peak_requested_; }
+
+ private:
+  std::mutex mu_;
+  std::map<std::uintptr_t, std::pair<std::size_t, std::size_t>> live_;
+  std::uint64_t bytes_ = 0, requested_ = 0, peak_bytes_ = 0, peak_requested_ = 0;
+};
+
+// Sizes a training loop repeats (thread-cache hits), plus a few random ones (misses, larger blocks).
+std::size_t LoopSize(std::mt19937_64& rng) {
+  static constexpr std::size_t kSizes[] = {512, 1000, 4096, 65536, 300000, 1 << 20};
+  if (rng() % 8 == 0) return std::uniform_int_distribution<std::size_t>(1, 8 * kMiB)(rng);
+  return kSizes[rng() % std::size(kSizes)];
+}
+
+void ExpectFiguresMatch(const CachingPool& pool, const Model& model, int phase) {
+  const PoolStats s = pool.stats();
+  EXPECT_EQ(s.allocated_bytes, model.bytes()) << "phase " << phase;
+  EXPECT_EQ(s.active_bytes, model.bytes()) << "phase " << phase;
+  EXPECT_EQ(s.requested_bytes, model.requested()) << "phase " << phase;
+  EXPECT_EQ(s.live_blocks, model.blocks()) << "phase " << phase;
+  EXPECT_GE(s.peak_allocated_bytes, s.allocated_bytes);
+  const Status inv = pool.check_invariants();
+  EXPECT_TRUE(inv.ok()) << "phase " << phase << ": " << inv.ToString();
+}
+
+TEST(PoolThreadCache, ThreadsAgainstTheModel) {
+  VirtualBackend backend(64 * kGiB);
+  CachingPool pool(backend);
+  Model model;
+  constexpr int kThreads = 4;
+  constexpr int kPhases = 20;
+  constexpr int kOpsPerPhase = 5000;
+  std::mutex handoff_mu;
+  std::vector<void*> handoff;  // blocks one thread allocated and another will free
+  std::barrier phase_end(kThreads + 1);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    // An ASSERT failing in `work` returns early: arrive_and_drop then lets the others (and main) go on.
+    threads.emplace_back([&, t] {
+      auto work = [&] {
+        std::mt19937_64 rng(7 + t);
+        std::vector<void*> live;
+        const StreamId stream = t % 2 == 0 ? kDefaultStream : 0x100 + t;
+        for (int phase = 0; phase < kPhases; ++phase) {
+          for (int op = 0; op < kOpsPerPhase; ++op) {
+            const int what = static_cast<int>(rng() % 100);
+            if (what < 2 && t == 0) {
+              pool.trim(rng() % 2 == 0 ? 0 : pool.stats().reserved_bytes / 2);
+            } else if (what < 5 && !live.empty()) {
+              ASSERT_TRUE(pool.record_stream(live[rng() % live.size()], 0x900).ok());
+            } else if (what < 10 && !live.empty()) {
+              std::lock_guard lock(handoff_mu);
+              handoff.push_back(live.back());
+              live.pop_back();
+            } else if (what < 15) {
+              void* p = nullptr;
+              {
+                std::lock_guard lock(handoff_mu);
+                if (!handoff.empty()) {
+                  p = handoff.back();
+                  handoff.pop_back();
+                }
+              }
+              if (p != nullptr) {
+                model.remove(p);
+                ASSERT_TRUE(pool.deallocate(p).ok());
+              }
+            } else if (live.empty() || (live.size() < 64 && what < 58)) {
+              const std::size_t bytes = LoopSize(rng);
+              Result<void*> p = pool.allocate(bytes, stream);
+              ASSERT_TRUE(p.ok()) << p.status().ToString();
+              model.add(*p, *pool.block_size(*p), bytes);
+              live.push_back(*p);
+            } else {
+              const std::size_t i = rng() % live.size();
+              model.remove(live[i]);
+              ASSERT_TRUE(pool.deallocate(live[i]).ok());
+              live[i] = live.back();
+              live.pop_back();
+            }
+          }
+          phase_end.arrive_and_wait();  // the main thread checks
+          phase_end.arrive_and_wait();
+        }
+        for (void* p : live) {
+          model.remove(p);
+          ASSERT_TRUE(pool.deallocate(p).ok());
+        }
+      };
+      work();
+      phase_end.arrive_and_drop();
+    });
+  }
+  for (int phase = 0; phase < kPhases; ++phase) {
+    phase_end.arrive_and_wait();
+    ExpectFiguresMatch(pool, model, phase);
+    phase_end.arrive_and_wait();
+  }
+  for (auto& th : threads) th.join();
+  for (void* p : handoff) {
+    model.remove(p);
+    ASSERT_TRUE(pool.deallocate(p).ok());
+  }
+  ExpectFiguresMatch(pool, model, kPhases);
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+  EXPECT_GT(pool.stats().cache_hits, 0u);
+  pool.trim(0);
+  EXPECT_EQ(backend.used_bytes(), 0u);
+}
+
+// Threads take turns (one operation each, under a mutex): allocations never overlap in time, so the pool's
+// peaks equal the model's exactly, though blocks sit in several threads' caches.
+TEST(PoolThreadCache, PeaksAreExactWhenAllocationsDoNotOverlap) {
+  VirtualBackend backend(64 * kGiB);
+  CachingPool pool(backend);
+  Model model;
+  std::mutex turn;
+  // A thread's exit returns its cache while others may still run: its frees make the figures read low for
+  // an instant (never high), so no thread exits before every thread's last check.
+  std::barrier done(3);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(40 + t);
+      std::vector<void*> live;
+      for (int op = 0; op < 20000; ++op) {
+        std::lock_guard lock(turn);
+        if (live.empty() || (live.size() < 24 && rng() % 2 == 0)) {
+          const std::size_t bytes = LoopSize(rng);
+          void* p = *pool.allocate(bytes);  // VirtualBackend with 64 GiB: never fails here
+          model.add(p, *pool.block_size(p), bytes);
+          live.push_back(p);
+        } else {
+          const std::size_t i = rng() % live.size();
+          model.remove(live[i]);
+          EXPECT_TRUE(pool.deallocate(live[i]).ok());
+          live[i] = live.back();
+          live.pop_back();
+        }
+        const PoolStats s = pool.stats();
+        EXPECT_EQ(s.allocated_bytes, model.bytes()) << "op " << op;
+        EXPECT_EQ(s.peak_allocated_bytes, model.peak_bytes()) << "op " << op;
+        EXPECT_EQ(s.peak_requested_bytes, model.peak_requested()) << "op " << op;
+        if (::testing::Test::HasFailure()) break;
+      }
+      {
+        std::lock_guard lock(turn);
+        for (void* p : live) {
+          model.remove(p);
+          EXPECT_TRUE(pool.deallocate(p).ok());
+        }
+      }
+      done.arrive_and_wait();
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(pool.stats().peak_allocated_bytes, model.peak_bytes());
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+  EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
+  pool.reset_peak_stats();
+  EXPECT_EQ(pool.stats().peak_allocated_bytes, 0u);
+}
+
+// Thread caches never make a pool refuse what it could do without them: a limit that only fits once a
+// thread's cache is returned is accepted (set_limit counts cached blocks as free), and an allocation that
+// fits only once the cache is returned succeeds (the OOM path flushes thread caches before it fails).
+TEST(PoolThreadCache, LimitsAndOutOfMemorySeeThroughThreadCaches) {
+  VirtualBackend backend(64 * kGiB);
+  CachingPool pool(backend);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 3; ++i) blocks.push_back(*pool.allocate(1 << 20));
+  for (void* p : blocks) ASSERT_TRUE(pool.deallocate(p).ok());
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+  ASSERT_TRUE(pool.set_limit(kMiB).ok());  // cached blocks are not allocated
+  ASSERT_TRUE(pool.set_limit(4 * kMiB).ok());
+  blocks.clear();
+  for (int i = 0; i < 3; ++i) blocks.push_back(*pool.allocate(1 << 20));
+  for (void* p : blocks) ASSERT_TRUE(pool.deallocate(p).ok());  // cached: reserved stays 4 MiB
+  Result<void*> big = pool.allocate(4 * kMiB);                  // fits only once they are back in the pool
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  EXPECT_EQ(pool.stats().ooms, 0u);
+  ASSERT_TRUE(pool.deallocate(*big).ok());
+  EXPECT_TRUE(pool.check_invariants().ok());
+}
+
+}  // namespace
+}  // namespace memcoord

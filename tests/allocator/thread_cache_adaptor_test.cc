@@ -1,0 +1,230 @@
+// ThreadCacheAdaptor on its own, over a counting upstream (FakeResource under a StatsAdaptor and a
+// ThreadSafeAdaptor, as CachingPool stacks it): what it keeps and what it sends down, its figures, and that
+// flushes, trims, an OOM, a thread's exit and its own destruction give every cached block back.
+#include "allocator/thread_cache_adaptor.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <latch>
+#include <thread>
+#include <vector>
+
+#include "allocator/stats_adaptor.h"
+#include "allocator/thread_safe_adaptor.h"
+#include "tests/allocator/resource_test_util.h"
+
+namespace memcoord {
+namespace {
+
+constexpr StreamId kStream = 0x51;
+
+class ThreadCacheTest : public ::testing::Test {
+ protected:
+  PoolStats Figures() const {
+    PoolStats s;
+    stats_.fill_stats(s);
+    cache_->adjust_stats(s);
+    return s;
+  }
+  void* Alloc(std::size_t bytes, StreamId stream = kStream, TagId tag = kUntagged) {
+    Allocation a;
+    Status error;
+    EXPECT_TRUE(cache_->try_allocate(bytes, stream, tag, a, error)) << error.ToString();
+    return a.ptr;
+  }
+  Status Free(void* p) {
+    Allocation freed;
+    Status error;
+    return cache_->try_deallocate(p, freed, error) ? Status::Ok() : error;
+  }
+
+  testing::FakeResource fake_;
+  StatsAdaptor<> stats_{fake_};
+  ThreadSafeAdaptor locked_{stats_};
+  std::unique_ptr<ThreadCacheAdaptor> cache_ = std::make_unique<ThreadCacheAdaptor>(
+      locked_, LiveFigures{&stats_.allocated_counter(), &stats_.requested_counter()}, ThreadCacheLimits{},
+      "pool 'test'");
+};
+
+TEST_F(ThreadCacheTest, HitsOnTheSameStreamNeverReachTheUpstream) {
+  void* p = Alloc(4096);
+  ASSERT_TRUE(Free(p).ok());
+  for (int i = 0; i < 1000; ++i) {
+    void* q = Alloc(4096);
+    ASSERT_EQ(q, p);
+    ASSERT_TRUE(Free(q).ok());
+  }
+  EXPECT_EQ(fake_.allocate_calls, 1);
+  EXPECT_EQ(fake_.deallocate_calls, 0);
+  EXPECT_NE(Alloc(4000), p);        // another size: the upstream
+  EXPECT_NE(Alloc(4096, 0x52), p);  // another stream: the upstream (reuse there would need a wait)
+  EXPECT_EQ(Alloc(4096), p);        // the cached block, exactly
+  EXPECT_EQ(fake_.allocate_calls, 3);
+  EXPECT_TRUE(cache_->check_invariants(stats_.live_blocks()).ok());
+}
+
+TEST_F(ThreadCacheTest, ACachedBlockIsNotAllocatedInAnyFigure) {
+  void* p = Alloc(1000);
+  void* q = Alloc(70000);
+  ASSERT_TRUE(Free(q).ok());
+  PoolStats s = Figures();
+  EXPECT_EQ(s.allocated_bytes, 1024u);
+  EXPECT_EQ(s.active_bytes, 1024u);
+  EXPECT_EQ(s.requested_bytes, 1000u);
+  EXPECT_EQ(s.live_blocks, 1u);
+  EXPECT_EQ(s.peak_allocated_bytes, 1024u + 70144u);
+  EXPECT_EQ(s.peak_requested_bytes, 71000u);
+  EXPECT_EQ(cache_->cached_bytes(), 70144u);
+  ASSERT_EQ(Alloc(70000), q);  // a hit counts as an allocation and a cache hit
+  s = Figures();
+  EXPECT_EQ(s.allocations, 3u);
+  EXPECT_EQ(s.cache_hits, 1u);
+  EXPECT_EQ(s.allocated_bytes, 1024u + 70144u);
+  ASSERT_TRUE(Free(p).ok());
+  ASSERT_TRUE(Free(q).ok());
+  cache_->reset_peaks();
+  EXPECT_EQ(Figures().peak_allocated_bytes, 0u);
+  EXPECT_EQ(Figures().live_blocks, 0u);
+}
+
+TEST_F(ThreadCacheTest, BlocksThatNeedAWaitOrLargeGoBackToTheUpstream) {
+  void* recorded = Alloc(4096);
+  ASSERT_TRUE(cache_->record_stream(recorded, 0x52).ok());
+  EXPECT_EQ(fake_.record_stream_calls, 1);
+  ASSERT_TRUE(Free(recorded).ok());
+  EXPECT_EQ(fake_.deallocate_calls, 1);
+  void* same = Alloc(4096);
+  ASSERT_TRUE(cache_->record_stream(same, kStream).ok());  // its own stream: nothing to record
+  EXPECT_EQ(fake_.record_stream_calls, 1);
+  ASSERT_TRUE(Free(same).ok());
+  EXPECT_EQ(fake_.deallocate_calls, 1);  // kept
+  ASSERT_TRUE(Free(Alloc(2 << 20)).ok());
+  EXPECT_EQ(fake_.deallocate_calls, 2);
+}
+
+TEST_F(ThreadCacheTest, TaggedBlocksAreReusedOnlyForTheirTag) {
+  void* p = Alloc(4096, kStream, /*tag=*/3);
+  ASSERT_TRUE(Free(p).ok());
+  EXPECT_EQ(fake_.deallocate_calls, 0);
+  TagFigures cached;
+  cache_->cached_by_tag(cached);
+  EXPECT_EQ(cached.bytes[3], 4096u);
+  EXPECT_EQ(cached.blocks[3], 1u);
+  void* other = Alloc(4096, kStream, /*tag=*/4);
+  EXPECT_NE(other, p);
+  EXPECT_EQ(Alloc(4096, kStream, /*tag=*/3), p);
+  cache_->cached_by_tag(cached);
+  EXPECT_EQ(cached.bytes[3], 0u);
+}
+
+TEST_F(ThreadCacheTest, UnknownAndDoubleFreesAreRefusedAboveThePool) {
+  void* p = Alloc(4096);
+  ASSERT_TRUE(Free(p).ok());
+  const Status twice = Free(p);  // p is cached: the pool below still holds it live
+  EXPECT_EQ(twice.code(), StatusCode::kNotFound);
+  EXPECT_NE(twice.message().find("pool 'test'"), std::string::npos) << twice.ToString();
+  int local = 0;
+  EXPECT_EQ(Free(&local).code(), StatusCode::kNotFound);
+  EXPECT_EQ(cache_->record_stream(p, 0x52).code(), StatusCode::kNotFound);
+  EXPECT_EQ(cache_->block_size(p).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(fake_.deallocate_calls, 0);
+  EXPECT_EQ(fake_.record_stream_calls, 0);
+  EXPECT_EQ(*cache_->block_size(Alloc(4096)), 4096u);
+}
+
+TEST_F(ThreadCacheTest, LimitsBoundWhatAThreadKeeps) {
+  std::vector<void*> blocks;
+  for (int i = 0; i < 40; ++i) blocks.push_back(Alloc(512));
+  for (void* p : blocks) ASSERT_TRUE(Free(p).ok());
+  EXPECT_EQ(cache_->cached_blocks(), detail::kMaxCachedBlocks);  // the oldest went back
+  EXPECT_EQ(fake_.deallocate_calls, 40 - static_cast<int>(detail::kMaxCachedBlocks));
+  blocks.clear();
+  for (int i = 0; i < 6; ++i) blocks.push_back(Alloc(1 << 20));
+  for (void* p : blocks) ASSERT_TRUE(Free(p).ok());
+  EXPECT_LE(cache_->cached_bytes(), ThreadCacheLimits{}.max_bytes);
+  EXPECT_TRUE(cache_->check_invariants(stats_.live_blocks()).ok());
+}
+
+TEST_F(ThreadCacheTest, AnOutOfMemoryFlushesEveryCacheAndRetriesOnce) {
+  ASSERT_TRUE(Free(Alloc(4096)).ok());
+  ASSERT_TRUE(Free(Alloc(8192)).ok());
+  fake_.fail_next_allocations = 1;
+  Allocation a;
+  Status error;
+  ASSERT_TRUE(cache_->try_allocate(1 << 20, kStream, kUntagged, a, error)) << error.ToString();
+  EXPECT_EQ(cache_->cached_bytes(), 0u);
+  EXPECT_EQ(fake_.deallocate_calls, 2);
+  fake_.fail_next_allocations = 1;  // nothing cached now: the failure is final
+  EXPECT_FALSE(cache_->try_allocate(1 << 20, kStream, kUntagged, a, error));
+  EXPECT_EQ(error.code(), StatusCode::kResourceExhausted);
+}
+
+TEST_F(ThreadCacheTest, TrimAndFlushEmptyTheCachesOfLiveThreads) {
+  std::latch cached(1), done(1);
+  std::thread worker([&] {
+    ASSERT_TRUE(Free(Alloc(4096)).ok());
+    ASSERT_TRUE(Free(Alloc(65536)).ok());
+    cached.count_down();
+    done.wait();
+  });
+  cached.wait();
+  EXPECT_EQ(cache_->cached_bytes(), 4096u + 65536u);
+  (void)cache_->trim(0);
+  EXPECT_EQ(cache_->cached_bytes(), 0u);
+  EXPECT_EQ(fake_.trim_calls, 1);
+  EXPECT_TRUE(fake_.live.empty());
+  done.count_down();
+  worker.join();
+}
+
+TEST_F(ThreadCacheTest, AThreadsExitReturnsItsCache) {
+  void* handed = nullptr;
+  std::thread worker([&] {
+    for (std::size_t bytes : {512u, 4096u, 65536u, 1u << 20}) ASSERT_TRUE(Free(Alloc(bytes)).ok());
+    handed = Alloc(4096);  // live when the thread exits: freed later by another thread
+  });
+  worker.join();
+  EXPECT_EQ(cache_->cached_bytes(), 0u);
+  EXPECT_EQ(fake_.live.size(), 1u);
+  ASSERT_TRUE(Free(handed).ok());  // found in the exited thread's table (this thread may take over its slot)
+  EXPECT_EQ(Figures().live_blocks, 0u);
+  const std::uint64_t kept_here = cache_->cached_bytes();
+  std::thread next([&] { ASSERT_TRUE(Free(Alloc(512)).ok()); });
+  next.join();
+  EXPECT_EQ(cache_->cached_bytes(), kept_here);  // what `next` kept went back when it exited
+  cache_->flush();
+  EXPECT_TRUE(fake_.live.empty());
+  EXPECT_TRUE(cache_->check_invariants(stats_.live_blocks()).ok());
+}
+
+TEST_F(ThreadCacheTest, ACrossThreadFreeGoesToThePool) {
+  void* p = Alloc(4096);
+  std::thread other([&] { ASSERT_TRUE(Free(p).ok()); });
+  other.join();
+  EXPECT_EQ(fake_.deallocate_calls, 1);
+  EXPECT_EQ(Figures().live_blocks, 0u);
+}
+
+TEST_F(ThreadCacheTest, DestroyingTheAdaptorGivesBackWhatThreadsCached) {
+  std::latch cached(1), done(1);
+  std::thread worker([&] {
+    ASSERT_TRUE(Free(Alloc(4096)).ok());
+    cached.count_down();
+    done.wait();
+    ASSERT_TRUE(Free(Alloc(4096)).ok());  // a new adaptor: another slot, nothing stale
+  });
+  cached.wait();
+  cache_.reset();
+  EXPECT_TRUE(fake_.live.empty());
+  cache_ = std::make_unique<ThreadCacheAdaptor>(
+      locked_, LiveFigures{&stats_.allocated_counter(), &stats_.requested_counter()}, ThreadCacheLimits{},
+      "pool 'test'");
+  done.count_down();
+  worker.join();  // its exit gave the new adaptor's block back
+  EXPECT_EQ(cache_->cached_bytes(), 0u);
+  EXPECT_TRUE(fake_.live.empty());
+}
+
+}  // namespace
+}  // namespace memcoord
