@@ -42,8 +42,12 @@ struct ThreadCacheBindings {
 };
 
 namespace {
-thread_local std::uint64_t t_last_id = 0;
-thread_local detail::ThreadCacheSlot* t_last_slot = nullptr;
+// The slot of the adaptor this thread used last (one thread-local lookup on the hot path).
+struct LastSlot {
+  std::uint64_t id = 0;
+  detail::ThreadCacheSlot* slot = nullptr;
+};
+thread_local LastSlot t_last;
 thread_local ThreadCacheBindings t_bindings;
 }  // namespace
 
@@ -77,7 +81,8 @@ ThreadCacheAdaptor::~ThreadCacheAdaptor() {
 }
 
 ThreadCacheAdaptor::Slot& ThreadCacheAdaptor::my_slot() {
-  if (t_last_id == id_) return *t_last_slot;
+  LastSlot& last = t_last;
+  if (last.id == id_) return *last.slot;
   return bind_slot();
 }
 
@@ -86,8 +91,7 @@ ThreadCacheAdaptor::Slot& ThreadCacheAdaptor::bind_slot() {
   auto& list = t_bindings.list;
   for (const auto& b : list) {
     if (b.id == id_) {
-      t_last_id = id_;
-      t_last_slot = b.slot.get();
+      t_last = {id_, b.slot.get()};
       return *b.slot;
     }
   }
@@ -116,8 +120,7 @@ ThreadCacheAdaptor::Slot& ThreadCacheAdaptor::bind_slot() {
     }
   }
   list.push_back({id_, chosen});
-  t_last_id = id_;
-  t_last_slot = chosen.get();
+  t_last = {id_, chosen.get()};
   return *chosen;
 }
 
@@ -202,32 +205,22 @@ bool ThreadCacheAdaptor::try_deallocate(void* ptr, Allocation& freed, Status& er
   const auto key = reinterpret_cast<std::uintptr_t>(ptr);
   Slot& own = my_slot();
   detail::LiveBlock block;
-  std::array<detail::CachedBlock, detail::kMaxCachedBlocks> evicted;
-  std::size_t evicted_count = 0;
   bool found = false;
   bool kept = false;
   {
     std::lock_guard lock(own.mu);
     found = own.live.erase(key, block);
-    if (found && keeps(own, block)) {
-      // Room first: the oldest blocks go back to the pool (after the lock is released).
-      while (own.cached_count == detail::kMaxCachedBlocks ||
-             own.entry_bytes + block.size > limits_.max_bytes) {
-        evicted[evicted_count++] = own.cached[0];
-        own.entry_bytes -= own.cached[0].size;
-        std::copy(own.cached.begin() + 1, own.cached.begin() + static_cast<std::ptrdiff_t>(own.cached_count),
-                  own.cached.begin());
-        --own.cached_count;
-      }
-      own.cached[own.cached_count++] =
-          detail::CachedBlock{key, block.size, block.requested, block.stream, block.tag};
-      own.entry_bytes += block.size;
-      count_cached(own, own.cached[own.cached_count - 1], /*in=*/true);
+    if (found && keeps(own, block) && own.cached_count < detail::kMaxCachedBlocks &&
+        own.entry_bytes + block.size <= limits_.max_bytes) {
+      push_cached(own, detail::CachedBlock{key, block.size, block.requested, block.stream, block.tag});
       kept = true;
     }
   }
+  if (!kept && found && keeps(own, block)) {
+    cache_making_room(own, detail::CachedBlock{key, block.size, block.requested, block.stream, block.tag});
+    kept = true;
+  }
   if (kept) {
-    if (evicted_count > 0) give_back(own, evicted.data(), evicted_count);
     freed = Allocation{ptr, block.size, block.requested, block.stream, block.tag};
     return true;
   }
@@ -241,6 +234,31 @@ bool ThreadCacheAdaptor::try_deallocate(void* ptr, Allocation& freed, Status& er
   // thread is not cached here: it was found in that thread's table, and keeping the common path to one lock
   // matters more than caching cross-thread frees.)
   return upstream().try_deallocate(ptr, freed, error);
+}
+
+// REQUIRES: slot.mu held and room for `b`.
+void ThreadCacheAdaptor::push_cached(Slot& slot, const detail::CachedBlock& b) {
+  slot.cached[slot.cached_count++] = b;
+  slot.entry_bytes += b.size;
+  count_cached(slot, b, /*in=*/true);
+}
+
+// A full cache (rare, so out of the common path): the oldest blocks go back to the pool, after the lock.
+void ThreadCacheAdaptor::cache_making_room(Slot& slot, const detail::CachedBlock& b) {
+  std::array<detail::CachedBlock, detail::kMaxCachedBlocks> evicted;
+  std::size_t evicted_count = 0;
+  {
+    std::lock_guard lock(slot.mu);
+    while (slot.cached_count == detail::kMaxCachedBlocks || slot.entry_bytes + b.size > limits_.max_bytes) {
+      evicted[evicted_count++] = slot.cached[0];
+      slot.entry_bytes -= slot.cached[0].size;
+      std::copy(slot.cached.begin() + 1, slot.cached.begin() + static_cast<std::ptrdiff_t>(slot.cached_count),
+                slot.cached.begin());
+      --slot.cached_count;
+    }
+    push_cached(slot, b);
+  }
+  if (evicted_count > 0) give_back(slot, evicted.data(), evicted_count);
 }
 
 bool ThreadCacheAdaptor::take_live(Slot& own, std::uintptr_t key, detail::LiveBlock& block) {

@@ -122,6 +122,8 @@ class ThreadCacheAdaptor final : public ResourceAdaptor<> {
   static std::size_t take_all_locked(Slot& slot, detail::CachedBlock* out);
   void check_peaks(const Slot& slot);
   void count_cached(Slot& slot, const detail::CachedBlock& b, bool in);
+  void push_cached(Slot& slot, const detail::CachedBlock& b);
+  void cache_making_room(Slot& slot, const detail::CachedBlock& b);
   std::int64_t visible(const detail::Counter& below, detail::Counter Slot::*cached) const;
   void release_slot(Slot& slot);  // a thread exits: its cache goes back, the slot may be claimed again
   Slot* slot_at(std::size_t i) const { return raw_[i].load(std::memory_order_acquire); }
