@@ -167,17 +167,23 @@ class CachingPool::Impl {
   Result<std::size_t> block_size(const void* ptr) const { return cache_.block_size(ptr); }
 
   Status check_invariants() const {
-    auto lock = locked_.lock();
-    MEMCOORD_RETURN_IF_ERROR(core_.check_invariants());
-    if (stats_.allocated_bytes() != core_.allocated_bytes()) {
-      return Internal("the stats' allocated bytes disagree with the core's live blocks");
+    std::uint64_t live_blocks = 0;
+    {
+      auto lock = locked_.lock();
+      MEMCOORD_RETURN_IF_ERROR(core_.check_invariants());
+      if (stats_.allocated_bytes() != core_.allocated_bytes()) {
+        return Internal("the stats' allocated bytes disagree with the core's live blocks");
+      }
+      if (limit_.used_bytes() != core_.reserved_bytes()) {
+        return Internal("the limit's count disagrees with the core's reserved bytes");
+      }
+      if (tags_.tagged_bytes() > stats_.allocated_bytes())
+        return Internal("tagged bytes exceed allocated bytes");
+      live_blocks = stats_.live_blocks();
     }
-    if (limit_.used_bytes() != core_.reserved_bytes()) {
-      return Internal("the limit's count disagrees with the core's reserved bytes");
-    }
-    if (tags_.tagged_bytes() > stats_.allocated_bytes())
-      return Internal("tagged bytes exceed allocated bytes");
-    return cache_.check_invariants(stats_.live_blocks());
+    // Outside the pool's lock: a thread cache slot's lock is never taken under it (a slot's lock may be held
+    // while calling into the pool: a thread's exit returns its cache under it). Exact when no call runs.
+    return cache_.check_invariants(live_blocks);
   }
 
   const std::string& name() const { return core_.options().name; }

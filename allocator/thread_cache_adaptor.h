@@ -26,6 +26,8 @@
 // Cost: a hit takes the thread's own slot lock once (one atomic exchange on a line that thread holds) and
 // reads a few lines nobody writes in a steady loop; a block the layer does not keep (larger than
 // max_block_bytes, or recorded) pays that lock and a table update on top of the pool's own path.
+// Lock order: a slot's lock, then the pool's (a thread's exit and the destructor return blocks under the
+// slot's lock); never a slot's lock under the pool's.
 // Thread safety: every call is thread-safe. Each thread claims a slot (its lock is uncontended unless
 // another thread frees a block of this thread's or a flush runs); beyond kMaxSlots threads share one slot
 // that caches nothing. A thread's cache goes back to the pool when the thread exits.
