@@ -23,11 +23,12 @@ Disjoint sets: `--set fit` (the estimator's coefficients are fitted on these onl
 Generate rows also record the prompt's forward alone (prefill_peak_bytes, after_prefill_bytes), measured after
 generate's own peak.
 
-Usage (GPU machine): python3 measure_peaks.py OUT.jsonl --set fit|check|fit2|check2 [--only SUBSTRING]
+Usage (GPU machine): python3 measure_peaks.py OUT.jsonl --set fit|check|fit2|check2 [--only SUBSTRING] [--jobs N]
 [--timeout S]
 Writes JSON lines as it goes: first {"meta": ...} (PyTorch, transformers, device), then one row per
 configuration (a failed one carries "error"). Progress goes to stdout.
 """
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -422,13 +423,21 @@ def main():
     timeout = float(arg("--timeout", "90"))
     meta = dict(versions(), set=which, started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     configs = [c for c in SETS[which] if not only or only in c["model"]]
+    # --jobs N: N configurations at a time, each in its own process on the one GPU. A row's peak is its own
+    # process's torch.cuda.max_memory_allocated, which other processes do not change; only time is shared.
+    jobs = int(arg("--jobs", "1"))
+    if jobs < 1 or jobs > 8:
+        sys.exit(f"--jobs must be between 1 and 8, got {jobs}")
+    meta["jobs"] = jobs
     start = time.time()
-    with open(out_path, "w") as out:
+    with open(out_path, "w") as out, concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         out.write(json.dumps({"meta": meta, "specs": SPECS}) + "\n")
         out.flush()
         print(json.dumps(meta), flush=True)
-        for i, cfg in enumerate(configs):
-            row = dict(run_child(cfg, timeout), set=which)
+        futures = {pool.submit(run_child, cfg, timeout): cfg for cfg in configs}
+        for i, future in enumerate(concurrent.futures.as_completed(futures)):
+            cfg = futures[future]
+            row = dict(future.result(), set=which)
             out.write(json.dumps(row) + "\n")
             out.flush()
             summary = row.get("error") or f"peak {row['peak_bytes'] / 1e9:.3f} GB in {row['seconds']}s"
