@@ -16,6 +16,7 @@ otherwise (the table says which); --json FILE keeps every figure.
 
 Usage: bench_allocators.py [--workloads a,b] [--allocators native,expandable,memcoord] [--steps N] [--json F]
                            [--trace-dir DIR]   (memcoord runs also record DIR/WORKLOAD/rank0.default.trace.gz)
+                           [--repeat N]        (N fresh processes per configuration: median times, highest memory)
 """
 
 import argparse
@@ -32,6 +33,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent.parent / "python"))
 
 ALLOCATORS = ["native", "expandable", "memcoord"]
+INFORMATIONAL = {"losses within expandable's spread"}  # printed beside the targets, not one of them
 GB = 1e9
 
 
@@ -110,6 +112,24 @@ def run_config(workload, allocator, steps, timeout, trace_dir=None):
     return result
 
 
+def combine(runs):
+    """One row from the fresh-process runs of a configuration: each time figure is the median over the runs
+    (a process's median step, its first step), memory figures the highest; the per-run figures are kept."""
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return runs[0]
+    row = dict(ok[0])
+    if len(runs) > 1:
+        row["median_step_ms"] = statistics.median(r["median_step_ms"] for r in ok)
+        row["first_step_ms"] = statistics.median(r["first_step_ms"] for r in ok)
+        for key in ("device_bytes", "peak_reserved_bytes", "peak_allocated_bytes"):
+            row[key] = max(r[key] for r in ok)
+        row["runs"] = [{k: r.get(k) for k in ("median_step_ms", "first_step_ms", "device_bytes", "error")} for r in runs]
+        if len(ok) < len(runs):
+            row["failed_runs"] = len(runs) - len(ok)
+    return row
+
+
 def targets(rows, tolerance):
     """{workload: [(target, held, detail)]} for the workloads that ran under all three allocators."""
     out = {}
@@ -125,12 +145,19 @@ def targets(rows, tolerance):
         if mc and native:
             ratio = mc["median_step_ms"] / native["median_step_ms"]
             checks.append(("median within 2% of native", ratio <= 1.02, f"x{ratio:.3f}"))
+        diffs = {}
         for other in (expandable, mc):
             if other and native:
                 diff = max((abs(a - b) for a, b in zip(other["losses"], native["losses"])), default=0.0)
                 same_length = len(other["losses"]) == len(native["losses"])
+                diffs[other["allocator"]] = diff if same_length else float("inf")
                 checks.append((f"losses {other['allocator']} = native", same_length and diff <= tolerance,
                                f"max |diff| {diff:.3g}"))
+        if "memcoord" in diffs and "expandable" in diffs:
+            # Kernels may pick different algorithms for different addresses, so PyTorch's own allocators differ
+            # from each other in the last bits: memcoord is held to that spread too (reported, not a target).
+            checks.append(("losses within expandable's spread", diffs["memcoord"] <= max(diffs["expandable"], tolerance),
+                           f"{diffs['memcoord']:.3g} vs {diffs['expandable']:.3g}"))
         out[workload] = checks
     return out
 
@@ -151,7 +178,7 @@ def print_tables(rows, checks):
     print("\n== targets (memcoord) ==")
     for workload, items in checks.items():
         for name, held, detail in items:
-            print(f"{workload:<18} {name:<30} {'yes' if held else 'NO ':<4} {detail}")
+            print(f"{workload:<18} {name:<34} {'yes' if held else 'NO ':<4} {detail}")
 
 
 def main():
@@ -163,6 +190,8 @@ def main():
     parser.add_argument("--loss-tolerance", type=float, default=0.0)
     parser.add_argument("--json", help="write every figure here")
     parser.add_argument("--trace-dir", help="memcoord runs record their pools' traces under DIR/WORKLOAD/")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="fresh processes per configuration (times: median over them; memory: highest)")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -178,6 +207,8 @@ def main():
         return 77
     import workloads
 
+    if args.repeat < 1 or args.repeat > 20:
+        parser.error(f"--repeat must be between 1 and 20, got {args.repeat}")
     names = [w for w in args.workloads.split(",") if w]
     allocators = [a for a in args.allocators.split(",") if a]
     for name in names:
@@ -189,7 +220,8 @@ def main():
     rows = []
     for name in names:
         for allocator in allocators:
-            row = run_config(name, allocator, args.steps, args.timeout, args.trace_dir)
+            runs = [run_config(name, allocator, args.steps, args.timeout, args.trace_dir) for _ in range(args.repeat)]
+            row = combine(runs)
             rows.append(row)
             if "error" in row:
                 print(f"{name} {allocator}: FAILED: {row['error'][-400:]}", flush=True)
@@ -202,7 +234,8 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"runs": rows, "targets": checks}, f, indent=1)
     print_tables(rows, checks)
-    failed = any("error" in r for r in rows) or any(not held for items in checks.values() for _, held, _ in items)
+    failed = any("error" in r or r.get("failed_runs") for r in rows) or any(
+        not held for items in checks.values() for name, held, _ in items if name not in INFORMATIONAL)
     print(f"\nbench_allocators: {'every run finished and every target held' if not failed else 'FAILED (see above)'}")
     return 1 if failed else 0
 

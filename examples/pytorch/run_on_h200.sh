@@ -11,7 +11,8 @@
 #   abort_nccl  the same over NCCL with one GPU per rank (a 2-GPU machine only)
 #   trim     cluster_trim.py: 2 GPT-2 processes, `memcoord trim` at one step, device free memory rises
 #   train    train.py under torchrun (2 ranks, gloo) and under memcoord-launch (2 ranks, a coordinator)
-#   bench1   bench_allocators.py: gpt2_fp32, gpt2_bf16_varlen, resnet50_amp x {native, expandable, memcoord}
+#   bench1   bench_allocators.py: gpt2_fp32, gpt2_bf16_varlen, resnet50_amp x {native, expandable, memcoord},
+#            2 fresh processes each (~26 s a process on the H200: 18 fit one call)
 #   bench2   bench_allocators.py: llama_1b, alternating x {native, expandable, memcoord}
 # Exits non-zero when a part failed (each part's last lines say why).
 set -uo pipefail
@@ -68,10 +69,10 @@ part_train() {
 }
 part_bench1() {
   python3 examples/pytorch/bench_allocators.py --workloads gpt2_fp32,gpt2_bf16_varlen,resnet50_amp \
-    --json "$out/bench1.json" 2>&1 | tee "$out/bench1.log" | sed -n '/== allocators/,$p'
+    --repeat 2 --json "$out/bench1.json" 2>&1 | tee "$out/bench1.log" | sed -n '/== allocators/,$p'
 }
 part_bench2() {
-  python3 examples/pytorch/bench_allocators.py --workloads llama_1b,alternating --json "$out/bench2.json" 2>&1 |
+  python3 examples/pytorch/bench_allocators.py --workloads llama_1b,alternating --repeat 2 --json "$out/bench2.json" 2>&1 |
     tee "$out/bench2.log" | sed -n '/== allocators/,$p'
 }
 
