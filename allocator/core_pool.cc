@@ -45,6 +45,11 @@ detail::ArenaConfig CorePool::arena_config(bool small) const {
   c.range_bytes =
       std::max<std::uint64_t>((range + c.chunk_bytes - 1) / c.chunk_bytes * c.chunk_bytes, c.chunk_bytes);
   c.small = small;
+  const std::size_t unit = small ? c.chunk_bytes
+                                 : (options_.large_map_unit_bytes != 0 ? options_.large_map_unit_bytes
+                                                                       : PoolOptions::kDefaultLargeMapUnit);
+  c.map_unit_bytes =
+      std::max<std::size_t>((unit + c.chunk_bytes - 1) / c.chunk_bytes * c.chunk_bytes, c.chunk_bytes);
   return c;
 }
 

@@ -5,9 +5,10 @@
 //
 // How memory grows. On a mapping backend each of two arenas (small blocks <= small_block_limit, large blocks
 // above it, kept apart so long-lived small tensors do not pin large ranges) is a reserved address range
-// backed by physical chunks mapped on demand. On a miss the pool places the request where it needs the
-// fewest new chunks and maps them. It packs (unmaps whole idle free chunks elsewhere in the cache and maps
-// them where the request goes, instead of growing) under pressure and, sparingly, at its own high-water
+// backed by physical memory mapped on demand in units (one driver allocation each: single chunks in the small
+// arena, up to PoolOptions::large_map_unit_bytes in the large one; a unit is unmapped only whole). On a miss
+// the pool places the request where it needs the fewest new chunks and maps them. It packs (unmaps whole idle
+// free units elsewhere in the cache and maps memory where the request goes, instead of growing) under pressure and, sparingly, at its own high-water
 // mark: see RemapPolicy. Pressure is the device nearly full (device_info().free_bytes against
 // device_reserve_bytes) or a budget the backend enforces (DeviceBackend::bytes_over_budget, which a
 // LimitAdaptor reports). On a segment backend it grows by whole segments, as PyTorch's native allocator does.

@@ -1,8 +1,9 @@
 // DeviceBackend: where a pool's memory comes from. Two ways to obtain memory, a backend offers one or both:
 //   segments:  allocate(bytes) / release(ptr, bytes): whole allocations (cudaMalloc, host malloc).
-//   mapping:   reserve_address / map / unmap / free_address: physical memory in chunk_bytes() units mapped
-//              into reserved address ranges (CUDA virtual memory, host mmap, or addresses only). A pool on a
-//              mapping backend never fragments across segments: free chunks can be unmapped anywhere and
+//   mapping:   reserve_address / map / unmap / free_address: physical memory mapped into reserved address
+//              ranges in multiples of chunk_bytes() (CUDA virtual memory, host mmap, or addresses only). Each
+//              map call may be one physical allocation, which can only be unmapped whole. A pool on a
+//              mapping backend never fragments across segments: free units can be unmapped anywhere and
 //              mapped again where a request needs them.
 // Streams are opaque ids (0 = the default stream; for CUDA the cudaStream_t value). A backend without
 // streams treats every stream operation as already complete.
@@ -62,11 +63,13 @@ class DeviceBackend {
   virtual Result<std::uintptr_t> reserve_address(std::size_t bytes);
   // REQUIRES: [base, base+bytes) is exactly a range returned by reserve_address, with nothing mapped.
   virtual void free_address(std::uintptr_t base, std::size_t bytes) noexcept;
-  // Backs [address, address+bytes) with new physical memory. REQUIRES: chunk-aligned, inside a reserved
-  // range, currently unmapped. On failure nothing stays mapped.
+  // Backs [address, address+bytes) with new physical memory (one driver allocation where the backend has a
+  // driver: the cost is per call, not per byte). REQUIRES: chunk-aligned, inside a reserved range,
+  // currently unmapped. On failure nothing stays mapped.
   virtual Status map(std::uintptr_t address, std::size_t bytes);
-  // Unmaps and frees the physical memory of [address, address+bytes). REQUIRES: chunk-aligned and mapped;
-  // no work still in flight on that memory (the pool synchronizes the stream that last used it first).
+  // Unmaps and frees the physical memory of [address, address+bytes). REQUIRES: the range is made of whole
+  // earlier map() ranges (one or several, adjacent); no work still in flight on that memory (the pool
+  // synchronizes the stream that last used it first).
   virtual void unmap(std::uintptr_t address, std::size_t bytes) noexcept;
 
   // --- streams ------------------------------------------------------------------------------------------

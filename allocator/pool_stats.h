@@ -21,8 +21,8 @@ struct PoolStats {
   std::uint64_t live_blocks = 0;
   std::uint64_t allocations = 0;              // successful allocate() calls
   std::uint64_t cache_hits = 0;               // allocations served without the backend
-  std::uint64_t backend_allocations = 0;      // segment allocations or map calls
-  std::uint64_t backend_frees = 0;            // segment releases or unmap calls
+  std::uint64_t backend_allocations = 0;      // segments allocated or units mapped (driver allocations)
+  std::uint64_t backend_frees = 0;            // segments released or units unmapped
   std::uint64_t backend_allocated_bytes = 0;  // bytes those allocations mapped or allocated
   std::uint64_t backend_released_bytes = 0;   // bytes those frees unmapped or released
   bool maps_chunks = false;                   // the pool grows by mapped chunks (else by whole segments)

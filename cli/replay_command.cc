@@ -37,6 +37,8 @@ struct ReplayArgs {
   std::string capacity;
   std::string growth = "auto";
   std::string remap = "under-pressure";
+  std::string map_unit;  // PoolOptions::large_map_unit_bytes; empty: the default
+  std::uint64_t map_unit_bytes = 0;
   int repeat = 3;
   bool json = false;
   std::string timeline;  // SVG path; empty: none
@@ -84,6 +86,7 @@ int ReplayOne(const ReplayArgs& args, const std::string& path, const BackendOpti
   options.name = "replay";
   options.growth = GrowthOf(args.growth);
   options.remap = args.remap == "every-miss" ? RemapPolicy::kEveryMiss : RemapPolicy::kUnderPressure;
+  options.large_map_unit_bytes = args.map_unit_bytes;
   // Each repetition replays through a fresh pool; the figures are deterministic except the timings, whose
   // median is reported.
   std::vector<ReplayResult> runs;
@@ -167,7 +170,8 @@ void PrintTable(const ReplayArgs& args, const std::vector<TraceOutcome>& outcome
                              std::exp(log_sum / static_cast<double>(outcomes.size())));
   }
   std::cout
-      << "\nmaps, unmaps: the pool's backend (driver) calls; driver ms: what they would cost on an H200,\n"
+      << "\nmaps, unmaps: units mapped and unmapped, one driver allocation each (2 MiB chunks for small blocks,\n"
+      << "up to the large arena's unit for large ones); driver ms: what they would cost on an H200,\n"
       << "modelled from measured costs: " << DriverCostModelSummary() << ".\n"
       << "ns/event: pool operations only, thread CPU time, median of the repetitions.\n";
 }
@@ -191,6 +195,7 @@ int WriteTimeline(const ReplayArgs& args, const TraceOutcome& outcome,
     options.name = "timeline";
     options.growth = GrowthOf(growth);
     options.remap = args.remap == "every-miss" ? RemapPolicy::kEveryMiss : RemapPolicy::kUnderPressure;
+    options.large_map_unit_bytes = args.map_unit_bytes;
     CachingPool pool(**backend, options);
     Result<TraceTimeline> timeline = ReplayTimeline(outcome.trace, pool);
     if (!timeline.ok()) {
@@ -247,7 +252,16 @@ int WriteSnapshots(const ReplayArgs& args, const TraceOutcome& outcome,
   return 0;
 }
 
-int RunReplay(const ReplayArgs& args) {
+int RunReplay(ReplayArgs args) {
+  if (!args.map_unit.empty()) {
+    Result<std::uint64_t> unit = ParseBytes(args.map_unit);
+    if (!unit.ok() || *unit == 0) {
+      std::fprintf(stderr, "memcoord replay: --map-unit: %s\n",
+                   unit.ok() ? "must be positive (e.g. 2MiB, 32MiB)" : unit.status().message().c_str());
+      return 2;
+    }
+    args.map_unit_bytes = *unit;
+  }
   const bool exports = !args.timeline.empty() || !args.snapshot.empty() || !args.chrome_trace.empty();
   if (exports && args.traces.size() != 1) {
     std::fprintf(stderr,
@@ -317,6 +331,9 @@ Subcommand AddReplayCommand(CLI::App& root) {
                   "at the high-water mark on every miss, for comparison)")
       ->check(CLI::IsMember({"under-pressure", "every-miss"}))
       ->capture_default_str();
+  app->add_option("--map-unit", args->map_unit,
+                  "mapping pools: the most memory the large arena maps in one driver allocation (e.g. 32MiB; "
+                  "rounded up to the backend's chunk; default 20MiB)");
   app->add_option("--repeat", args->repeat, "replays per trace (fresh pool each); timings are the median")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <iterator>
 #include <vector>
 
 #include "allocator/cuda/cuda_device.h"
@@ -54,13 +55,13 @@ CudaVmmBackend::CudaVmmBackend(int device, CudaDeviceFacts facts, const CudaDriv
 
 CudaVmmBackend::~CudaVmmBackend() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (handles_.empty() && reserved_.empty()) return;
+  if (mappings_.empty() && reserved_.empty()) return;
   spdlog::warn(
-      "cuda-vmm backend (device {}) destroyed with {} chunk(s) mapped and {} range(s) reserved; freeing them",
-      device_, handles_.size(), reserved_.size());
+      "cuda-vmm backend (device {}) destroyed with {} mapping(s) and {} range(s) reserved; freeing them",
+      device_, mappings_.size(), reserved_.size());
   ScopedCudaDevice on_device(device_);
-  for (const auto& [address, handle] : handles_) unmap_chunk(address, handle);
-  handles_.clear();
+  for (const auto& [address, mapping] : mappings_) unmap_one(address, mapping);
+  mappings_.clear();
   for (const auto& [base, bytes] : reserved_) {
     const Status status = CudaDriverStatus(api_.cuMemAddressFree(base, bytes), "cuMemAddressFree");
     if (!status.ok()) spdlog::error("cuda-vmm backend (device {}): {}", device_, status.ToString());
@@ -123,19 +124,21 @@ Status CudaVmmBackend::check_range_locked(std::uintptr_t address, std::size_t by
                     it->first, it->second));
   }
   if (must_be_unmapped) {
-    for (std::uintptr_t chunk = address; chunk < address + bytes; chunk += chunk_bytes_) {
-      if (handles_.count(chunk) != 0) {
-        return InvalidArgument(fmt::format("cuda-vmm: chunk {:#x} is already mapped", chunk));
-      }
+    auto next = mappings_.lower_bound(address);
+    if (next != mappings_.end() && next->first < address + bytes) {
+      return InvalidArgument(fmt::format("cuda-vmm: {:#x} is already mapped", next->first));
+    }
+    if (next != mappings_.begin() && std::prev(next)->first + std::prev(next)->second.bytes > address) {
+      return InvalidArgument(fmt::format("cuda-vmm: {:#x} is already mapped", address));
     }
   }
   return Status::Ok();
 }
 
-void CudaVmmBackend::unmap_chunk(std::uintptr_t address, unsigned long long handle) noexcept {
-  Status status = CudaDriverStatus(api_.cuMemUnmap(address, chunk_bytes_), "cuMemUnmap");
+void CudaVmmBackend::unmap_one(std::uintptr_t address, const Mapping& mapping) noexcept {
+  Status status = CudaDriverStatus(api_.cuMemUnmap(address, mapping.bytes), "cuMemUnmap");
   if (!status.ok()) spdlog::error("cuda-vmm backend (device {}): {}", device_, status.ToString());
-  status = CudaDriverStatus(api_.cuMemRelease(handle), "cuMemRelease");
+  status = CudaDriverStatus(api_.cuMemRelease(mapping.handle), "cuMemRelease");
   if (!status.ok()) spdlog::error("cuda-vmm backend (device {}): {}", device_, status.ToString());
 }
 
@@ -147,62 +150,73 @@ Status CudaVmmBackend::map(std::uintptr_t address, std::size_t bytes) {
   ScopedCudaDevice on_device(device_);
   MEMCOORD_RETURN_IF_ERROR(on_device.status());
   const CUmemAllocationProp prop = PinnedDeviceProp(device_);
-  std::vector<std::pair<std::uintptr_t, CUmemGenericAllocationHandle>> mapped;
-  mapped.reserve(bytes / chunk_bytes_);
-  auto undo = [&](Status status) {
-    for (const auto& [chunk, handle] : mapped) unmap_chunk(chunk, handle);
+  auto with_context = [&](Status status) {
     const std::uint64_t free_bytes = ReadCudaDeviceInfo("cuda-vmm", device_, facts_).free_bytes;
     return status.WithContext(
         fmt::format("cuda-vmm: mapping {} bytes at {:#x} on device {} ({} bytes free): ", bytes, address,
                     device_, free_bytes));
   };
-  for (std::uintptr_t chunk = address; chunk < address + bytes; chunk += chunk_bytes_) {
-    CUmemGenericAllocationHandle handle = 0;
-    Status status = CudaDriverStatus(api_.cuMemCreate(&handle, chunk_bytes_, &prop, 0), "cuMemCreate");
-    if (!status.ok()) return undo(status);
-    status = CudaDriverStatus(api_.cuMemMap(chunk, chunk_bytes_, 0, handle, 0), "cuMemMap");
-    if (!status.ok()) {
-      const Status released = CudaDriverStatus(api_.cuMemRelease(handle), "cuMemRelease");
-      if (!released.ok()) spdlog::error("cuda-vmm backend (device {}): {}", device_, released.ToString());
-      return undo(status);
-    }
-    mapped.emplace_back(chunk, handle);
+  Mapping mapping{0, bytes};
+  Status status = CudaDriverStatus(api_.cuMemCreate(&mapping.handle, bytes, &prop, 0), "cuMemCreate");
+  if (!status.ok()) return with_context(status);
+  status = CudaDriverStatus(api_.cuMemMap(address, bytes, 0, mapping.handle, 0), "cuMemMap");
+  if (!status.ok()) {
+    const Status released = CudaDriverStatus(api_.cuMemRelease(mapping.handle), "cuMemRelease");
+    if (!released.ok()) spdlog::error("cuda-vmm backend (device {}): {}", device_, released.ToString());
+    return with_context(status);
   }
   CUmemAccessDesc access{};
   access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   access.location.id = device_;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  const Status status = CudaDriverStatus(api_.cuMemSetAccess(address, bytes, &access, 1), "cuMemSetAccess");
-  if (!status.ok()) return undo(status);
-
+  status = CudaDriverStatus(api_.cuMemSetAccess(address, bytes, &access, 1), "cuMemSetAccess");
+  if (!status.ok()) {
+    unmap_one(address, mapping);
+    return with_context(status);
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [chunk, handle] : mapped) handles_.emplace(chunk, handle);
+  mappings_.emplace(address, mapping);
   mapped_bytes_.fetch_add(bytes, std::memory_order_relaxed);
   return Status::Ok();
 }
 
 void CudaVmmBackend::unmap(std::uintptr_t address, std::size_t bytes) noexcept {
-  std::vector<std::pair<std::uintptr_t, CUmemGenericAllocationHandle>> chunks;
+  std::vector<std::pair<std::uintptr_t, Mapping>> taken;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (bytes == 0 || address % chunk_bytes_ != 0 || bytes % chunk_bytes_ != 0) {
       spdlog::error("cuda-vmm: unmap({:#x}, {}) is not chunk-aligned; ignored", address, bytes);
       return;
     }
-    chunks.reserve(bytes / chunk_bytes_);
-    for (std::uintptr_t chunk = address; chunk < address + bytes; chunk += chunk_bytes_) {
-      auto it = handles_.find(chunk);
-      if (it == handles_.end()) {
-        spdlog::error("cuda-vmm: unmap of chunk {:#x}, which is not mapped; skipped", chunk);
-        continue;
-      }
-      chunks.emplace_back(chunk, it->second);
-      handles_.erase(it);
+    // Only whole mappings inside the range: the driver cannot unmap part of one.
+    auto it = mappings_.lower_bound(address);
+    if (it != mappings_.begin() && std::prev(it)->first + std::prev(it)->second.bytes > address) {
+      spdlog::error("cuda-vmm: unmap({:#x}, {}) starts inside the mapping at {:#x}; that mapping is kept",
+                    address, bytes, std::prev(it)->first);
     }
+    std::uintptr_t covered = 0;
+    while (it != mappings_.end() && it->first < address + bytes) {
+      if (it->first + it->second.bytes > address + bytes) {
+        spdlog::error("cuda-vmm: unmap({:#x}, {}) ends inside the mapping at {:#x}; that mapping is kept",
+                      address, bytes, it->first);
+        break;
+      }
+      covered += it->second.bytes;
+      taken.emplace_back(*it);
+      it = mappings_.erase(it);
+    }
+    if (covered != bytes && taken.size() > 0) {
+      spdlog::error("cuda-vmm: unmap({:#x}, {}) covered {} mapped bytes", address, bytes, covered);
+    }
+    if (taken.empty()) spdlog::error("cuda-vmm: unmap({:#x}, {}) found nothing mapped", address, bytes);
   }
   ScopedCudaDevice on_device(device_);
-  for (const auto& [chunk, handle] : chunks) unmap_chunk(chunk, handle);
-  mapped_bytes_.fetch_sub(chunks.size() * chunk_bytes_, std::memory_order_relaxed);
+  std::uint64_t released = 0;
+  for (const auto& [start, mapping] : taken) {
+    unmap_one(start, mapping);
+    released += mapping.bytes;
+  }
+  mapped_bytes_.fetch_sub(released, std::memory_order_relaxed);
 }
 
 Result<void*> CudaVmmBackend::do_allocate(std::size_t bytes) {

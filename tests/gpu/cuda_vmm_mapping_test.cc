@@ -46,9 +46,11 @@ TEST_F(CudaVmmMapping, ChunksMapUnmapAndReturnMemory) {
   EXPECT_EQ(*base % chunk, 0u);
   EXPECT_GE(DeviceFreeBytes() + 2 * kMiB, free_start) << "reserving address space must take no memory";
 
-  ASSERT_TRUE(vmm.map(*base, bytes).ok());
+  // One map call per chunk: each chunk is its own physical allocation, so each can be unmapped alone.
+  for (std::size_t i = 0; i < kChunks; ++i) ASSERT_TRUE(vmm.map(*base + i * chunk, chunk).ok()) << i;
   const std::uint64_t free_mapped = DeviceFreeBytes();
   EXPECT_EQ(vmm.held_bytes(), bytes);
+  EXPECT_EQ(vmm.mapping_count(), kChunks);
   EXPECT_GE(free_start - free_mapped, bytes - 2 * kMiB) << "mapping must take the memory";
   auto chunk_ptr = [&](std::size_t i) { return reinterpret_cast<void*>(*base + i * chunk); };
   for (std::size_t i = 0; i < kChunks; ++i) {
@@ -80,8 +82,9 @@ TEST_F(CudaVmmMapping, ChunksMapUnmapAndReturnMemory) {
   EXPECT_EQ(mismatches.Read(), 0u);
   EXPECT_EQ(vmm.held_bytes(), bytes);
 
-  // The second half of the reservation too, as one map call spanning many chunks.
+  // The second half of the reservation as one map call spanning many chunks: one physical allocation.
   ASSERT_TRUE(vmm.map(*base + bytes, bytes).ok());
+  EXPECT_EQ(vmm.mapping_count(), kChunks + 1);
   MEMCOORD_CUDA_OK(LaunchFill(chunk_ptr(kChunks), bytes, 77, stream.id()));
   MEMCOORD_CUDA_OK(LaunchCheck(chunk_ptr(kChunks), bytes, 77, mismatches.get(), stream.id()));
   EXPECT_EQ(mismatches.Read(), 0u);
@@ -116,7 +119,10 @@ TEST_F(CudaVmmMapping, MisuseIsRefusedBeforeTheDriver) {
   ASSERT_TRUE(vmm.map(*base + chunk, 2 * chunk).ok());
   EXPECT_EQ(vmm.map(*base, 2 * chunk).code(), StatusCode::kInvalidArgument);  // overlaps a mapped chunk
   EXPECT_EQ(vmm.held_bytes(), 2 * chunk);
+  vmm.unmap(*base + chunk, chunk);  // part of a mapping: refused (logged), nothing unmapped
+  EXPECT_EQ(vmm.held_bytes(), 2 * chunk);
   vmm.unmap(*base + chunk, 2 * chunk);
+  EXPECT_EQ(vmm.held_bytes(), 0u);
   vmm.free_address(*base, 4 * chunk);
   EXPECT_EQ(vmm.held_bytes(), 0u);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);

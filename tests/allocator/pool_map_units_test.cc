@@ -1,0 +1,191 @@
+// The large arena maps physical memory in units (PoolOptions::large_map_unit_bytes, default 20 MiB): one
+// backend map call per unit, never across a multiple of the unit, and a unit is unmapped only whole (the
+// CUDA driver cannot unmap part of a physical allocation). UnitCheckingBackend records every map range and
+// counts each unmap that would cut one, so every test here also checks the arena never asks for that.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <mutex>
+#include <random>
+#include <vector>
+
+#include "allocator/caching_pool.h"
+#include "allocator/virtual_backend.h"
+
+namespace memcoord {
+namespace {
+
+constexpr std::size_t kMiB = 1 << 20;
+
+class UnitCheckingBackend final : public DeviceBackend {
+ public:
+  explicit UnitCheckingBackend(std::uint64_t capacity = 8ULL << 30) : inner_(capacity) {}
+
+  std::size_t chunk_bytes() const override { return inner_.chunk_bytes(); }
+  Result<std::uintptr_t> reserve_address(std::size_t bytes) override { return inner_.reserve_address(bytes); }
+  void free_address(std::uintptr_t base, std::size_t bytes) noexcept override {
+    inner_.free_address(base, bytes);
+  }
+  Status map(std::uintptr_t a, std::size_t bytes) override {
+    MEMCOORD_RETURN_IF_ERROR(inner_.map(a, bytes));
+    std::lock_guard<std::mutex> lock(mu_);
+    mapped_.emplace(a, bytes);
+    map_sizes.push_back(bytes);
+    return Status::Ok();
+  }
+  // Counts a violation unless [a, a+bytes) is exactly a run of whole mapped ranges.
+  void unmap(std::uintptr_t a, std::size_t bytes) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::uintptr_t at = a;
+    while (at < a + bytes) {
+      auto it = mapped_.find(at);
+      if (it == mapped_.end() || at + it->second > a + bytes) {
+        ++cut_units;
+        return;
+      }
+      at += it->second;
+      mapped_.erase(it);
+    }
+    inner_.unmap(a, bytes);
+  }
+  DeviceInfo device_info() override { return inner_.device_info(); }
+  std::string_view kind() const override { return "unit-checking"; }
+  std::uint64_t used_bytes() const { return inner_.used_bytes(); }
+
+  std::vector<std::size_t> map_sizes;
+  int cut_units = 0;
+
+ private:
+  Result<void*> do_allocate(std::size_t bytes) override { return inner_.allocate(bytes); }
+  void do_release(void* p, std::size_t bytes) noexcept override { inner_.release(p, bytes); }
+
+  VirtualBackend inner_;
+  std::mutex mu_;
+  std::map<std::uintptr_t, std::size_t> mapped_;
+};
+
+PoolOptions MappingOptions(std::size_t unit = 0) {
+  PoolOptions options;
+  options.growth = PoolGrowth::kMapping;
+  options.large_map_unit_bytes = unit;
+  options.thread_cache_bytes = 0;
+  return options;
+}
+
+TEST(PoolMapUnits, ALargeMissMapsAFewUnitsInsteadOfAChunkEach) {
+  UnitCheckingBackend backend;
+  CachingPool pool(backend, MappingOptions());
+  void* p = *pool.allocate(200 * kMiB, kDefaultStream);
+  // 200 MiB in 20 MiB windows: 10 units, 11 when the range does not start on a window.
+  EXPECT_GE(backend.map_sizes.size(), 10u);
+  EXPECT_LE(backend.map_sizes.size(), 11u);
+  std::size_t total = 0;
+  for (std::size_t s : backend.map_sizes) {
+    EXPECT_LE(s, 20 * kMiB);
+    total += s;
+  }
+  EXPECT_EQ(total, 200 * kMiB);
+  EXPECT_EQ(pool.stats().backend_allocations, backend.map_sizes.size());
+  ASSERT_TRUE(pool.deallocate(p).ok());
+  pool.trim(0);
+  EXPECT_EQ(pool.stats().backend_frees, backend.map_sizes.size());
+  EXPECT_EQ(backend.used_bytes(), 0u);
+  EXPECT_EQ(backend.cut_units, 0);
+}
+
+TEST(PoolMapUnits, ChunkSizedUnitsMapEveryChunkAlone) {
+  UnitCheckingBackend backend;
+  CachingPool pool(backend, MappingOptions(2 * kMiB));
+  void* p = *pool.allocate(20 * kMiB, kDefaultStream);
+  EXPECT_EQ(backend.map_sizes, std::vector<std::size_t>(10, 2 * kMiB));
+  ASSERT_TRUE(pool.deallocate(p).ok());
+}
+
+TEST(PoolMapUnits, AUnitIsRoundedUpToTheChunk) {
+  UnitCheckingBackend backend;
+  CachingPool pool(backend, MappingOptions(3 * kMiB));  // 4 MiB units
+  void* p = *pool.allocate(16 * kMiB, kDefaultStream);
+  EXPECT_EQ(backend.map_sizes, std::vector<std::size_t>(4, 4 * kMiB));
+  ASSERT_TRUE(pool.deallocate(p).ok());
+}
+
+// A free block that covers part of a unit keeps that unit mapped (its other part is live); once the live
+// block is freed too, the whole unit goes back.
+TEST(PoolMapUnits, ATrimKeepsUnitsThatALiveBlockStillShares) {
+  UnitCheckingBackend backend;
+  CachingPool pool(backend, MappingOptions(16 * kMiB));
+  void* a = *pool.allocate(24 * kMiB, kDefaultStream);
+  ASSERT_TRUE(pool.deallocate(a).ok());
+  // Both reuse the 24 MiB block in place: b its front 10 MiB, c the next 12 MiB.
+  void* b = *pool.allocate(10 * kMiB, kDefaultStream);
+  void* c = *pool.allocate(12 * kMiB, kDefaultStream);
+  ASSERT_TRUE(pool.deallocate(b).ok());
+  pool.trim(0);
+  // With 2 MiB units the trim would keep only c's chunks (12 MiB + the chunk it starts in); with 16 MiB
+  // units every unit c touches stays: at least c, at most c plus the units around it.
+  const std::uint64_t kept = pool.stats().reserved_bytes;
+  EXPECT_GE(kept, 12 * kMiB);
+  EXPECT_LE(kept, 24 * kMiB);
+  EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
+  ASSERT_TRUE(pool.deallocate(c).ok());
+  pool.trim(0);
+  EXPECT_EQ(pool.stats().reserved_bytes, 0u);
+  EXPECT_EQ(backend.used_bytes(), 0u);
+  EXPECT_EQ(backend.cut_units, 0);
+}
+
+// Random sizes from 1 KiB to 160 MiB on two streams under a 1 GiB limit (so the pool packs), with trims:
+// the arena's invariants hold after every step (unit starts against mapped runs included) and no unmap
+// ever cuts a unit; at the end everything goes back.
+TEST(PoolMapUnits, RandomTrafficUnderALimitNeverCutsAUnit) {
+  for (std::size_t unit : {std::size_t{2} * kMiB, std::size_t{20} * kMiB, std::size_t{64} * kMiB}) {
+    UnitCheckingBackend backend;
+    PoolOptions options = MappingOptions(unit);
+    options.limit_bytes = 1ULL << 30;
+    CachingPool pool(backend, options);
+    std::mt19937_64 rng(42);
+    std::vector<void*> live;
+    for (int i = 0; i < 3000; ++i) {
+      const std::uint64_t r = rng();
+      if (r % 3 != 0 || live.empty()) {
+        const std::size_t size =
+            (r >> 8) % 4 == 0 ? 1024 + (r >> 16) % kMiB : kMiB + (r >> 16) % (160 * kMiB);
+        const StreamId stream = (r >> 40) % 2 == 0 ? kDefaultStream : 5;
+        Result<void*> p = pool.allocate(size, stream);
+        if (p.ok()) live.push_back(*p);
+      } else {
+        const std::size_t at = (r >> 8) % live.size();
+        ASSERT_TRUE(pool.deallocate(live[at]).ok());
+        live[at] = live.back();
+        live.pop_back();
+      }
+      if (i % 500 == 499) pool.trim(0);
+      if (i % 50 == 0) {
+        ASSERT_TRUE(pool.check_invariants().ok()) << unit << ": " << pool.check_invariants().ToString();
+      }
+    }
+    for (void* p : live) ASSERT_TRUE(pool.deallocate(p).ok());
+    pool.trim(0);
+    EXPECT_EQ(pool.stats().reserved_bytes, 0u) << unit;
+    EXPECT_EQ(backend.used_bytes(), 0u) << unit;
+    EXPECT_EQ(backend.cut_units, 0) << unit;
+  }
+}
+
+// A map that fails part-way (the device is full) undoes the units it mapped: nothing stays mapped.
+TEST(PoolMapUnits, AFailedMissLeavesNoUnitMapped) {
+  UnitCheckingBackend backend(100 * kMiB);
+  CachingPool pool(backend, MappingOptions());
+  Result<void*> p = pool.allocate(150 * kMiB, kDefaultStream);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kResourceExhausted) << p.status().ToString();
+  EXPECT_EQ(backend.used_bytes(), 0u);
+  EXPECT_EQ(pool.stats().reserved_bytes, 0u);
+  EXPECT_TRUE(pool.check_invariants().ok());
+  EXPECT_EQ(backend.cut_units, 0);
+  void* q = *pool.allocate(60 * kMiB, kDefaultStream);  // and the pool still works
+  ASSERT_TRUE(pool.deallocate(q).ok());
+}
+
+}  // namespace
+}  // namespace memcoord
