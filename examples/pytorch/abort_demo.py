@@ -110,10 +110,12 @@ def run(mode, cli, limit, backend):
             ranks[0].kill()
             out, err = ranks[0].communicate()
             elapsed, code = None, None
-        message = next((l for l in err.splitlines() if "memcoord" in l and "died" in l), "")
+        lines = [l.strip() for l in (err + "\n" + out).splitlines() if l.strip()]
+        message = next((l for l in lines if "aborted by the coordinator" in l), "")
         if not message:
-            message = (err.strip().splitlines() or [""])[-1]
-        return {"mode": mode, "elapsed": elapsed, "code": code, "message": message.strip()[:160], "stderr": err}
+            message = lines[-1] if lines else ""
+        return {"mode": mode, "elapsed": elapsed, "code": code, "message": message[:160], "stderr": err,
+                "stdout": out}
     finally:
         for p in ranks + ([coordinator] if coordinator else []):
             if p.poll() is None:
@@ -151,8 +153,10 @@ def main():
         limit = 10 if mode == "memcoord" else args.plain_limit
         row = run(mode, cli, limit, args.backend)
         rows.append(row)
-        if mode == "memcoord" and row["code"] != 75:
-            sys.stderr.write(row["stderr"][-3000:])
+        if mode == "memcoord" and (row["code"] != 75 or "rank 1" not in row["message"]):
+            sys.stderr.write(f"abort_demo: rank 0's stderr ({len(row['stderr'])} chars), last 3000:\n"
+                             f"{row['stderr'][-3000:]}\nits stdout ({len(row['stdout'])} chars), last 1000:\n"
+                             f"{row['stdout'][-1000:]}\n")
     where = "CUDA tensors, one GPU" if args.backend == "gloo" else "one GPU per rank"
     print(f"\n== rank 1 SIGKILLed while rank 0 waits in a {args.backend} all-reduce ({where}) ==")
     print(f"{'run':<9} {'rank 0 ended after':>19} {'exit':>5}  message")
