@@ -271,7 +271,7 @@ Result<Block*> Arena::map_and_take(const Placement& p, std::size_t size, std::ui
     remove_free(b);
     return take(b, size, stream);
   }
-  MEMCOORD_RETURN_IF_ERROR(map_units(p.map_address, p.map_bytes));
+  MEMCOORD_RETURN_IF_ERROR(map_units(segments_[p.hole->segment].base, p.map_address, p.map_bytes));
   reserved_bytes_ += p.map_bytes;
   backend_allocated_bytes_ += p.map_bytes;
   Block* cur = p.hole;
@@ -389,11 +389,11 @@ std::uint64_t Arena::release_free_memory(std::uint64_t want_bytes, ReleaseWait w
   return released;
 }
 
-Status Arena::map_units(std::uintptr_t address, std::size_t bytes) {
+Status Arena::map_units(std::uintptr_t base, std::uintptr_t address, std::size_t bytes) {
   const std::size_t unit = std::max(config_.map_unit_bytes, config_.chunk_bytes);
   const std::uintptr_t end = address + bytes;
   for (std::uintptr_t a = address; a < end;) {
-    const std::uintptr_t next = std::min<std::uintptr_t>(end, (a / unit + 1) * unit);
+    const std::uintptr_t next = std::min<std::uintptr_t>(end, base + ((a - base) / unit + 1) * unit);
     const Status status = backend_.map(a, next - a);
     if (!status.ok()) {
       if (a > address) unmap_units(address, a);
@@ -463,7 +463,7 @@ Status Arena::check_units() const {
       for (; it != unit_starts_.end() && *it < end; ++it) {
         const auto next = std::next(it);
         const std::uintptr_t unit_end = (next != unit_starts_.end() && *next < end) ? *next : end;
-        if (*it / unit != (unit_end - 1) / unit) {
+        if ((*it - seg.base) / unit != (unit_end - 1 - seg.base) / unit) {
           return Internal(fmt::format("unit [{:#x}, {:#x}) crosses a multiple of {}", *it, unit_end, unit));
         }
         ++seen;

@@ -31,7 +31,7 @@ struct ArenaConfig {
   std::size_t chunk_bytes = 2 << 20;  // mapping: the backend's chunk
   std::uint64_t range_bytes = 0;      // mapping: address space reserved per segment
   // mapping: the largest unit mapped by one backend call, a multiple of chunk_bytes (0: chunk_bytes). Units
-  // start at multiples of it or where a mapping begins, so whole units fit in any free run of that size.
+  // never cross the segment's base plus a multiple of it: whole units fit in any free run of twice its size.
   std::size_t map_unit_bytes = 0;
   bool small = false;  // segment sizing: small arenas grow by 2 MiB segments
 };
@@ -138,8 +138,9 @@ class Arena {
   Result<std::uint32_t> new_mapping_segment(std::size_t min_bytes);
   // Mapping units. With map_unit_bytes == chunk_bytes every chunk is a unit and unit_starts_ stays empty.
   bool coarse_units() const { return config_.mapping && config_.map_unit_bytes > config_.chunk_bytes; }
-  // Maps [address, address+bytes) unit by unit; on failure unmaps what it mapped and returns the error.
-  Status map_units(std::uintptr_t address, std::size_t bytes);
+  // Maps [address, address+bytes) unit by unit (units split at base + k * unit, base the segment's, so the
+  // same events cut the same units on any backend); on failure unmaps what it mapped and returns the error.
+  Status map_units(std::uintptr_t base, std::uintptr_t address, std::size_t bytes);
   // Unmaps [lo, hi), a run of whole units.
   void unmap_units(std::uintptr_t lo, std::uintptr_t hi);
   // The whole units inside free block `b`: [lo, hi), empty (hi <= lo) when there is none.
