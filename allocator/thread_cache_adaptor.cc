@@ -47,7 +47,10 @@ struct LastSlot {
   std::uint64_t id = 0;
   detail::ThreadCacheSlot* slot = nullptr;
 };
-thread_local LastSlot t_last;
+// initial-exec: one %fs-relative load instead of a __tls_get_addr call per use (this library is dlopen'ed by
+// Python; the slot is 16 bytes of the static TLS surplus glibc keeps for such libraries, as the C ABI's own
+// call guard uses).
+__attribute__((tls_model("initial-exec"))) thread_local LastSlot t_last;
 thread_local ThreadCacheBindings t_bindings;
 }  // namespace
 
@@ -172,9 +175,8 @@ bool ThreadCacheAdaptor::take_cached(Slot& slot, std::size_t bytes, StreamId str
   for (std::size_t i = slot.cached_count; i-- > 0;) {  // newest first
     const detail::CachedBlock b = slot.cached[i];
     if (b.requested != bytes || b.stream != stream || b.tag != tag) continue;
-    std::copy(slot.cached.begin() + static_cast<std::ptrdiff_t>(i) + 1,
-              slot.cached.begin() + static_cast<std::ptrdiff_t>(slot.cached_count),
-              slot.cached.begin() + static_cast<std::ptrdiff_t>(i));
+    // Close the gap, oldest-first order kept (a few 40-byte entries: a loop, not a memmove call).
+    for (std::size_t k = i + 1; k < slot.cached_count; ++k) slot.cached[k - 1] = slot.cached[k];
     --slot.cached_count;
     slot.entry_bytes -= b.size;
     count_cached(slot, b, /*in=*/false);
