@@ -19,17 +19,19 @@
 #include "worker/capi/runtime.h"
 
 namespace memcoord::capi {
+
+namespace guard {
+std::atomic<Runtime*> g_runtime{nullptr};
+bool g_asymmetric = false;  // set by RegisterMembarrier when the library loads
+thread_local constinit HazardSlot* t_hazard __attribute__((tls_model("initial-exec"))) = nullptr;
+}  // namespace guard
+
 namespace {
 
+using guard::HazardSlot;
 constexpr std::size_t kSlots = 1024;
 
-struct alignas(64) Slot {
-  std::atomic<const void*> hazard{nullptr};
-  std::atomic<bool> owned{false};
-};
-
-Slot g_slots[kSlots];
-std::atomic<Runtime*> g_runtime{nullptr};
+HazardSlot g_slots[kSlots];
 // Calls in flight on threads without a slot, and the runtime each such call may hold (any published one).
 std::atomic<std::uint64_t> g_overflow_calls{0};
 
@@ -46,101 +48,62 @@ bool RegisterMembarrier() noexcept {
   if (supported < 0 || (supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return false;
   return ::syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
 }
-const bool g_asymmetric = RegisterMembarrier();
+const bool g_registered = (guard::g_asymmetric = RegisterMembarrier());
 
 // Without membarrier both sides are seq_cst already (the exchange and the scan's loads), so nothing more.
 void FenceEveryThread() noexcept {
-  if (g_asymmetric) (void)::syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+  if (guard::g_asymmetric) (void)::syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
 }
 
-struct ThreadSlot {
-  Slot* slot = nullptr;
-  bool tried = false;
-  ~ThreadSlot() {
+// Gives the thread's slot back when it exits; touched only when the slot is claimed (its destructor makes
+// it a guarded thread_local, kept off the hot path).
+struct SlotReleaser {
+  HazardSlot* slot = nullptr;
+  ~SlotReleaser() {
     if (slot != nullptr) slot->owned.store(false, std::memory_order_release);
+    guard::t_hazard = nullptr;
   }
 };
-// initial-exec: no __tls_get_addr call on the hot path (the slot is small enough for the static TLS
-// surplus glibc keeps for dlopen'ed libraries).
-__attribute__((tls_model("initial-exec"))) thread_local ThreadSlot t_slot;
+thread_local SlotReleaser t_releaser;
+__attribute__((tls_model("initial-exec"))) thread_local bool t_tried = false;
 
-Slot* ClaimSlot() noexcept {
-  if (t_slot.tried) return t_slot.slot;
-  t_slot.tried = true;
-  for (Slot& s : g_slots) {
+}  // namespace
+
+namespace guard {
+
+HazardSlot* ClaimSlot() noexcept {
+  if (t_tried) return nullptr;  // every slot was taken when this thread first called
+  t_tried = true;
+  for (HazardSlot& s : g_slots) {
     bool expected = false;
     if (!s.owned.load(std::memory_order_relaxed) &&
         s.owned.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
-      t_slot.slot = &s;
+      t_releaser.slot = &s;
+      t_hazard = &s;
       return &s;
     }
   }
   return nullptr;
 }
 
-}  // namespace
-
-CallGuard::CallGuard() noexcept {
-  Slot* slot = ClaimSlot();
-  slot_ = slot;
-  if (slot == nullptr) {
-    g_overflow_calls.fetch_add(1, std::memory_order_seq_cst);
-    runtime_ = g_runtime.load(std::memory_order_seq_cst);
-    return;
-  }
-  previous_ = slot->hazard.load(std::memory_order_relaxed);
-  refresh();
+Runtime* EnterOverflow() noexcept {
+  g_overflow_calls.fetch_add(1, std::memory_order_seq_cst);
+  return g_runtime.load(std::memory_order_seq_cst);
 }
 
-void CallGuard::refresh() noexcept {
-  auto* slot = static_cast<Slot*>(slot_);
-  if (slot == nullptr) {
-    runtime_ = g_runtime.load(std::memory_order_seq_cst);
-    return;
-  }
-  Runtime* seen = g_runtime.load(std::memory_order_acquire);
-  for (;;) {
-    if (seen == nullptr) {
-      // Keep an outer call's protection (nesting) but hold nothing new.
-      slot->hazard.store(previous_, std::memory_order_release);
-      runtime_ = nullptr;
-      return;
-    }
-    Runtime* again;
-    if (g_asymmetric) {
-      slot->hazard.store(seen, std::memory_order_relaxed);
-      std::atomic_signal_fence(std::memory_order_seq_cst);  // compiler order only; shutdown fences the CPU
-      again = g_runtime.load(std::memory_order_acquire);
-    } else {
-      slot->hazard.store(seen, std::memory_order_seq_cst);
-      again = g_runtime.load(std::memory_order_seq_cst);
-    }
-    if (again == seen) {
-      runtime_ = seen;
-      return;
-    }
-    seen = again;
-  }
-}
+void LeaveOverflow() noexcept { g_overflow_calls.fetch_sub(1, std::memory_order_release); }
 
-CallGuard::~CallGuard() {
-  auto* slot = static_cast<Slot*>(slot_);
-  if (slot == nullptr) {
-    g_overflow_calls.fetch_sub(1, std::memory_order_release);
-    return;
-  }
-  slot->hazard.store(previous_, std::memory_order_release);
-}
+}  // namespace guard
 
-void Publish(Runtime* runtime) noexcept { g_runtime.store(runtime, std::memory_order_seq_cst); }
+void Publish(Runtime* runtime) noexcept { guard::g_runtime.store(runtime, std::memory_order_seq_cst); }
 
-Runtime* Unpublish() noexcept { return g_runtime.exchange(nullptr, std::memory_order_seq_cst); }
+Runtime* Unpublish() noexcept { return guard::g_runtime.exchange(nullptr, std::memory_order_seq_cst); }
 
 void WaitUntilUnused(const Runtime* runtime) noexcept {
   FenceEveryThread();
   auto busy = [runtime] {
     if (g_overflow_calls.load(std::memory_order_seq_cst) != 0) return true;
-    for (const Slot& s : g_slots) {
+    for (const HazardSlot& s : g_slots) {
       if (s.hazard.load(std::memory_order_seq_cst) == runtime) return true;
     }
     return false;
@@ -150,7 +113,8 @@ void WaitUntilUnused(const Runtime* runtime) noexcept {
 }
 
 bool InsideCall() noexcept {
-  return t_slot.slot != nullptr && t_slot.slot->hazard.load(std::memory_order_relaxed) != nullptr;
+  const HazardSlot* slot = guard::t_hazard;
+  return slot != nullptr && slot->hazard.load(std::memory_order_relaxed) != nullptr;
 }
 
 }  // namespace memcoord::capi

@@ -79,21 +79,84 @@ struct Runtime {
   AbortState abort;
 };
 
+// The guard's shared state (call_guard.cc); here so that entering and leaving a call inline into every
+// entry point (two loads and two stores on the thread's own cache line).
+namespace guard {
+struct alignas(64) HazardSlot {
+  std::atomic<const void*> hazard{nullptr};
+  std::atomic<bool> owned{false};
+};
+extern std::atomic<Runtime*> g_runtime;
+// True when shutdown fences every thread with membarrier(), so a call's store-load pair needs no CPU fence.
+extern bool g_asymmetric;
+// This thread's slot: nullptr before its first call, and for threads beyond the slots (they count calls in
+// an overflow counter instead). Constant-initialized and trivially destructible: read with one %fs load.
+extern thread_local constinit HazardSlot* t_hazard __attribute__((tls_model("initial-exec")));
+HazardSlot* ClaimSlot() noexcept;  // first call of this thread; nullptr: no slot left
+Runtime* EnterOverflow() noexcept;
+void LeaveOverflow() noexcept;
+}  // namespace guard
+
 // The Runtime in use by this call, or none. Nests (an entry point calling another on the same thread).
 class CallGuard {
  public:
-  CallGuard() noexcept;
-  ~CallGuard();
+  CallGuard() noexcept {
+    guard::HazardSlot* slot = guard::t_hazard;
+    if (slot == nullptr) slot = guard::ClaimSlot();
+    slot_ = slot;
+    if (slot == nullptr) {
+      runtime_ = guard::EnterOverflow();
+      return;
+    }
+    previous_ = slot->hazard.load(std::memory_order_relaxed);
+    refresh();
+  }
+  ~CallGuard() {
+    if (slot_ == nullptr) {
+      guard::LeaveOverflow();
+      return;
+    }
+    slot_->hazard.store(previous_, std::memory_order_release);
+  }
   CallGuard(const CallGuard&) = delete;
   CallGuard& operator=(const CallGuard&) = delete;
   Runtime* runtime() const noexcept { return runtime_; }
-  // Takes the currently published Runtime (after an init on this thread).
-  void refresh() noexcept;
+  // Takes the currently published Runtime (after an init on this thread). Either shutdown's exchange comes
+  // first and the call sees no Runtime, or the slot's store does and shutdown's scan sees it.
+  void refresh() noexcept {
+    if (slot_ == nullptr) {
+      runtime_ = guard::g_runtime.load(std::memory_order_seq_cst);
+      return;
+    }
+    Runtime* seen = guard::g_runtime.load(std::memory_order_acquire);
+    for (;;) {
+      if (seen == nullptr) {
+        // Keep an outer call's protection (nesting) but hold nothing new.
+        slot_->hazard.store(previous_, std::memory_order_release);
+        runtime_ = nullptr;
+        return;
+      }
+      Runtime* again;
+      if (guard::g_asymmetric) {
+        slot_->hazard.store(seen, std::memory_order_relaxed);
+        std::atomic_signal_fence(std::memory_order_seq_cst);  // compiler order only; shutdown fences the CPU
+        again = guard::g_runtime.load(std::memory_order_acquire);
+      } else {
+        slot_->hazard.store(seen, std::memory_order_seq_cst);
+        again = guard::g_runtime.load(std::memory_order_seq_cst);
+      }
+      if (again == seen) {
+        runtime_ = seen;
+        return;
+      }
+      seen = again;
+    }
+  }
 
  private:
   Runtime* runtime_ = nullptr;
   const void* previous_ = nullptr;
-  void* slot_ = nullptr;
+  guard::HazardSlot* slot_ = nullptr;
 };
 
 // REQUIRES: the caller serializes publish/unpublish (lifetime.cc's init mutex).
