@@ -180,6 +180,7 @@ void CorePool::fill_stats(PoolStats& s) const {
   s.backend_frees = backend_frees_.load();
   s.backend_allocated_bytes = backend_allocated_bytes_.load();
   s.backend_released_bytes = backend_released_bytes_.load();
+  s.pack_waits = pack_waits_.load();
   s.maps_chunks = large_.mapping();
   s.trims = trims_.load();
   s.trimmed_bytes = trimmed_bytes_.load();
@@ -356,6 +357,7 @@ void CorePool::sync_backend_counters() {
   backend_frees_.store(small_.backend_frees() + large_.backend_frees());
   backend_allocated_bytes_.store(small_.backend_allocated_bytes() + large_.backend_allocated_bytes());
   backend_released_bytes_.store(small_.backend_released_bytes() + large_.backend_released_bytes());
+  pack_waits_.store(small_.pack_waits() + large_.pack_waits());
 }
 
 }  // namespace memcoord

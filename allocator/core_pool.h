@@ -8,10 +8,11 @@
 // backed by physical memory mapped on demand in units (one driver allocation each: single chunks in the small
 // arena, up to PoolOptions::large_map_unit_bytes in the large one; a unit is unmapped only whole). On a miss
 // the pool places the request where it needs the fewest new chunks and maps them. It packs (unmaps whole idle
-// free units elsewhere in the cache and maps memory where the request goes, instead of growing) under pressure and, sparingly, at its own high-water
-// mark: see RemapPolicy. Pressure is the device nearly full (device_info().free_bytes against
-// device_reserve_bytes) or a budget the backend enforces (DeviceBackend::bytes_over_budget, which a
-// LimitAdaptor reports). On a segment backend it grows by whole segments, as PyTorch's native allocator does.
+// free units elsewhere in the cache and maps memory where the request goes, instead of growing) under
+// pressure and, sparingly, at its own high-water mark: see RemapPolicy. Pressure is the device nearly full
+// (device_info().free_bytes against device_reserve_bytes) or a budget the backend enforces
+// (DeviceBackend::bytes_over_budget, which a LimitAdaptor reports). On a segment backend it grows by whole
+// segments, as PyTorch's native allocator does.
 //
 // Out of memory. Before a miss fails, a last-resort pass synchronizes the streams that hold cache and
 // releases every whole free chunk (every whole free segment) of both arenas, then tries once more: an
@@ -140,7 +141,7 @@ class CorePool final : public MemoryResource {
   // Written by the serialized calls, read by fill_stats from anywhere.
   detail::Gauge reserved_;
   detail::Counter cache_hits_, backend_allocations_, backend_frees_, backend_allocated_bytes_,
-      backend_released_bytes_, trims_, trimmed_bytes_;
+      backend_released_bytes_, pack_waits_, trims_, trimmed_bytes_;
 };
 
 }  // namespace memcoord

@@ -25,7 +25,10 @@ struct PoolStats {
   std::uint64_t backend_frees = 0;            // segments released or units unmapped
   std::uint64_t backend_allocated_bytes = 0;  // bytes those allocations mapped or allocated
   std::uint64_t backend_released_bytes = 0;   // bytes those frees unmapped or released
-  bool maps_chunks = false;                   // the pool grows by mapped chunks (else by whole segments)
+  // Packing waits: the host waited for a stream's queued work so that packing could unmap a free block the
+  // miss's own stream last used (PoolOptions::pack_waits_for_streams). Each one drains the GPU's queue.
+  std::uint64_t pack_waits = 0;
+  bool maps_chunks = false;  // the pool grows by mapped chunks (else by whole segments)
   std::uint64_t trims = 0;
   std::uint64_t trimmed_bytes = 0;
   std::uint64_t ooms = 0;

@@ -117,8 +117,8 @@ typedef struct memcoord_device_stats {
   uint64_t frees;       /* allocations - live_blocks */
   uint64_t cache_hits;  /* allocations served without the backend */
   uint64_t ooms;
-  uint64_t backend_allocations; /* map calls or segment allocations */
-  uint64_t backend_frees;       /* unmap calls or segment releases */
+  uint64_t backend_allocations; /* units mapped (one driver allocation each) or segments allocated */
+  uint64_t backend_frees;       /* units unmapped or segments released */
   uint64_t backend_allocated_bytes;
   uint64_t backend_released_bytes;
   uint64_t trims;

@@ -346,6 +346,7 @@ std::uint64_t Arena::release_free_memory(std::uint64_t want_bytes, ReleaseWait w
       if (!config_.mapping && (b->prev != nullptr || b->next != nullptr)) return true;
       if (!streams_idle(b)) {
         if (!may_wait_for(b, wait, wait_stream) || !synchronize_streams(b).ok()) return true;
+        if (wait == ReleaseWait::kWaitForStream) ++pack_waits_;
       }
       if (!config_.mapping) {
         Segment& seg = segments_[b->segment];

@@ -100,6 +100,8 @@ class Arena {
   std::uint64_t backend_frees() const { return backend_frees_; }
   std::uint64_t backend_allocated_bytes() const { return backend_allocated_bytes_; }  // mapped or allocated
   std::uint64_t backend_released_bytes() const { return backend_released_bytes_; }    // unmapped or released
+  // Host waits release_free_memory made for a busy stream with ReleaseWait::kWaitForStream (packing).
+  std::uint64_t pack_waits() const { return pack_waits_; }
   bool mapping() const { return config_.mapping; }
 
   // Appends every live segment with its blocks (streams as backend ids). For snapshots; O(blocks).
@@ -167,6 +169,7 @@ class Arena {
   std::uint64_t backend_frees_ = 0;
   std::uint64_t backend_allocated_bytes_ = 0;
   std::uint64_t backend_released_bytes_ = 0;
+  std::uint64_t pack_waits_ = 0;
 };
 
 }  // namespace memcoord::detail

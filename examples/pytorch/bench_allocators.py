@@ -37,6 +37,21 @@ INFORMATIONAL = {"losses within expandable's spread"}  # printed beside the targ
 GB = 1e9
 
 
+def memcoord_driver_figures():
+    """What memcoord's pools on device 0 asked of the driver so far: units mapped and unmapped (one driver
+    allocation each) and packing's host waits for a busy stream (each drains the GPU's queue)."""
+    import memcoord
+
+    figures = {"units_mapped": 0, "units_unmapped": 0, "pack_waits": 0}
+    for document in memcoord._snapshot_documents([0]):
+        for pool in document.get("pools", []):
+            stats = pool.get("stats", {})
+            figures["units_mapped"] += stats.get("backend_allocations", 0)
+            figures["units_unmapped"] += stats.get("backend_frees", 0)
+            figures["pack_waits"] += stats.get("pack_waits", 0)
+    return figures
+
+
 def child(workload_name, allocator, steps):
     """One configuration in this (fresh) process; prints one RESULT line."""
     if allocator == "memcoord":
@@ -55,12 +70,15 @@ def child(workload_name, allocator, steps):
     workload = workloads.make(workload_name)
     steps = steps or workloads.STEPS[workload_name]
     times, losses, device_peak = [], [], 0
+    first_step_driver = None
     for i in range(steps):
         torch.cuda.synchronize()
         started = time.perf_counter()
         losses.append(workload.step(i))
         torch.cuda.synchronize()
         times.append((time.perf_counter() - started) * 1000)
+        if i == 0 and allocator == "memcoord":
+            first_step_driver = memcoord_driver_figures()
         free, _ = torch.cuda.mem_get_info()
         device_peak = max(device_peak, total - free - context_used)
     result = {
@@ -81,6 +99,8 @@ def child(workload_name, allocator, steps):
         result["memcoord"] = {k: own[k] for k in ("peak_reserved_bytes", "peak_allocated_bytes", "peak_requested_bytes",
                                                    "peak_active_bytes", "backend_allocations", "backend_frees",
                                                    "cache_hits", "allocations")}
+        result["memcoord"]["first_step"] = first_step_driver
+        result["memcoord"]["all_steps"] = memcoord_driver_figures()
     print("RESULT " + json.dumps(result), flush=True)
     return 0
 
@@ -226,9 +246,12 @@ def main():
             if "error" in row:
                 print(f"{name} {allocator}: FAILED: {row['error'][-400:]}", flush=True)
             else:
+                first = (row.get("memcoord") or {}).get("first_step")
+                driver = (f"; first step: {first['units_mapped']} units mapped, {first['units_unmapped']} unmapped, "
+                          f"{first['pack_waits']} packing waits") if first else ""
                 print(f"{name} {allocator}: device {row['device_bytes'] / GB:.2f} GB, median "
-                      f"{row['median_step_ms']:.1f} ms, first {row['first_step_ms']:.0f} ms ({row['process_s']} s)",
-                      flush=True)
+                      f"{row['median_step_ms']:.1f} ms, first {row['first_step_ms']:.0f} ms ({row['process_s']} s)"
+                      f"{driver}", flush=True)
     checks = targets(rows, args.loss_tolerance)
     if args.json:
         with open(args.json, "w") as f:

@@ -19,6 +19,7 @@ const StreamId kTrainingStream = 7;
 struct Outcome {
   std::uint64_t peak_reserved = 0;
   std::size_t synchronizations = 0;
+  std::uint64_t pack_waits = 0;  // as the pool's stats count them
 };
 
 // A (64 MiB) and B (64 MiB) reach the mark; A is freed while its stream is busy; D (96 MiB) cannot fit in
@@ -38,6 +39,7 @@ Outcome RunHighWaterMiss(bool pack_waits_for_streams) {
     auto d = pool.allocate(96 * kMiB, kTrainingStream);
     EXPECT_TRUE(d.ok()) << d.status().ToString();
     outcome.peak_reserved = pool.stats().peak_reserved_bytes;
+    outcome.pack_waits = pool.stats().pack_waits;
     outcome.synchronizations = static_cast<std::size_t>(
         std::count(backend.synchronized.begin(), backend.synchronized.end(), kTrainingStream));
     EXPECT_TRUE(pool.deallocate(b).ok());
@@ -51,12 +53,14 @@ TEST(PoolPackingStreams, WaitsForTheBusyStreamAndPacksInsteadOfGrowing) {
   const Outcome packed = RunHighWaterMiss(/*pack_waits_for_streams=*/true);
   EXPECT_EQ(packed.peak_reserved, 160 * kMiB);  // A's 64 MiB unmapped, then 96 MiB mapped
   EXPECT_EQ(packed.synchronizations, 1u);       // once: the stream is idle afterwards
+  EXPECT_EQ(packed.pack_waits, 1u);
 }
 
 TEST(PoolPackingStreams, WithoutWaitingABusyStreamMakesThePoolGrow) {
   const Outcome grown = RunHighWaterMiss(/*pack_waits_for_streams=*/false);
   EXPECT_EQ(grown.peak_reserved, 224 * kMiB);
   EXPECT_EQ(grown.synchronizations, 0u);
+  EXPECT_EQ(grown.pack_waits, 0u);
 }
 
 TEST(PoolPackingStreams, AnIdleStreamPacksWithoutSynchronizing) {
@@ -71,6 +75,7 @@ TEST(PoolPackingStreams, AnIdleStreamPacksWithoutSynchronizing) {
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(pool.stats().peak_reserved_bytes, 160 * kMiB);
   EXPECT_TRUE(backend.synchronized.empty());
+  EXPECT_EQ(pool.stats().pack_waits, 0u);
   ASSERT_TRUE(pool.deallocate(b).ok());
   ASSERT_TRUE(pool.deallocate(*d).ok());
 }
