@@ -45,11 +45,14 @@ detail::ArenaConfig CorePool::arena_config(bool small) const {
   c.range_bytes =
       std::max<std::uint64_t>((range + c.chunk_bytes - 1) / c.chunk_bytes * c.chunk_bytes, c.chunk_bytes);
   c.small = small;
-  const std::size_t unit = small ? c.chunk_bytes
-                                 : (options_.large_map_unit_bytes != 0 ? options_.large_map_unit_bytes
-                                                                       : PoolOptions::kDefaultLargeMapUnit);
-  c.map_unit_bytes =
-      std::max<std::size_t>((unit + c.chunk_bytes - 1) / c.chunk_bytes * c.chunk_bytes, c.chunk_bytes);
+  // A unit larger than the address range could never be mapped whole: the range bounds it (and keeps the
+  // rounding below from overflowing on an absurd option).
+  std::uint64_t unit = small ? c.chunk_bytes
+                             : (options_.large_map_unit_bytes != 0 ? options_.large_map_unit_bytes
+                                                                   : PoolOptions::kDefaultLargeMapUnit);
+  unit = std::min<std::uint64_t>(unit, c.range_bytes);
+  c.map_unit_bytes = static_cast<std::size_t>(
+      std::max<std::uint64_t>((unit + c.chunk_bytes - 1) / c.chunk_bytes * c.chunk_bytes, c.chunk_bytes));
   return c;
 }
 

@@ -109,6 +109,20 @@ TEST(PoolMapUnits, AUnitIsRoundedUpToTheChunk) {
   ASSERT_TRUE(pool.deallocate(p).ok());
 }
 
+// An absurd unit (past the address range) is bounded by the range: one unit per miss, nothing overflows.
+TEST(PoolMapUnits, AnAbsurdUnitMapsEachMissAsOneUnit) {
+  UnitCheckingBackend backend;
+  CachingPool pool(backend, MappingOptions(~std::size_t{0}));
+  void* p = *pool.allocate(100 * kMiB, kDefaultStream);
+  void* q = *pool.allocate(60 * kMiB, kDefaultStream);
+  EXPECT_EQ(backend.map_sizes, (std::vector<std::size_t>{100 * kMiB, 60 * kMiB}));
+  ASSERT_TRUE(pool.deallocate(p).ok());
+  ASSERT_TRUE(pool.deallocate(q).ok());
+  pool.trim(0);
+  EXPECT_EQ(backend.used_bytes(), 0u);
+  EXPECT_EQ(backend.cut_units, 0);
+}
+
 // A free block that covers part of a unit keeps that unit mapped (its other part is live); once the live
 // block is freed too, the whole unit goes back.
 TEST(PoolMapUnits, ATrimKeepsUnitsThatALiveBlockStillShares) {
