@@ -169,11 +169,11 @@ void PrintTable(const ReplayArgs& args, const std::vector<TraceOutcome>& outcome
     std::cout << fmt::format("{:<20} {:>9} {:>15} {:>15} {:>9.4f}\n", "geometric mean", "", "", "",
                              std::exp(log_sum / static_cast<double>(outcomes.size())));
   }
-  std::cout
-      << "\nmaps, unmaps: units mapped and unmapped, one driver allocation each (2 MiB chunks for small blocks,\n"
-      << "up to the large arena's unit for large ones); driver ms: what they would cost on an H200,\n"
-      << "modelled from measured costs: " << DriverCostModelSummary() << ".\n"
-      << "ns/event: pool operations only, thread CPU time, median of the repetitions.\n";
+  std::cout << "\nmaps, unmaps: units mapped and unmapped, one driver allocation each (2 MiB chunks for "
+               "small blocks,\n"
+            << "up to the large arena's unit for large ones); driver ms: what they would cost on an H200,\n"
+            << "modelled from measured costs: " << DriverCostModelSummary() << ".\n"
+            << "ns/event: pool operations only, thread CPU time, median of the repetitions.\n";
 }
 
 // Writes the --timeline SVG of `trace`: this replay's pool, and with --timeline-native one growing by
