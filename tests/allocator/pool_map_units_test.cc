@@ -11,23 +11,19 @@
 
 #include "allocator/caching_pool.h"
 #include "allocator/virtual_backend.h"
+#include "tests/support/forwarding_backend.h"
 
 namespace memcoord {
 namespace {
 
 constexpr std::size_t kMiB = 1 << 20;
 
-class UnitCheckingBackend final : public DeviceBackend {
+class UnitCheckingBackend final : public testing::ForwardingBackend<VirtualBackend> {
  public:
-  explicit UnitCheckingBackend(std::uint64_t capacity = 8ULL << 30) : inner_(capacity) {}
+  explicit UnitCheckingBackend(std::uint64_t capacity = 8ULL << 30) : ForwardingBackend(capacity) {}
 
-  std::size_t chunk_bytes() const override { return inner_.chunk_bytes(); }
-  Result<std::uintptr_t> reserve_address(std::size_t bytes) override { return inner_.reserve_address(bytes); }
-  void free_address(std::uintptr_t base, std::size_t bytes) noexcept override {
-    inner_.free_address(base, bytes);
-  }
   Status map(std::uintptr_t a, std::size_t bytes) override {
-    MEMCOORD_RETURN_IF_ERROR(inner_.map(a, bytes));
+    MEMCOORD_RETURN_IF_ERROR(inner().map(a, bytes));
     std::lock_guard<std::mutex> lock(mu_);
     mapped_.emplace(a, bytes);
     map_sizes.push_back(bytes);
@@ -46,20 +42,15 @@ class UnitCheckingBackend final : public DeviceBackend {
       at += it->second;
       mapped_.erase(it);
     }
-    inner_.unmap(a, bytes);
+    inner().unmap(a, bytes);
   }
-  DeviceInfo device_info() override { return inner_.device_info(); }
   std::string_view kind() const override { return "unit-checking"; }
-  std::uint64_t used_bytes() const { return inner_.used_bytes(); }
+  std::uint64_t used_bytes() const { return inner().used_bytes(); }
 
   std::vector<std::size_t> map_sizes;
   int cut_units = 0;
 
  private:
-  Result<void*> do_allocate(std::size_t bytes) override { return inner_.allocate(bytes); }
-  void do_release(void* p, std::size_t bytes) noexcept override { inner_.release(p, bytes); }
-
-  VirtualBackend inner_;
   std::mutex mu_;
   std::map<std::uintptr_t, std::size_t> mapped_;
 };

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "allocator/host_backend.h"
+#include "tests/support/forwarding_backend.h"
 #include "worker/capi/runtime.h"
 #include "worker/memcoord.h"
 
@@ -19,27 +20,16 @@ namespace {
 using memcoord::StreamId;
 
 // HostBackend that records every wait_for(waiter, producer) and the device it serves.
-class RecordingBackend final : public memcoord::DeviceBackend {
+class RecordingBackend final : public memcoord::testing::ForwardingBackend<memcoord::HostBackend> {
  public:
-  explicit RecordingBackend(int device) : device_(device), host_(1ull << 30) {}
-  std::size_t chunk_bytes() const override { return host_.chunk_bytes(); }
-  memcoord::Result<std::uintptr_t> reserve_address(std::size_t bytes) override {
-    return host_.reserve_address(bytes);
-  }
-  void free_address(std::uintptr_t base, std::size_t bytes) noexcept override {
-    host_.free_address(base, bytes);
-  }
-  memcoord::Status map(std::uintptr_t address, std::size_t bytes) override {
-    return host_.map(address, bytes);
-  }
-  void unmap(std::uintptr_t address, std::size_t bytes) noexcept override { host_.unmap(address, bytes); }
+  explicit RecordingBackend(int device) : ForwardingBackend(1ull << 30), device_(device) {}
   memcoord::Status wait_for(StreamId waiter, StreamId producer) override {
     std::lock_guard lock(mu_);
     waits_.emplace_back(waiter, producer);
     return memcoord::Status::Ok();
   }
   memcoord::DeviceInfo device_info() override {
-    memcoord::DeviceInfo info = host_.device_info();
+    memcoord::DeviceInfo info = inner().device_info();
     info.device = device_;
     return info;
   }
@@ -55,11 +45,7 @@ class RecordingBackend final : public memcoord::DeviceBackend {
   }
 
  private:
-  memcoord::Result<void*> do_allocate(std::size_t bytes) override { return host_.allocate(bytes); }
-  void do_release(void* ptr, std::size_t bytes) noexcept override { host_.release(ptr, bytes); }
-
   int device_;
-  memcoord::HostBackend host_;
   std::mutex mu_;
   std::vector<std::pair<StreamId, StreamId>> waits_;
 };
