@@ -45,7 +45,7 @@
 
 namespace memcoord {
 
-class CorePool final : public MemoryResource {
+class CorePool final : public DirectHooks<CorePool, MemoryResource> {
  public:
   // options.limit_bytes is ignored: a limit is a LimitAdaptor under the pool.
   explicit CorePool(DeviceBackend& backend, PoolOptions options = {});
@@ -89,15 +89,6 @@ class CorePool final : public MemoryResource {
  private:
   static constexpr std::uint64_t kMaxBytes = 1ULL << 50;
 
-  bool do_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) override {
-    return try_allocate(bytes, stream, tag, out, error);
-  }
-  bool do_deallocate(void* ptr, Allocation& freed, Status& error) override {
-    return try_deallocate(ptr, freed, error);
-  }
-  bool do_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) override {
-    return try_allocate_cached(bytes, stream, tag, out);
-  }
   Status do_record_stream(void* ptr, StreamId stream) override;
   TrimResult do_trim(std::uint64_t target_bytes) override;
 

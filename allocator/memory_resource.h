@@ -22,7 +22,7 @@
 // and the adaptors) also declares its own public try_allocate/try_deallocate/try_allocate_cached, with the
 // same contract, which hide the base's: a caller that holds the concrete type (an adaptor whose Upstream
 // parameter names it, as in CachingPool's stack) calls them directly, so the compiler can inline the layers
-// into one another. Its virtual hooks forward to them, so both ways reach the same code.
+// into one another. Its virtual hooks forward to them (DirectHooks, below), so both ways reach the same code.
 #pragma once
 
 #include <cstddef>
@@ -132,6 +132,27 @@ class ResourceAdaptor : public MemoryResource {
   TrimResult do_trim(std::uint64_t target_bytes) override { return upstream_->trim(target_bytes); }
 
   Upstream* upstream_;
+};
+
+// The virtual hooks of a final resource that declares its own try_allocate/try_deallocate/
+// try_allocate_cached (the note on direct calls above): they forward to those, so both ways reach the same
+// code. `Base` is MemoryResource or a ResourceAdaptor; the resource still implements do_record_stream and
+// do_trim itself (or keeps its base's).
+template <typename Derived, typename Base>
+class DirectHooks : public Base {
+ public:
+  using Base::Base;
+
+ private:
+  bool do_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) override {
+    return static_cast<Derived*>(this)->try_allocate(bytes, stream, tag, out, error);
+  }
+  bool do_deallocate(void* ptr, Allocation& freed, Status& error) override {
+    return static_cast<Derived*>(this)->try_deallocate(ptr, freed, error);
+  }
+  bool do_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) override {
+    return static_cast<Derived*>(this)->try_allocate_cached(bytes, stream, tag, out);
+  }
 };
 
 }  // namespace memcoord

@@ -13,10 +13,10 @@
 
 namespace memcoord {
 
-class RecorderAdaptor final : public ResourceAdaptor<> {
+class RecorderAdaptor final : public DirectHooks<RecorderAdaptor, ResourceAdaptor<>> {
  public:
   RecorderAdaptor(MemoryResource& upstream, TraceRecorder& recorder)
-      : ResourceAdaptor(upstream), recorder_(recorder) {}
+      : DirectHooks(upstream), recorder_(recorder) {}
   TraceRecorder& recorder() const { return recorder_; }
 
   bool try_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) {
@@ -36,16 +36,6 @@ class RecorderAdaptor final : public ResourceAdaptor<> {
   }
 
  private:
-  bool do_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) override {
-    return try_allocate(bytes, stream, tag, out, error);
-  }
-  bool do_deallocate(void* ptr, Allocation& freed, Status& error) override {
-    return try_deallocate(ptr, freed, error);
-  }
-  bool do_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) override {
-    return try_allocate_cached(bytes, stream, tag, out);
-  }
-
   TraceRecorder& recorder_;
 };
 

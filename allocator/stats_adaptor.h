@@ -14,9 +14,10 @@
 namespace memcoord {
 
 template <typename Upstream = MemoryResource>
-class StatsAdaptor final : public ResourceAdaptor<Upstream> {
+class StatsAdaptor final : public DirectHooks<StatsAdaptor<Upstream>, ResourceAdaptor<Upstream>> {
  public:
-  explicit StatsAdaptor(Upstream& upstream) : ResourceAdaptor<Upstream>(upstream) {}
+  explicit StatsAdaptor(Upstream& upstream)
+      : DirectHooks<StatsAdaptor, ResourceAdaptor<Upstream>>(upstream) {}
 
   bool try_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) {
     if (!this->upstream().try_allocate(bytes, stream, tag, out, error)) return false;
@@ -61,15 +62,6 @@ class StatsAdaptor final : public ResourceAdaptor<Upstream> {
   }
 
  private:
-  bool do_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) override {
-    return try_allocate(bytes, stream, tag, out, error);
-  }
-  bool do_deallocate(void* ptr, Allocation& freed, Status& error) override {
-    return try_deallocate(ptr, freed, error);
-  }
-  bool do_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) override {
-    return try_allocate_cached(bytes, stream, tag, out);
-  }
   void count(const Allocation& a) {
     allocated_.add(a.size);
     active_.add(a.size);

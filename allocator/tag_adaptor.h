@@ -16,11 +16,12 @@
 namespace memcoord {
 
 template <typename Upstream = MemoryResource>
-class TagAdaptor final : public ResourceAdaptor<Upstream>, public TagRegistry {
+class TagAdaptor final : public DirectHooks<TagAdaptor<Upstream>, ResourceAdaptor<Upstream>>,
+                         public TagRegistry {
  public:
   // `owner` names the registry in errors ("pool 'x'").
   explicit TagAdaptor(Upstream& upstream, std::string owner = "pool")
-      : ResourceAdaptor<Upstream>(upstream), TagRegistry(std::move(owner)) {}
+      : DirectHooks<TagAdaptor, ResourceAdaptor<Upstream>>(upstream), TagRegistry(std::move(owner)) {}
 
   bool try_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) {
     if (!known(tag)) {
@@ -43,15 +44,6 @@ class TagAdaptor final : public ResourceAdaptor<Upstream>, public TagRegistry {
   }
 
  private:
-  bool do_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) override {
-    return try_allocate(bytes, stream, tag, out, error);
-  }
-  bool do_deallocate(void* ptr, Allocation& freed, Status& error) override {
-    return try_deallocate(ptr, freed, error);
-  }
-  bool do_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) override {
-    return try_allocate_cached(bytes, stream, tag, out);
-  }
 };
 
 }  // namespace memcoord

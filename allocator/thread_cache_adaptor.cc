@@ -56,7 +56,7 @@ thread_local ThreadCacheBindings t_bindings;
 
 ThreadCacheAdaptor::ThreadCacheAdaptor(MemoryResource& upstream, LiveFigures below, ThreadCacheLimits limits,
                                        std::string owner)
-    : ResourceAdaptor(upstream),
+    : DirectHooks(upstream),
       id_(g_next_id.fetch_add(1)),
       below_(below),
       limits_(limits),

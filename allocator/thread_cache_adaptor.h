@@ -62,7 +62,7 @@ struct LiveFigures {
   const detail::Counter* requested_bytes = nullptr;
 };
 
-class ThreadCacheAdaptor final : public ResourceAdaptor<> {
+class ThreadCacheAdaptor final : public DirectHooks<ThreadCacheAdaptor, ResourceAdaptor<>> {
  public:
   static constexpr std::size_t kMaxSlots = 256;
 
@@ -98,15 +98,6 @@ class ThreadCacheAdaptor final : public ResourceAdaptor<> {
   using Slot = detail::ThreadCacheSlot;
   friend struct ThreadCacheBindings;
 
-  bool do_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) override {
-    return try_allocate(bytes, stream, tag, out, error);
-  }
-  bool do_deallocate(void* ptr, Allocation& freed, Status& error) override {
-    return try_deallocate(ptr, freed, error);
-  }
-  bool do_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) override {
-    return try_allocate_cached(bytes, stream, tag, out);
-  }
   Status do_record_stream(void* ptr, StreamId stream) override;
   TrimResult do_trim(std::uint64_t target_bytes) override;
 

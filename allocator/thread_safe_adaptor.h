@@ -15,9 +15,9 @@
 
 namespace memcoord {
 
-class ThreadSafeAdaptor final : public ResourceAdaptor<> {
+class ThreadSafeAdaptor final : public DirectHooks<ThreadSafeAdaptor, ResourceAdaptor<>> {
  public:
-  explicit ThreadSafeAdaptor(MemoryResource& upstream) : ResourceAdaptor(upstream) {}
+  explicit ThreadSafeAdaptor(MemoryResource& upstream) : DirectHooks(upstream) {}
 
   bool try_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) {
     std::lock_guard<std::mutex> guard(mu_);
@@ -37,15 +37,6 @@ class ThreadSafeAdaptor final : public ResourceAdaptor<> {
   void set_upstream(MemoryResource& upstream) { ResourceAdaptor::set_upstream(upstream); }
 
  private:
-  bool do_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error) override {
-    return try_allocate(bytes, stream, tag, out, error);
-  }
-  bool do_deallocate(void* ptr, Allocation& freed, Status& error) override {
-    return try_deallocate(ptr, freed, error);
-  }
-  bool do_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) override {
-    return try_allocate_cached(bytes, stream, tag, out);
-  }
   Status do_record_stream(void* ptr, StreamId stream) override {
     std::lock_guard<std::mutex> guard(mu_);
     return upstream().record_stream(ptr, stream);
