@@ -17,6 +17,16 @@ otherwise (the table says which); --json FILE keeps every figure.
 Usage: bench_allocators.py [--workloads a,b] [--allocators native,expandable,memcoord] [--steps N] [--json F]
                            [--trace-dir DIR]   (memcoord runs also record DIR/WORKLOAD/rank0.default.trace.gz)
                            [--repeat N]        (N fresh processes per configuration: median times, highest memory)
+                           [--deterministic]   (deterministic kernels: the losses check becomes meaningful bit for bit)
+
+Losses and --deterministic: PyTorch's default kernels are not deterministic (atomics in attention and
+embedding backward passes, cuBLAS's split-K reductions), so two native processes differ in the last bits and
+an allocator cannot be judged by bit equality there. --deterministic runs every process with
+torch.use_deterministic_algorithms(True, warn_only=True), CUBLAS_WORKSPACE_CONFIG=:4096:8, cuDNN deterministic
+and not benchmarking, and SDPA's math kernel only (flash, memory-efficient and cuDNN attention have
+nondeterministic backward passes): then the losses depend on the inputs alone, and any difference between
+allocators is the allocator's. Each run reports the nondeterministic operations PyTorch still warned about.
+With --repeat >= 2 the table also reports native's own run-to-run spread of the losses (informational).
 """
 
 import argparse
@@ -33,7 +43,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent.parent / "python"))
 
 ALLOCATORS = ["native", "expandable", "memcoord"]
-INFORMATIONAL = {"losses within expandable's spread"}  # printed beside the targets, not one of them
+INFORMATIONAL = {"losses within expandable's spread", "native's own loss spread"}  # printed beside the targets, not one of them
 GB = 1e9
 
 
@@ -52,7 +62,32 @@ def memcoord_driver_figures():
     return figures
 
 
-def child(workload_name, allocator, steps):
+def make_deterministic(torch):
+    """Deterministic kernels everywhere this bench's workloads reach (see the module's docstring); returns the
+    list that collects PyTorch's warnings about operations without a deterministic implementation."""
+    import warnings
+
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cuda.enable_flash_sdp(False)
+    torch.backends.cuda.enable_mem_efficient_sdp(False)
+    if hasattr(torch.backends.cuda, "enable_cudnn_sdp"):
+        torch.backends.cuda.enable_cudnn_sdp(False)
+    seen = []
+    shown = warnings.showwarning
+
+    def record(message, category, filename, lineno, file=None, line=None):
+        text = str(message)[:200]
+        if "deterministic" in text and text not in seen:
+            seen.append(text)
+        shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = record  # the default filter shows each warning once per place: enough to list them
+    return seen
+
+
+def child(workload_name, allocator, steps, deterministic=False):
     """One configuration in this (fresh) process; prints one RESULT line."""
     if allocator == "memcoord":
         import memcoord
@@ -63,6 +98,7 @@ def child(workload_name, allocator, steps):
 
     import workloads
 
+    nondeterministic = make_deterministic(torch) if deterministic else None
     torch.cuda.init()
     torch.cuda.set_device(0)
     free0, total = torch.cuda.mem_get_info()
@@ -92,6 +128,9 @@ def child(workload_name, allocator, steps):
         "first_step_ms": times[0],
         "losses": losses,
     }
+    if nondeterministic is not None:
+        result["deterministic"] = True
+        result["nondeterministic_ops"] = nondeterministic
     if allocator == "memcoord":
         import memcoord
 
@@ -105,7 +144,7 @@ def child(workload_name, allocator, steps):
     return 0
 
 
-def run_config(workload, allocator, steps, timeout, trace_dir=None):
+def run_config(workload, allocator, steps, timeout, trace_dir=None, deterministic=False):
     env = dict(os.environ)
     env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     env.pop("MEMCOORD_TRACE_DIR", None)
@@ -117,6 +156,9 @@ def run_config(workload, allocator, steps, timeout, trace_dir=None):
         env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     env.setdefault("NCCL_NVLS_ENABLE", "0")
     command = [sys.executable, __file__, "--child", workload, allocator, str(steps or 0)]
+    if deterministic:
+        env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"  # read when cuBLAS starts: set before the child imports torch
+        command.append("--deterministic")
     started = time.monotonic()
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
@@ -145,6 +187,9 @@ def combine(runs):
         for key in ("device_bytes", "peak_reserved_bytes", "peak_allocated_bytes"):
             row[key] = max(r[key] for r in ok)
         row["runs"] = [{k: r.get(k) for k in ("median_step_ms", "first_step_ms", "device_bytes", "error")} for r in runs]
+        # The same configuration in two fresh processes: how far its losses drift by themselves.
+        row["own_loss_spread"] = max((max((abs(a - b) for a, b in zip(r["losses"], ok[0]["losses"])), default=0.0)
+                                      for r in ok[1:]), default=0.0)
         if len(ok) < len(runs):
             row["failed_runs"] = len(runs) - len(ok)
     return row
@@ -173,6 +218,9 @@ def targets(rows, tolerance):
                 diffs[other["allocator"]] = diff if same_length else float("inf")
                 checks.append((f"losses {other['allocator']} = native", same_length and diff <= tolerance,
                                f"max |diff| {diff:.3g}"))
+        if native and "own_loss_spread" in native:
+            checks.append(("native's own loss spread", True, f"max |diff| {native['own_loss_spread']:.3g} between "
+                           f"{len(native.get('runs', []))} native processes"))
         if "memcoord" in diffs and "expandable" in diffs:
             # Kernels may pick different algorithms for different addresses, so PyTorch's own allocators differ
             # from each other in the last bits: memcoord is held to that spread too (reported, not a target).
@@ -212,11 +260,13 @@ def main():
     parser.add_argument("--trace-dir", help="memcoord runs record their pools' traces under DIR/WORKLOAD/")
     parser.add_argument("--repeat", type=int, default=1,
                         help="fresh processes per configuration (times: median over them; memory: highest)")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="deterministic kernels in every run, so losses compare bit for bit (see above)")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         workload, allocator, steps = args.child
-        return child(workload, allocator, int(steps))
+        return child(workload, allocator, int(steps), args.deterministic)
     try:
         import torch
     except ImportError:
@@ -240,7 +290,8 @@ def main():
     rows = []
     for name in names:
         for allocator in allocators:
-            runs = [run_config(name, allocator, args.steps, args.timeout, args.trace_dir) for _ in range(args.repeat)]
+            runs = [run_config(name, allocator, args.steps, args.timeout, args.trace_dir, args.deterministic)
+                    for _ in range(args.repeat)]
             row = combine(runs)
             rows.append(row)
             if "error" in row:
@@ -249,9 +300,11 @@ def main():
                 first = (row.get("memcoord") or {}).get("first_step")
                 driver = (f"; first step: {first['units_mapped']} units mapped, {first['units_unmapped']} unmapped, "
                           f"{first['pack_waits']} packing waits") if first else ""
+                odd = row.get("nondeterministic_ops")
+                odd = f"; nondeterministic ops warned: {odd}" if odd else ""
                 print(f"{name} {allocator}: device {row['device_bytes'] / GB:.2f} GB, median "
                       f"{row['median_step_ms']:.1f} ms, first {row['first_step_ms']:.0f} ms ({row['process_s']} s)"
-                      f"{driver}", flush=True)
+                      f"{driver}{odd}", flush=True)
     checks = targets(rows, args.loss_tolerance)
     if args.json:
         with open(args.json, "w") as f:

@@ -14,6 +14,7 @@
 #   bench1   bench_allocators.py: gpt2_fp32, gpt2_bf16_varlen, resnet50_amp x {native, expandable, memcoord},
 #            2 fresh processes each (~26 s a process on the H200: 18 fit one call)
 #   bench2   bench_allocators.py: llama_1b, alternating x {native, expandable, memcoord}
+#   losses   bench_allocators.py --deterministic, 6 steps of all five workloads x 3 allocators: losses bit for bit
 # Exits non-zero when a part failed (each part's last lines say why).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -75,6 +76,10 @@ part_bench2() {
   python3 examples/pytorch/bench_allocators.py --workloads llama_1b,alternating --repeat 2 --json "$out/bench2.json" 2>&1 |
     tee "$out/bench2.log" | sed -n '/== allocators/,$p'
 }
+part_losses() {
+  python3 examples/pytorch/bench_allocators.py --deterministic --steps 6 --json "$out/losses.json" 2>&1 |
+    tee "$out/losses.log" | sed -n '/== targets/,$p' | grep -E "losses|bench_allocators"
+}
 
 [ $# -gt 0 ] || { sed -n '2,/^set -uo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 2; }
 # Every part needs the shim: built once per machine (the `shim` part rebuilds it).
@@ -84,7 +89,7 @@ if [ "$1" != shim ] && ! ls "$site"/memcoord/_torch_shim*.so python/memcoord/_to
 fi
 for part in "$@"; do
   if ! declare -F "part_$part" > /dev/null; then
-    echo "run_on_h200: unknown part '$part'; accepted: shim checks abort abort_nccl trim train bench1 bench2"
+    echo "run_on_h200: unknown part '$part'; accepted: shim checks abort abort_nccl trim train bench1 bench2 losses"
     exit 2
   fi
   echo "==== $part"
