@@ -137,10 +137,19 @@ TEST(CoordinatorSecurity, WorkerTokenAttachesReadsAndUsesTheStoreButOnlyAdminTri
   EXPECT_TRUE(Contains(plan.status().message(), "Plan needs the admin token"));
 
   auto as_admin = Client(*server, kAdminToken);
+  // A quota names a pool the coordinator has heard of: wait for rank 0's first report (attached is earlier;
+  // a loaded machine once ran SetQuota in between and got "rank 0 has no pool 'default'").
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto cluster = as_admin.GetCluster();
+        return cluster.ok() && !cluster->workers.empty() && !cluster->workers[0].pools.empty();
+      },
+      milliseconds(5000)));
   auto admin_trim = as_admin.Trim(now);
   ASSERT_TRUE(admin_trim.ok()) << admin_trim.status().ToString();
   EXPECT_EQ(admin_trim->acks.size(), 2u);
-  EXPECT_TRUE(as_admin.SetQuota(0, "default", 64 << 20).ok());
+  auto admin_quota = as_admin.SetQuota(0, "default", 64 << 20);
+  EXPECT_TRUE(admin_quota.ok()) << admin_quota.status().ToString();
   EXPECT_TRUE(as_admin.GetCluster().ok());
 
   auto anonymous = Client(*server, "").Trim(now);
