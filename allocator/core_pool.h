@@ -122,6 +122,7 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
   std::vector<StreamId> stream_ids_;  // pool stream index -> backend stream
   detail::BlockSlab slab_;
   detail::PointerMap live_;
+  detail::StreamMarks marks_;  // before the arenas, which hold a pointer to it
   detail::Arena small_;
   detail::Arena large_;
   std::uint64_t allocated_bytes_ = 0;
@@ -132,7 +133,7 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
   // Written by the serialized calls, read by fill_stats from anywhere.
   detail::Gauge reserved_;
   detail::Counter cache_hits_, backend_allocations_, backend_frees_, backend_allocated_bytes_,
-      backend_released_bytes_, pack_waits_, trims_, trimmed_bytes_;
+      backend_released_bytes_, pack_waits_, pack_stream_syncs_, trims_, trimmed_bytes_;
 };
 
 }  // namespace memcoord

@@ -23,5 +23,9 @@ void DeviceBackend::unmap(std::uintptr_t /*address*/, std::size_t /*bytes*/) noe
 Status DeviceBackend::wait_for(StreamId /*waiter*/, StreamId /*producer*/) { return Status::Ok(); }
 bool DeviceBackend::stream_idle(StreamId /*stream*/) { return true; }
 Status DeviceBackend::synchronize(StreamId /*stream*/) { return Status::Ok(); }
+MarkerId DeviceBackend::record_marker(StreamId /*stream*/) { return kNoMarker; }
+bool DeviceBackend::marker_reached(MarkerId /*marker*/) { return true; }
+Status DeviceBackend::wait_marker(MarkerId /*marker*/) { return Status::Ok(); }
+void DeviceBackend::release_marker(MarkerId /*marker*/) noexcept {}
 
 }  // namespace memcoord

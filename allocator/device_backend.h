@@ -23,6 +23,10 @@
 
 namespace memcoord {
 
+// A point in a stream's queue (DeviceBackend::record_marker); kNoMarker: none.
+using MarkerId = std::uintptr_t;
+inline constexpr MarkerId kNoMarker = 0;
+
 using StreamId = std::uintptr_t;
 constexpr StreamId kDefaultStream = 0;
 
@@ -79,6 +83,17 @@ class DeviceBackend {
   virtual bool stream_idle(StreamId stream);
   // Blocks the host until `stream` is idle. Used by trim and OOM recovery only, never on allocation hits.
   virtual Status synchronize(StreamId stream);
+
+  // --- stream markers: points in a stream's queue, so a host wait can stop at one (CUDA events) ----------
+  // Marks the work queued on `stream` so far; kNoMarker where the backend has none (the default) or the
+  // marker could not be made (logged): the caller then falls back to stream_idle/synchronize.
+  virtual MarkerId record_marker(StreamId stream);
+  // True once all work queued before `marker` has completed. Never blocks. REQUIRES: a recorded marker.
+  virtual bool marker_reached(MarkerId marker);
+  // Blocks the host until `marker` is reached (not the rest of its stream's queue).
+  virtual Status wait_marker(MarkerId marker);
+  // Gives the marker back, reached or not; it is not used again.
+  virtual void release_marker(MarkerId marker) noexcept;
 
   // --- budget -------------------------------------------------------------------------------------------
   // Bytes by which taking `more_bytes` more (allocate or map) would pass a budget this backend enforces; 0

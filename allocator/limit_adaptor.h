@@ -50,6 +50,10 @@ class LimitAdaptor final : public DeviceBackend {
   }
   bool stream_idle(StreamId stream) override { return upstream_.stream_idle(stream); }
   Status synchronize(StreamId stream) override { return upstream_.synchronize(stream); }
+  MarkerId record_marker(StreamId stream) override { return upstream_.record_marker(stream); }
+  bool marker_reached(MarkerId marker) override { return upstream_.marker_reached(marker); }
+  Status wait_marker(MarkerId marker) override { return upstream_.wait_marker(marker); }
+  void release_marker(MarkerId marker) noexcept override { upstream_.release_marker(marker); }
   DeviceInfo device_info() override { return upstream_.device_info(); }
   std::string_view kind() const override { return upstream_.kind(); }
 

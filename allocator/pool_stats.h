@@ -26,8 +26,11 @@ struct PoolStats {
   std::uint64_t backend_allocated_bytes = 0;  // bytes those allocations mapped or allocated
   std::uint64_t backend_released_bytes = 0;   // bytes those frees unmapped or released
   // Packing waits: the host waited for a stream's queued work so that packing could unmap a free block the
-  // miss's own stream last used (PoolOptions::pack_waits_for_streams). Each one drains the GPU's queue.
+  // miss's own stream last used (PoolOptions::pack_waits_for_streams): up to the first marker recorded after
+  // the block's last free (the GPU keeps the work queued after it), or, counted in pack_stream_syncs too,
+  // to the stream's end when no marker covered it (that drains the GPU's queue).
   std::uint64_t pack_waits = 0;
+  std::uint64_t pack_stream_syncs = 0;
   bool maps_chunks = false;  // the pool grows by mapped chunks (else by whole segments)
   std::uint64_t trims = 0;
   std::uint64_t trimmed_bytes = 0;

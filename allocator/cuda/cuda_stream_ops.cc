@@ -81,4 +81,37 @@ Status CudaStreamOps::synchronize(StreamId stream) {
                            fmt::format("cudaStreamSynchronize(stream {:#x})", stream));
 }
 
+MarkerId CudaStreamOps::record_marker(StreamId stream) {
+  Result<void*> event = take_event();
+  if (!event.ok()) {
+    spdlog::warn("{}", event.status().ToString());
+    return kNoMarker;
+  }
+  const Status recorded = CudaRuntimeStatus(cudaEventRecord(AsEvent(*event), AsStream(stream)),
+                                            fmt::format("cudaEventRecord(stream {:#x})", stream));
+  if (!recorded.ok()) {
+    spdlog::warn("{}", recorded.ToString());
+    give_back_event(*event);
+    return kNoMarker;
+  }
+  return reinterpret_cast<MarkerId>(*event);
+}
+
+bool CudaStreamOps::marker_reached(MarkerId marker) {
+  const cudaError_t error = cudaEventQuery(AsEvent(reinterpret_cast<void*>(marker)));
+  if (error == cudaSuccess) return true;
+  if (error == cudaErrorNotReady) return false;
+  spdlog::warn("{}", CudaRuntimeStatus(error, "cudaEventQuery").ToString());
+  return false;
+}
+
+Status CudaStreamOps::wait_marker(MarkerId marker) {
+  return CudaRuntimeStatus(cudaEventSynchronize(AsEvent(reinterpret_cast<void*>(marker))),
+                           "cudaEventSynchronize");
+}
+
+void CudaStreamOps::release_marker(MarkerId marker) noexcept {
+  if (marker != kNoMarker) give_back_event(reinterpret_cast<void*>(marker));
+}
+
 }  // namespace memcoord

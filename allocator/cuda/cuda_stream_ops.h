@@ -7,6 +7,9 @@
 //   stream_idle(stream): cudaStreamQuery, never blocks. An error other than "not ready" is logged and answers
 //     false, so a pool never reuses memory whose last use it cannot vouch for.
 //   synchronize(stream): cudaStreamSynchronize.
+//   record_marker(stream): an event from the same pool, recorded on `stream` (kNoMarker, logged, on error);
+//     marker_reached: cudaEventQuery (an error other than "not ready" is logged and answers false);
+//     wait_marker: cudaEventSynchronize; release_marker: the event goes back to the pool.
 // Stream ids are cudaStream_t values (0: the legacy default stream). Every stream passed in must belong to
 // `device`. Thread safety: all methods are thread-safe (one mutex guards the free events).
 #pragma once
@@ -29,6 +32,10 @@ class CudaStreamOps {
   Status wait_for(StreamId waiter, StreamId producer);
   bool stream_idle(StreamId stream);
   Status synchronize(StreamId stream);
+  MarkerId record_marker(StreamId stream);
+  bool marker_reached(MarkerId marker);
+  Status wait_marker(MarkerId marker);
+  void release_marker(MarkerId marker) noexcept;
 
  private:
   Result<void*> take_event();  // a pooled event or a new one (a cudaEvent_t)

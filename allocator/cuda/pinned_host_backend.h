@@ -31,6 +31,10 @@ class PinnedHostBackend final : public DeviceBackend {
   Status wait_for(StreamId waiter, StreamId producer) override { return streams_.wait_for(waiter, producer); }
   bool stream_idle(StreamId stream) override { return streams_.stream_idle(stream); }
   Status synchronize(StreamId stream) override { return streams_.synchronize(stream); }
+  MarkerId record_marker(StreamId stream) override { return streams_.record_marker(stream); }
+  bool marker_reached(MarkerId marker) override { return streams_.marker_reached(marker); }
+  Status wait_marker(MarkerId marker) override { return streams_.wait_marker(marker); }
+  void release_marker(MarkerId marker) noexcept override { streams_.release_marker(marker); }
 
   DeviceInfo device_info() override;
   std::string_view kind() const override { return "pinned-host"; }

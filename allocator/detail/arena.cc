@@ -21,8 +21,8 @@ std::size_t RoundUp(std::size_t n, std::size_t to) { return (n + to - 1) / to * 
 }  // namespace
 
 Arena::Arena(DeviceBackend& backend, ArenaConfig config, BlockSlab& slab,
-             const std::vector<StreamId>& stream_ids)
-    : backend_(backend), config_(config), slab_(slab), stream_ids_(stream_ids) {}
+             const std::vector<StreamId>& stream_ids, StreamMarks* marks)
+    : backend_(backend), config_(config), slab_(slab), stream_ids_(stream_ids), marks_(marks) {}
 
 Arena::~Arena() {
   for (Segment& seg : segments_) {
@@ -73,6 +73,7 @@ void Arena::add_hole(Block* b) {
   b->state = BlockState::kHole;
   b->stream = 0;
   b->wait_mask = 0;
+  b->free_stamp = 0;
   b->bin_prev = nullptr;
   b->bin_next = holes_;
   if (holes_ != nullptr) holes_->bin_prev = b;
@@ -101,6 +102,7 @@ Block* Arena::split_front(Block* b, std::size_t size) {
   rest->segment = b->segment;
   rest->stream = b->stream;
   rest->wait_mask = b->wait_mask;
+  rest->free_stamp = b->free_stamp;
   rest->state = b->state;
   return rest;
 }
@@ -118,6 +120,7 @@ Block* Arena::merge_free_neighbours(Block* b) {
     remove_free(prev);
     prev->size += b->size;
     prev->wait_mask |= b->wait_mask;
+    prev->free_stamp = std::max(prev->free_stamp, b->free_stamp);
     unlink(b);
     b = prev;
   }
@@ -126,6 +129,7 @@ Block* Arena::merge_free_neighbours(Block* b) {
     remove_free(next);
     b->size += next->size;
     b->wait_mask |= next->wait_mask;
+    b->free_stamp = std::max(b->free_stamp, next->free_stamp);
     unlink(next);
   }
   return b;
@@ -163,6 +167,22 @@ Status Arena::synchronize_streams(const Block* b) const {
         backend_.synchronize(stream_ids_[static_cast<std::size_t>(std::countr_zero(mask))]));
   }
   return Status::Ok();
+}
+
+bool Arena::block_idle(const Block* b) {
+  const bool own_stream_only = (b->wait_mask & ~(1ULL << b->stream)) == 0;
+  if (marks_ != nullptr && own_stream_only && marks_->reached(b->stream, b->free_stamp)) return true;
+  return streams_idle(b);
+}
+
+Status Arena::wait_until_idle(const Block* b, bool packing) {
+  const bool own_stream_only = (b->wait_mask & ~(1ULL << b->stream)) == 0;
+  if (marks_ != nullptr && own_stream_only) {
+    MEMCOORD_ASSIGN_OR_RETURN(bool waited, marks_->wait(b->stream, b->free_stamp));
+    if (waited) return Status::Ok();
+  }
+  if (packing) ++pack_stream_syncs_;
+  return synchronize_streams(b);
 }
 
 // `b` is kFree and not in any index. Splits off the remainder, makes `stream` wait for the block's earlier
@@ -319,6 +339,7 @@ Result<Block*> Arena::grow_segment(std::size_t size, std::uint8_t stream) {
 void Arena::release(Block* b) {
   b->state = BlockState::kFree;
   b->requested = 0;
+  b->free_stamp = marks_ != nullptr ? marks_->stamp(b->stream) : 1;
   insert_free(merge_free_neighbours(b));
 }
 
@@ -344,9 +365,10 @@ std::uint64_t Arena::release_free_memory(std::uint64_t want_bytes, ReleaseWait w
       if (b == keep_a || b == keep_b) return true;
       if (config_.mapping && b->size < config_.chunk_bytes) return false;  // the rest are smaller
       if (!config_.mapping && (b->prev != nullptr || b->next != nullptr)) return true;
-      if (!streams_idle(b)) {
-        if (!may_wait_for(b, wait, wait_stream) || !synchronize_streams(b).ok()) return true;
-        if (wait == ReleaseWait::kWaitForStream) ++pack_waits_;
+      if (!block_idle(b)) {
+        const bool packing = wait == ReleaseWait::kWaitForStream;
+        if (!may_wait_for(b, wait, wait_stream) || !wait_until_idle(b, packing).ok()) return true;
+        if (packing) ++pack_waits_;
       }
       if (!config_.mapping) {
         Segment& seg = segments_[b->segment];
@@ -500,6 +522,7 @@ void Arena::settle_streams(const Block* keep_a, const Block* keep_b) {
         remove_free(next);
         b->size += next->size;
         b->wait_mask |= next->wait_mask;
+        b->free_stamp = std::max(b->free_stamp, next->free_stamp);
         unlink(next);
         insert_free(b);
       }

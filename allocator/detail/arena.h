@@ -8,7 +8,9 @@
 //   driver per unit, not per byte (about 40 us each on an H200 whatever their size), so large arenas map
 //   coarse units; a free range that covers only part of a unit keeps that unit mapped.
 //   Segment arenas grow by whole backend allocations and give back only whole free segments.
-// Streams are small per-pool indices; `stream_ids` maps them to backend stream ids.
+// Streams are small per-pool indices; `stream_ids` maps them to backend stream ids. Free blocks carry the
+// stamp of the pool's StreamMarks (stream_marks.h) when given one, so a busy block's last use can be waited
+// for by marker instead of by synchronizing its whole stream.
 // Not thread-safe: the owning pool's mutex guards every call. Blocks come from the pool's BlockSlab.
 #pragma once
 
@@ -20,6 +22,7 @@
 
 #include "allocator/detail/block.h"
 #include "allocator/detail/free_index.h"
+#include "allocator/detail/stream_marks.h"
 #include "allocator/device_backend.h"
 #include "allocator/pool_snapshot.h"
 #include "common/result.h"
@@ -55,7 +58,9 @@ enum class ReleaseWait {
 
 class Arena {
  public:
-  Arena(DeviceBackend& backend, ArenaConfig config, BlockSlab& slab, const std::vector<StreamId>& stream_ids);
+  // `marks` (may be null: stream queries only) must outlive the arena.
+  Arena(DeviceBackend& backend, ArenaConfig config, BlockSlab& slab, const std::vector<StreamId>& stream_ids,
+        StreamMarks* marks = nullptr);
   ~Arena();  // releases every segment; live blocks are the pool's to report
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
@@ -100,8 +105,10 @@ class Arena {
   std::uint64_t backend_frees() const { return backend_frees_; }
   std::uint64_t backend_allocated_bytes() const { return backend_allocated_bytes_; }  // mapped or allocated
   std::uint64_t backend_released_bytes() const { return backend_released_bytes_; }    // unmapped or released
-  // Host waits release_free_memory made for a busy stream with ReleaseWait::kWaitForStream (packing).
+  // Host waits release_free_memory made for a busy block with ReleaseWait::kWaitForStream (packing), and
+  // those of them that synchronized the whole stream (no marker covered the block's last use).
   std::uint64_t pack_waits() const { return pack_waits_; }
+  std::uint64_t pack_stream_syncs() const { return pack_stream_syncs_; }
   bool mapping() const { return config_.mapping; }
 
   // Appends every live segment with its blocks (streams as backend ids). For snapshots; O(blocks).
@@ -133,6 +140,12 @@ class Arena {
   Block* merge_hole_neighbours(Block* hole);       // hole is kHole, in the list; returns the merged hole
   Block* take(Block* free_block, std::size_t size, std::uint8_t stream);
   bool streams_idle(const Block* b) const;
+  // Whether free block `b`'s last use has completed: by its marker when only its owner stream used it,
+  // else by querying its streams. Never blocks.
+  bool block_idle(const Block* b);
+  // Blocks until free block `b` is idle: up to its marker when one covers it, else by synchronizing its
+  // streams (counted in pack_stream_syncs_ when `packing`).
+  Status wait_until_idle(const Block* b, bool packing);
   // Whether release_free_memory may synchronize the streams of busy block `b`.
   static bool may_wait_for(const Block* b, ReleaseWait wait, std::uint8_t wait_stream);
   Status synchronize_streams(const Block* b) const;
@@ -160,6 +173,7 @@ class Arena {
   ArenaConfig config_;
   BlockSlab& slab_;
   const std::vector<StreamId>& stream_ids_;
+  StreamMarks* marks_;
   std::vector<std::unique_ptr<FreeIndex>> free_;  // by stream index
   std::vector<Segment> segments_;
   Block* holes_ = nullptr;                // list through bin_prev/bin_next
@@ -170,6 +184,7 @@ class Arena {
   std::uint64_t backend_allocated_bytes_ = 0;
   std::uint64_t backend_released_bytes_ = 0;
   std::uint64_t pack_waits_ = 0;
+  std::uint64_t pack_stream_syncs_ = 0;
 };
 
 }  // namespace memcoord::detail

@@ -25,8 +25,11 @@ struct Block {
   std::size_t requested = 0;    // allocated blocks: bytes the caller asked for
   std::uint64_t wait_mask = 0;  // streams (by pool index) whose queued work must precede any reuse
   std::uint32_t segment = 0;    // index of the segment holding the block
-  std::uint16_t bin = 0;        // free-index bin while kFree
-  std::uint8_t stream = 0;      // owner stream's pool index
+  // kFree: the owner stream's marker number that covers the block's last use (StreamMarks::stamp when it
+  // was freed; the highest of merged blocks'); 0: never used since it was mapped.
+  std::uint32_t free_stamp = 0;
+  std::uint16_t bin = 0;    // free-index bin while kFree
+  std::uint8_t stream = 0;  // owner stream's pool index
   std::uint8_t tag = 0;
   BlockState state = BlockState::kFree;
 

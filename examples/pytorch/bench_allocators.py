@@ -49,16 +49,18 @@ GB = 1e9
 
 def memcoord_driver_figures():
     """What memcoord's pools on device 0 asked of the driver so far: units mapped and unmapped (one driver
-    allocation each) and packing's host waits for a busy stream (each drains the GPU's queue)."""
+    allocation each), packing's host waits for a busy block, and those of them that synchronized the whole
+    stream (no marker covered the block; each drains the GPU's queue)."""
     import memcoord
 
-    figures = {"units_mapped": 0, "units_unmapped": 0, "pack_waits": 0}
+    figures = {"units_mapped": 0, "units_unmapped": 0, "pack_waits": 0, "pack_stream_syncs": 0}
     for document in memcoord._snapshot_documents([0]):
         for pool in document.get("pools", []):
             stats = pool.get("stats", {})
             figures["units_mapped"] += stats.get("backend_allocations", 0)
             figures["units_unmapped"] += stats.get("backend_frees", 0)
             figures["pack_waits"] += stats.get("pack_waits", 0)
+            figures["pack_stream_syncs"] += stats.get("pack_stream_syncs", 0)
     return figures
 
 
@@ -299,7 +301,7 @@ def main():
             else:
                 first = (row.get("memcoord") or {}).get("first_step")
                 driver = (f"; first step: {first['units_mapped']} units mapped, {first['units_unmapped']} unmapped, "
-                          f"{first['pack_waits']} packing waits") if first else ""
+                          f"{first['pack_waits']} packing waits ({first['pack_stream_syncs']} of them whole-stream)") if first else ""
                 odd = row.get("nondeterministic_ops")
                 odd = f"; nondeterministic ops warned: {odd}" if odd else ""
                 print(f"{name} {allocator}: device {row['device_bytes'] / GB:.2f} GB, median "

@@ -27,6 +27,10 @@ class ForwardingBackend : public DeviceBackend {
   Status wait_for(StreamId waiter, StreamId producer) override { return inner_.wait_for(waiter, producer); }
   bool stream_idle(StreamId stream) override { return inner_.stream_idle(stream); }
   Status synchronize(StreamId stream) override { return inner_.synchronize(stream); }
+  MarkerId record_marker(StreamId stream) override { return inner_.record_marker(stream); }
+  bool marker_reached(MarkerId marker) override { return inner_.marker_reached(marker); }
+  Status wait_marker(MarkerId marker) override { return inner_.wait_marker(marker); }
+  void release_marker(MarkerId marker) noexcept override { inner_.release_marker(marker); }
   DeviceInfo device_info() override { return inner_.device_info(); }
   std::string_view kind() const override { return inner_.kind(); }
 

@@ -35,6 +35,7 @@ nlohmann::json StatsJson(const PoolStats& s) {
           {"backend_allocated_bytes", s.backend_allocated_bytes},
           {"backend_released_bytes", s.backend_released_bytes},
           {"pack_waits", s.pack_waits},
+          {"pack_stream_syncs", s.pack_stream_syncs},
           {"maps_chunks", s.maps_chunks},
           {"trims", s.trims},
           {"trimmed_bytes", s.trimmed_bytes},

@@ -1,0 +1,67 @@
+#include "allocator/detail/stream_marks.h"
+
+#include <algorithm>
+
+namespace memcoord::detail {
+
+StreamMarks::StreamMarks(DeviceBackend& backend, const std::vector<StreamId>& stream_ids)
+    : backend_(backend), stream_ids_(stream_ids) {}
+
+StreamMarks::~StreamMarks() {
+  for (PerStream& s : streams_) {
+    for (const auto& [number, marker] : s.markers) backend_.release_marker(marker);
+  }
+}
+
+void StreamMarks::record(std::uint8_t stream) {
+  if (stream >= streams_.size()) streams_.resize(stream + 1);
+  PerStream& s = streams_[stream];
+  // The front is the oldest: forget the reached ones so the queue holds only work still in flight.
+  auto last_reached = s.markers.end();
+  for (auto it = s.markers.begin(); it != s.markers.end() && backend_.marker_reached(it->second); ++it) {
+    last_reached = it;
+  }
+  if (last_reached != s.markers.end()) forget_through(s, last_reached);
+  if (s.markers.size() >= kMaxOutstanding) return;
+  const MarkerId marker = backend_.record_marker(stream_ids_[stream]);
+  if (marker == kNoMarker) return;
+  s.markers.emplace_back(++s.recorded, marker);
+}
+
+std::deque<std::pair<std::uint32_t, MarkerId>>::iterator StreamMarks::covering(PerStream& s,
+                                                                               std::uint32_t stamp) {
+  return std::find_if(s.markers.begin(), s.markers.end(),
+                      [stamp](const auto& m) { return m.first >= stamp; });
+}
+
+void StreamMarks::forget_through(PerStream& s,
+                                 std::deque<std::pair<std::uint32_t, MarkerId>>::iterator last) {
+  s.reached_through = last->first;
+  const auto end = std::next(last);
+  for (auto it = s.markers.begin(); it != end; ++it) backend_.release_marker(it->second);
+  s.markers.erase(s.markers.begin(), end);
+}
+
+bool StreamMarks::reached(std::uint8_t stream, std::uint32_t stamp) {
+  if (stamp == 0) return true;
+  if (stream >= streams_.size()) return false;
+  PerStream& s = streams_[stream];
+  if (s.reached_through >= stamp) return true;
+  const auto it = covering(s, stamp);
+  if (it == s.markers.end() || !backend_.marker_reached(it->second)) return false;
+  forget_through(s, it);
+  return true;
+}
+
+Result<bool> StreamMarks::wait(std::uint8_t stream, std::uint32_t stamp) {
+  if (reached(stream, stamp)) return true;
+  if (stream >= streams_.size()) return false;
+  PerStream& s = streams_[stream];
+  const auto it = covering(s, stamp);
+  if (it == s.markers.end()) return false;
+  MEMCOORD_RETURN_IF_ERROR(backend_.wait_marker(it->second));
+  forget_through(s, it);
+  return true;
+}
+
+}  // namespace memcoord::detail

@@ -1,0 +1,77 @@
+// StreamMarks: markers a pool records in its streams' queues (DeviceBackend::record_marker, CUDA events), so
+// that reusing or unmapping a free block can wait for the work that used it instead of for everything
+// queued on its stream.
+//   A block freed on stream s is stamped with stamp(s), the number the next marker recorded on s will
+//   carry: every use of the block was queued before that marker. The block is idle once a marker numbered
+//   at least its stamp is reached; stamp 0 means never used (freshly mapped memory), idle at once.
+//   Markers are recorded on a pool's misses (record), where a driver call costs far more than an event, and
+//   waited for when packing needs a busy block's memory: the host then waits for the work queued up to the
+//   first marker after the block's last free, and the GPU keeps running what was queued after it, where a
+//   stream synchronization would drain the whole queue.
+// Invariants: per stream, outstanding markers are in increasing number, none reached as far as this class
+// knows except possibly the newest ones not yet queried; at most kMaxOutstanding per stream (a miss beyond
+// that records none, and blocks freed meanwhile wait for a later marker or a stream synchronization).
+// Numbers are 32-bit: wrapping needs 4 billion misses on one stream (at ~40 us of driver time each, 45 hours
+// of nothing but misses); a wrapped stamp would read as not covered, i.e. waited for, never reused early.
+// Not thread-safe: the owning pool's mutex guards every call. Backends without markers make every stamp
+// other than 0 "not covered", and callers fall back to stream_idle/synchronize.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <utility>
+#include <vector>
+
+#include "allocator/device_backend.h"
+#include "common/result.h"
+
+namespace memcoord::detail {
+
+class StreamMarks {
+ public:
+  static constexpr std::size_t kMaxOutstanding = 64;
+
+  // `stream_ids` maps the pool's stream indices to backend streams; both must outlive this object.
+  StreamMarks(DeviceBackend& backend, const std::vector<StreamId>& stream_ids);
+  ~StreamMarks();  // gives every outstanding marker back
+  StreamMarks(const StreamMarks&) = delete;
+  StreamMarks& operator=(const StreamMarks&) = delete;
+
+  // The stamp of a block freed now on `stream`.
+  std::uint32_t stamp(std::uint8_t stream) const {
+    return stream < streams_.size() ? streams_[stream].recorded + 1 : 1;
+  }
+  // Records a marker on `stream` (after forgetting the reached ones at the front).
+  void record(std::uint8_t stream);
+  // Whether the work before a block stamped `stamp` on `stream` has completed, as far as markers tell
+  // (false when no marker covers it yet). At most one marker query; never blocks.
+  bool reached(std::uint8_t stream, std::uint32_t stamp);
+  // Blocks until a marker covering `stamp` is reached: true. False when no recorded marker covers it (the
+  // caller synchronizes the stream instead). A failed wait is returned as its error.
+  Result<bool> wait(std::uint8_t stream, std::uint32_t stamp);
+
+  // For tests and stats: markers outstanding on `stream`, and the highest number known reached.
+  std::size_t outstanding(std::uint8_t stream) const {
+    return stream < streams_.size() ? streams_[stream].markers.size() : 0;
+  }
+  std::uint32_t reached_through(std::uint8_t stream) const {
+    return stream < streams_.size() ? streams_[stream].reached_through : 0;
+  }
+
+ private:
+  struct PerStream {
+    std::uint32_t recorded = 0;                              // number of the newest marker recorded
+    std::uint32_t reached_through = 0;                       // every marker up to this number is reached
+    std::deque<std::pair<std::uint32_t, MarkerId>> markers;  // outstanding: (number, marker), increasing
+  };
+  // The first outstanding marker numbered at least `stamp`, or markers.end().
+  static std::deque<std::pair<std::uint32_t, MarkerId>>::iterator covering(PerStream& s, std::uint32_t stamp);
+  // Marks every marker up to and including `last` reached and gives them back.
+  void forget_through(PerStream& s, std::deque<std::pair<std::uint32_t, MarkerId>>::iterator last);
+
+  DeviceBackend& backend_;
+  const std::vector<StreamId>& stream_ids_;
+  std::vector<PerStream> streams_;  // by stream index, grown on record
+};
+
+}  // namespace memcoord::detail

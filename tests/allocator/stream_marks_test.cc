@@ -1,0 +1,101 @@
+// StreamMarks (allocator/detail/stream_marks.h) over the stream test backend's simulated events: stamps,
+// which marker covers a stamp, non-blocking checks, waits that stop at the covering marker, the cap on
+// outstanding markers, and every marker given back.
+#include "allocator/detail/stream_marks.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "stream_test_backend.h"
+
+namespace memcoord::detail {
+namespace {
+
+const StreamId kStream = 5;
+
+class StreamMarksTest : public ::testing::Test {
+ protected:
+  testing::StreamTestBackend backend_;
+  std::vector<StreamId> stream_ids_{kDefaultStream, kStream};
+};
+
+TEST_F(StreamMarksTest, StampZeroIsNeverUsedMemoryAndIsIdleWithoutAQuery) {
+  StreamMarks marks(backend_, stream_ids_);
+  backend_.busy.insert(kStream);
+  EXPECT_TRUE(marks.reached(1, 0));
+  EXPECT_EQ(backend_.recorded_markers(), 0u);
+}
+
+TEST_F(StreamMarksTest, AStampIsCoveredByTheFirstMarkerRecordedAfterIt) {
+  StreamMarks marks(backend_, stream_ids_);
+  backend_.busy.insert(kStream);
+  const std::uint32_t before_any = marks.stamp(1);
+  EXPECT_EQ(before_any, 1u);
+  EXPECT_FALSE(marks.reached(1, before_any));  // nothing recorded: not covered
+  auto none = marks.wait(1, before_any);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(*none);  // the caller synchronizes the stream instead
+  marks.record(1);      // marker 1
+  const std::uint32_t after_first = marks.stamp(1);
+  marks.record(1);  // marker 2
+  EXPECT_FALSE(marks.reached(1, before_any));
+  auto waited = marks.wait(1, before_any);
+  ASSERT_TRUE(waited.ok());
+  EXPECT_TRUE(*waited);
+  EXPECT_EQ(backend_.marker_waits, std::vector<MarkerId>{1});  // not marker 2: the queue after stays
+  EXPECT_TRUE(marks.reached(1, before_any));
+  EXPECT_EQ(marks.reached_through(1), 1u);
+  EXPECT_EQ(marks.outstanding(1), 1u);  // marker 1 given back, marker 2 still in flight
+  EXPECT_FALSE(marks.reached(1, after_first));
+  backend_.pass_markers(kStream);
+  EXPECT_TRUE(marks.reached(1, after_first));  // one query, no wait
+  EXPECT_EQ(backend_.marker_waits.size(), 1u);
+  EXPECT_TRUE(backend_.synchronized.empty());
+  EXPECT_EQ(marks.outstanding(1), 0u);
+  EXPECT_EQ(backend_.released_markers, 2u);
+}
+
+TEST_F(StreamMarksTest, AtMostKMaxOutstandingPerStreamAndReachedOnesAreForgottenOnRecord) {
+  StreamMarks marks(backend_, stream_ids_);
+  backend_.busy.insert(kStream);
+  for (std::size_t i = 0; i < StreamMarks::kMaxOutstanding + 6; ++i) marks.record(1);
+  EXPECT_EQ(marks.outstanding(1), StreamMarks::kMaxOutstanding);
+  EXPECT_EQ(backend_.recorded_markers(), StreamMarks::kMaxOutstanding);
+  // A block freed now has no covering marker until the GPU frees a place.
+  const std::uint32_t late = marks.stamp(1);
+  EXPECT_FALSE(*marks.wait(1, late));
+  backend_.pass_markers(kStream);
+  marks.record(1);
+  EXPECT_EQ(marks.outstanding(1), 1u);
+  EXPECT_EQ(backend_.released_markers, StreamMarks::kMaxOutstanding);
+  EXPECT_TRUE(*marks.wait(1, late));
+}
+
+TEST_F(StreamMarksTest, StreamsAreIndependentAndTheDestructorGivesEveryMarkerBack) {
+  {
+    StreamMarks marks(backend_, stream_ids_);
+    backend_.busy.insert(kStream);
+    marks.record(0);  // the default stream is idle: reached at once
+    marks.record(1);
+    marks.record(1);
+    EXPECT_TRUE(marks.reached(0, 1));
+    EXPECT_FALSE(marks.reached(1, 1));
+    EXPECT_EQ(marks.outstanding(1), 2u);
+  }
+  EXPECT_EQ(backend_.markers_outstanding(), 0u);
+  EXPECT_EQ(backend_.released_markers, 3u);
+}
+
+TEST_F(StreamMarksTest, ABackendWithoutMarkersCoversNothingButNeverUsedMemory) {
+  backend_.markers = false;
+  StreamMarks marks(backend_, stream_ids_);
+  marks.record(1);
+  EXPECT_EQ(marks.outstanding(1), 0u);
+  EXPECT_TRUE(marks.reached(1, 0));
+  EXPECT_FALSE(marks.reached(1, marks.stamp(1)));
+  EXPECT_FALSE(*marks.wait(1, marks.stamp(1)));
+}
+
+}  // namespace
+}  // namespace memcoord::detail
