@@ -124,9 +124,15 @@ typedef struct memcoord_device_stats {
   uint64_t trims;
   uint64_t trimmed_bytes;
   uint64_t device_total_bytes; /* as the backend reports it */
+  /* Version 2. Host waits a miss made so that packing could unmap a busy free block (up to the block's
+   * marker), and those of them that synchronized a whole stream (no marker covered the block). */
+  uint64_t pack_waits;
+  uint64_t pack_stream_syncs;
 } memcoord_device_stats;
-/* Bytes; sizeof(memcoord_device_stats) grows with later versions. */
+/* Bytes; sizeof(memcoord_device_stats) grows with later versions. A caller built against version 1 (192
+ * bytes) gets version 1's fields; the library fills what struct_size covers. */
 #define MEMCOORD_DEVICE_STATS_V1_SIZE 192
+#define MEMCOORD_DEVICE_STATS_V2_SIZE 208
 
 /* Sums every pool on `device` (-1: primary). Reads counters only (no pool lock). */
 int memcoord_device_stats_get(int device, memcoord_device_stats* out);

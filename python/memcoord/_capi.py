@@ -82,7 +82,7 @@ class AbortedError(MemcoordError):
 
 
 class DeviceStats(ctypes.Structure):
-    """memcoord_device_stats, version 1 (see worker/memcoord.h for each field)."""
+    """memcoord_device_stats, version 2 (see worker/memcoord.h for each field)."""
 
     _fields_ = [
         ("struct_size", ctypes.c_size_t),
@@ -110,6 +110,8 @@ class DeviceStats(ctypes.Structure):
         ("trims", ctypes.c_uint64),
         ("trimmed_bytes", ctypes.c_uint64),
         ("device_total_bytes", ctypes.c_uint64),
+        ("pack_waits", ctypes.c_uint64),  # version 2
+        ("pack_stream_syncs", ctypes.c_uint64),
     ]
 
     def as_dict(self):

@@ -31,6 +31,8 @@ _ACCUMULATED = (
     "cache_hits",
     "trims",
     "trimmed_bytes",
+    "pack_waits",
+    "pack_stream_syncs",
 )
 
 _baselines = {}
@@ -86,6 +88,8 @@ def torch_stats(device, raw):
                 "cache_hits": acc["cache_hits"],
                 "trims": acc["trims"],
                 "trimmed_bytes": acc["trimmed_bytes"],
+                "pack_waits": acc["pack_waits"],
+                "pack_stream_syncs": acc["pack_stream_syncs"],
                 "device_total_bytes": int(raw.get("device_total_bytes", 0)),
             },
         }

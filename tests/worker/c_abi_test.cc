@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -245,6 +246,30 @@ TEST_F(CAbi, VersionedStructsRejectTooSmallSizesAndKeepExtraBytes) {
   ASSERT_EQ(memcoord_device_stats_get(0, &newer.v1), 0) << memcoord_last_error();
   EXPECT_EQ(newer.future, 0xabcdefu);
   EXPECT_EQ(newer.v1.struct_size, sizeof(newer));
+  // A caller built against version 1 (192 bytes): its fields filled, nothing written past them.
+  void* block = memcoord_alloc(nullptr, 4096, 0);
+  ASSERT_NE(block, nullptr);
+  struct Old {
+    unsigned char v1[MEMCOORD_DEVICE_STATS_V1_SIZE];
+    std::uint64_t guard = 0x5a5a5a5a;
+  } old{};
+  old.guard = 0x5a5a5a5a;
+  memcoord_device_stats v1_view{};
+  v1_view.struct_size = MEMCOORD_DEVICE_STATS_V1_SIZE;
+  std::memcpy(old.v1, &v1_view, MEMCOORD_DEVICE_STATS_V1_SIZE);
+  ASSERT_EQ(memcoord_device_stats_get(0, reinterpret_cast<memcoord_device_stats*>(old.v1)), 0)
+      << memcoord_last_error();
+  EXPECT_EQ(old.guard, 0x5a5a5a5au);
+  std::memcpy(&v1_view, old.v1, MEMCOORD_DEVICE_STATS_V1_SIZE);
+  EXPECT_EQ(v1_view.allocations, 1u);
+  EXPECT_EQ(v1_view.live_blocks, 1u);
+  EXPECT_GT(v1_view.device_total_bytes, 0u);
+  // Version 2's packing figures are there for a current caller (none waited here: host streams are idle).
+  const memcoord_device_stats v2 = Stats(0);
+  EXPECT_EQ(v2.struct_size, sizeof(memcoord_device_stats));
+  EXPECT_EQ(v2.pack_waits, 0u);
+  EXPECT_EQ(v2.pack_stream_syncs, 0u);
+  EXPECT_EQ(memcoord_free(nullptr, block), 0);
   memcoord_abort_info info{};
   info.struct_size = sizeof(info);
   ASSERT_EQ(memcoord_abort_info_get(&info), 0);

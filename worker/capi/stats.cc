@@ -2,6 +2,7 @@
 // the device (the default pool, named pools, capture pools), the very counters `memcoord status` shows.
 #include <fmt/format.h>
 
+#include <cstddef>
 #include <cstring>
 #include <type_traits>
 
@@ -9,7 +10,9 @@
 #include "worker/capi/errors.h"
 #include "worker/capi/runtime.h"
 
-static_assert(sizeof(memcoord_device_stats) == MEMCOORD_DEVICE_STATS_V1_SIZE, "v1 layout changed");
+static_assert(offsetof(memcoord_device_stats, pack_waits) == MEMCOORD_DEVICE_STATS_V1_SIZE,
+              "v1 layout changed");
+static_assert(sizeof(memcoord_device_stats) == MEMCOORD_DEVICE_STATS_V2_SIZE, "v2 layout changed");
 static_assert(sizeof(memcoord_abort_info) == MEMCOORD_ABORT_INFO_V1_SIZE, "v1 layout changed");
 static_assert(std::is_standard_layout_v<memcoord_device_stats>);
 
@@ -59,6 +62,8 @@ void Add(memcoord_device_stats& s, const PoolStats& p) {
   s.backend_released_bytes += p.backend_released_bytes;
   s.trims += p.trims;
   s.trimmed_bytes += p.trimmed_bytes;
+  s.pack_waits += p.pack_waits;
+  s.pack_stream_syncs += p.pack_stream_syncs;
 }
 
 }  // namespace
