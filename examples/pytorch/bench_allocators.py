@@ -124,6 +124,9 @@ def child(workload_name, allocator, steps, deterministic=False):
         "allocator": allocator,
         "steps": steps,
         "device_bytes": device_peak,
+        # What the process held on the device before the first step (the CUDA context, plus anything an
+        # allocator set up at start): device_bytes is measured above it.
+        "context_bytes": context_used,
         "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
         "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
         "median_step_ms": statistics.median(times[1:]) if len(times) > 1 else times[0],
@@ -304,7 +307,8 @@ def main():
                           f"{first['pack_waits']} packing waits ({first['pack_stream_syncs']} of them whole-stream)") if first else ""
                 odd = row.get("nondeterministic_ops")
                 odd = f"; nondeterministic ops warned: {odd}" if odd else ""
-                print(f"{name} {allocator}: device {row['device_bytes'] / GB:.2f} GB, median "
+                print(f"{name} {allocator}: device {row['device_bytes'] / GB:.2f} GB (context "
+                      f"{row.get('context_bytes', 0) / GB:.3f} GB), median "
                       f"{row['median_step_ms']:.1f} ms, first {row['first_step_ms']:.0f} ms ({row['process_s']} s)"
                       f"{driver}{odd}", flush=True)
     checks = targets(rows, args.loss_tolerance)
