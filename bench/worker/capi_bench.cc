@@ -12,6 +12,10 @@
 // without that, libmemcoord_capi.so in ../lib beside this executable, which is where both the build tree
 // (build/release/bin, build/release/lib) and a device bundle (.device-bundle/bin, .device-bundle/lib) put it.
 // No path is compiled in, so the same binary runs from a bundle copied to another machine.
+// --control adds the same loop over the C library's malloc/free (per-thread caches, nothing shared between
+// threads): how much slower each thread gets at N threads on this machine for reasons that are not
+// memcoord's (frequency falling as more cores run, shared caches, SMT siblings). A C ABI whose per-thread
+// cost grows no more than the control's scales as well as the machine allows.
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -142,15 +146,47 @@ double Quantile(std::vector<double> v, double q) {
   return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
 }
 
+// The control's entry points: the C library's allocator behind the C ABI's signatures.
+__attribute__((noinline)) void* ControlMalloc(std::ptrdiff_t bytes, int, void*) {
+  return std::malloc(static_cast<std::size_t>(bytes));
+}
+__attribute__((noinline)) void ControlFree(void* ptr, std::ptrdiff_t, int, void*) { std::free(ptr); }
+int ControlNothing() { return 0; }
+const char* ControlError() { return "malloc returned NULL"; }
+
+Library ControlLibrary() {
+  Library lib;
+  lib.path = "control: C library malloc/free";
+  lib.malloc_fn = &ControlMalloc;
+  lib.free_fn = &ControlFree;
+  lib.init = &ControlNothing;
+  lib.shutdown = &ControlNothing;
+  lib.last_error = &ControlError;
+  return lib;
+}
+
+std::string Measure(const Library& lib, const std::vector<int>& thread_counts, long pairs, int runs);
+
 // The results of one library, as JSON objects separated by commas; empty on failure.
 std::string MeasureLibrary(const std::string& path, const std::vector<int>& thread_counts, long pairs,
                            int runs) {
   Library lib;
-  if (!Load(path, lib)) return {};
+  if (path == "control") {
+    lib = ControlLibrary();
+  } else if (!Load(path, lib)) {
+    return {};
+  }
   if (lib.init() != 0) {
     std::fprintf(stderr, "capi_bench: memcoord_init failed: %s\n", lib.last_error());
     return {};
   }
+  std::string out = Measure(lib, thread_counts, pairs, runs);
+  (void)lib.shutdown();
+  return out;
+}
+
+std::string Measure(const Library& lib, const std::vector<int>& thread_counts, long pairs, int runs) {
+  const std::string& path = lib.path;
   std::string out;
   for (int threads : thread_counts) {
     std::vector<double> wall, cpu;
@@ -171,7 +207,6 @@ std::string MeasureLibrary(const std::string& path, const std::vector<int>& thre
            ",\"median_cpu_ns_per_pair\":" + std::to_string(Quantile(cpu, 0.5)) + ",\"runs\":[" + run_text +
            "]}";
   }
-  (void)lib.shutdown();
   return out;
 }
 
@@ -214,9 +249,14 @@ int main(int argc, char** argv) {
   app.add_option("--pairs", pairs, "alloc+free pairs per thread per run")->check(CLI::PositiveNumber);
   app.add_option("--runs", runs, "runs per thread count")->check(CLI::PositiveNumber);
   app.add_option("--backend", backend, "MEMCOORD_BACKEND for the run (host, cuda, cuda-vmm, virtual)");
+  bool control = false;
+  app.add_flag("--control", control,
+               "also measure the same loop over the C library's malloc/free: the machine's own per-thread "
+               "slowdown at N threads");
   CLI11_PARSE(app, argc, argv);
   libs = LibrariesToMeasure(std::move(libs));
   if (libs.empty()) return 2;
+  if (control) libs.push_back("control");
   ::setenv("MEMCOORD_BACKEND", backend.c_str(), 1);
   ::unsetenv("MEMCOORD_COORDINATOR");
   std::string out = "{\"backend\":\"" + backend + "\",\"pairs_per_thread\":" + std::to_string(pairs) +
