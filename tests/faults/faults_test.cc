@@ -192,9 +192,12 @@ struct Transitions {
 
 class LivenessFaults : public Faults {
  protected:
+  // Watches `rank`'s state from now until `watch` passed or `done`; times are ms since `start`. `so_far`
+  // continues an earlier watch's timeline (a state seen there counts here: a worker that is live again by
+  // the end of the first window is not waited for in the second).
   Transitions watch(int rank, SteadyClock::time_point start, milliseconds watch,
-                    const std::function<bool(const Transitions&)>& done) {
-    Transitions t;
+                    const std::function<bool(const Transitions&)>& done, Transitions so_far = {}) {
+    Transitions t = so_far;
     const auto deadline = SteadyClock::now() + watch;
     while (SteadyClock::now() < deadline && !done(t)) {
       const auto state = state_of(rank);
@@ -247,15 +250,13 @@ TEST_F(LivenessFaults, WorkerStoppedForOneSecondAbortsNothingAndTrainingFinishes
   ASSERT_EQ(pids.count(1), 1u) << job.output();
   const auto stopped = SteadyClock::now();
   ::kill(pids.at(1), SIGSTOP);
-  Transitions t = watch(1, stopped, milliseconds(1000), [](const Transitions&) { return false; });
+  const Transitions t = watch(1, stopped, milliseconds(1000), [](const Transitions&) { return false; });
   ::kill(pids.at(1), SIGCONT);
-  const Transitions after_cont =
-      watch(1, stopped, milliseconds(3000), [](const Transitions& x) { return x.live_again_ms >= 0; });
-  if (t.suspect_ms < 0) t.suspect_ms = after_cont.suspect_ms;
-  PrintFault("SIGSTOP 1 s then SIGCONT", "suspect after", t.suspect_ms);
+  const Transitions after_cont = watch(
+      1, stopped, milliseconds(3000), [](const Transitions& x) { return x.live_again_ms >= 0; }, t);
+  PrintFault("SIGSTOP 1 s then SIGCONT", "suspect after", after_cont.suspect_ms);
   PrintFault("SIGSTOP 1 s then SIGCONT", "live again after", after_cont.live_again_ms);
-  EXPECT_GE(t.suspect_ms, 0) << "1 s of silence is more than 3 report intervals: suspect";
-  EXPECT_LT(t.dead_ms, 0) << "a 1 s stop must not be declared dead";
+  EXPECT_GE(after_cont.suspect_ms, 0) << "1 s of silence is more than 3 report intervals: suspect";
   EXPECT_LT(after_cont.dead_ms, 0) << "a 1 s stop must not be declared dead";
   ASSERT_EQ(job.wait(milliseconds(60000)), 0) << job.output();
   EXPECT_EQ(CountOf(job.output(), "DONE rank="), 3) << job.output();
@@ -271,20 +272,21 @@ TEST_F(LivenessFaults, OneSecondNetworkStallAbortsNothingAndTrainingFinishes) {
   TcpProxy proxy(std::stoi(coordinator_.address().substr(coordinator_.address().rfind(':') + 1)));
   const std::vector<std::string> addresses = {coordinator_.address(), proxy.address(),
                                               coordinator_.address()};
-  auto ranks = SpawnRanks(TestWorkerArgs(MEMCOORD_TEST_WORKER, 200, 20), 3, addresses);
+  // 400 steps of 20 ms: training outlasts both watch windows on a loaded machine (with 200, a rank that
+  // stepped ahead during a slow start finished, and its detach read as a death, inside the second window).
+  auto ranks = SpawnRanks(TestWorkerArgs(MEMCOORD_TEST_WORKER, 400, 20), 3, addresses);
   ASSERT_TRUE(wait_all(3, WorkerState::kLive, milliseconds(20000)));
   ASSERT_TRUE(wait_steps(3, 10, milliseconds(10000)));
   const auto stalled = SteadyClock::now();
   proxy.stall(true);
-  Transitions t = watch(1, stalled, milliseconds(1000), [](const Transitions&) { return false; });
+  const Transitions t = watch(1, stalled, milliseconds(1000), [](const Transitions&) { return false; });
   proxy.stall(false);
-  const Transitions after =
-      watch(1, stalled, milliseconds(3000), [](const Transitions& x) { return x.live_again_ms >= 0; });
-  if (t.suspect_ms < 0) t.suspect_ms = after.suspect_ms;
-  PrintFault("network stall 1 s", "suspect after", t.suspect_ms);
+  const Transitions after = watch(
+      1, stalled, milliseconds(3000), [](const Transitions& x) { return x.live_again_ms >= 0; }, t);
+  PrintFault("network stall 1 s", "suspect after", after.suspect_ms);
   PrintFault("network stall 1 s", "live again after", after.live_again_ms);
-  EXPECT_GE(t.suspect_ms, 0);
-  EXPECT_LT(t.dead_ms, 0) << "a 1 s stall must not be declared dead";
+  EXPECT_GE(after.suspect_ms, 0);
+  EXPECT_GE(after.live_again_ms, 0) << "live again once the stall ended";
   EXPECT_LT(after.dead_ms, 0) << "a 1 s stall must not be declared dead";
   expect_finished(ranks, milliseconds(30000));
   EXPECT_EQ(proxy.connections(), 1) << "the stalled connection was kept, not replaced";
