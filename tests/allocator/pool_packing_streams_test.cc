@@ -109,9 +109,18 @@ TEST(PoolPackingStreams, AnIdleStreamPacksWithoutWaiting) {
   ASSERT_TRUE(pool.deallocate(*d).ok());
 }
 
-// A freed, then a miss elsewhere (marker 3, a small block), then more work queued: D's miss (marker 4)
-// packs A by waiting for marker 3 only, the point after A's last use; the work queued after it stays queued.
-TEST(PoolPackingStreams, ABlockFreedBeforeAnEarlierMissWaitsOnlyForThatMissesMarker) {
+// A freed while its stream is busy, then a miss elsewhere (marker 3, a small block), then more work queued;
+// `gpu_passed_marker`: the GPU got past marker 3 before D's miss (marker 4) packs A.
+struct EarlierMissOutcome {
+  std::size_t markers_recorded = 0;
+  std::vector<MarkerId> marker_waits;
+  std::size_t synchronizations = 0;
+  bool stream_still_busy = false;
+  std::uint64_t peak_reserved = 0;
+  std::uint64_t pack_waits = 0;
+};
+
+EarlierMissOutcome PackABlockFreedBeforeAnEarlierMiss(bool gpu_passed_marker) {
   testing::StreamTestBackend backend;
   PoolOptions options;
   options.growth = PoolGrowth::kMapping;
@@ -119,39 +128,43 @@ TEST(PoolPackingStreams, ABlockFreedBeforeAnEarlierMissWaitsOnlyForThatMissesMar
   void* a = *pool.allocate(64 * kMiB, kTrainingStream);
   void* b = *pool.allocate(64 * kMiB, kTrainingStream);
   backend.busy.insert(kTrainingStream);
-  ASSERT_TRUE(pool.deallocate(a).ok());
-  void* small = *pool.allocate(4096, kTrainingStream);  // a miss of the small arena: marker 3
-  auto d = pool.allocate(96 * kMiB, kTrainingStream);   // marker 4
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
-  EXPECT_EQ(backend.recorded_markers(), 4u);
-  EXPECT_EQ(backend.marker_waits, std::vector<MarkerId>{3});
-  EXPECT_TRUE(backend.synchronized.empty());
-  EXPECT_EQ(backend.busy.count(kTrainingStream), 1u);  // still busy: nothing drained the queue
-  EXPECT_EQ(pool.stats().peak_reserved_bytes, 160 * kMiB + 2 * kMiB);  // + the small arena's chunk
-  EXPECT_EQ(pool.stats().pack_waits, 1u);
-  for (void* p : {b, small, *d}) ASSERT_TRUE(pool.deallocate(p).ok());
+  EXPECT_TRUE(pool.deallocate(a).ok());
+  void* small = *pool.allocate(4096, kTrainingStream);           // a miss of the small arena: marker 3
+  if (gpu_passed_marker) backend.pass_markers(kTrainingStream);  // later work is still queued
+  auto d = pool.allocate(96 * kMiB, kTrainingStream);            // marker 4
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  EarlierMissOutcome out{backend.recorded_markers(),       backend.marker_waits,
+                         backend.synchronized.size(),      backend.busy.count(kTrainingStream) == 1,
+                         pool.stats().peak_reserved_bytes, pool.stats().pack_waits};
+  for (void* p : {b, small, d.ok() ? *d : nullptr}) {
+    if (p != nullptr) {
+      EXPECT_TRUE(pool.deallocate(p).ok());
+    }
+  }
+  return out;
+}
+
+// D's miss packs A by waiting for marker 3 only, the point after A's last use; the work queued after it
+// stays queued.
+TEST(PoolPackingStreams, ABlockFreedBeforeAnEarlierMissWaitsOnlyForThatMissesMarker) {
+  const EarlierMissOutcome out = PackABlockFreedBeforeAnEarlierMiss(/*gpu_passed_marker=*/false);
+  EXPECT_EQ(out.markers_recorded, 4u);
+  EXPECT_EQ(out.marker_waits, std::vector<MarkerId>{3});
+  EXPECT_EQ(out.synchronizations, 0u);
+  EXPECT_TRUE(out.stream_still_busy);                   // nothing drained the queue
+  EXPECT_EQ(out.peak_reserved, 160 * kMiB + 2 * kMiB);  // + the small arena's chunk
+  EXPECT_EQ(out.pack_waits, 1u);
 }
 
 // The GPU already passed the marker after A's free: A is idle and packed without any wait, though work
 // queued later keeps the stream busy (a stream query alone would have said busy).
 TEST(PoolPackingStreams, APassedMarkerMakesABusyStreamsBlockIdleWithoutAWait) {
-  testing::StreamTestBackend backend;
-  PoolOptions options;
-  options.growth = PoolGrowth::kMapping;
-  CachingPool pool(backend, options);
-  void* a = *pool.allocate(64 * kMiB, kTrainingStream);
-  void* b = *pool.allocate(64 * kMiB, kTrainingStream);
-  backend.busy.insert(kTrainingStream);
-  ASSERT_TRUE(pool.deallocate(a).ok());
-  void* small = *pool.allocate(4096, kTrainingStream);  // marker 3, after A's last use
-  backend.pass_markers(kTrainingStream);                // the GPU got there; later work is queued
-  auto d = pool.allocate(96 * kMiB, kTrainingStream);
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
-  EXPECT_TRUE(backend.marker_waits.empty());
-  EXPECT_TRUE(backend.synchronized.empty());
-  EXPECT_EQ(pool.stats().pack_waits, 0u);
-  EXPECT_EQ(pool.stats().peak_reserved_bytes, 160 * kMiB + 2 * kMiB);
-  for (void* p : {b, small, *d}) ASSERT_TRUE(pool.deallocate(p).ok());
+  const EarlierMissOutcome out = PackABlockFreedBeforeAnEarlierMiss(/*gpu_passed_marker=*/true);
+  EXPECT_TRUE(out.marker_waits.empty());
+  EXPECT_EQ(out.synchronizations, 0u);
+  EXPECT_TRUE(out.stream_still_busy);
+  EXPECT_EQ(out.pack_waits, 0u);
+  EXPECT_EQ(out.peak_reserved, 160 * kMiB + 2 * kMiB);
 }
 
 // A block another stream was recorded on is never waited for by marker (its other stream's work is not
