@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <initializer_list>
+#include <optional>
 #include <vector>
 
 #include "allocator/caching_pool.h"
@@ -19,6 +21,40 @@ namespace {
 constexpr std::size_t kMiB = 1 << 20;
 const StreamId kTrainingStream = 7;
 
+// A mapping pool on a stream test backend whose training stream holds A (64 MiB) then B (64 MiB): the pool
+// is at its high-water mark. A miss of D (96 MiB) cannot fit in A's place once A is freed (B follows it), so
+// it either packs A's chunks (reserved 160 MiB) or grows (224 MiB).
+struct TwoBlocksAtTheMark {
+  explicit TwoBlocksAtTheMark(bool backend_markers = true, bool pack_waits_for_streams = true) {
+    backend.markers = backend_markers;  // read when the allocations below record their markers
+    PoolOptions options;
+    options.growth = PoolGrowth::kMapping;
+    options.pack_waits_for_streams = pack_waits_for_streams;
+    pool.emplace(backend, options);
+    a = *pool->allocate(64 * kMiB, kTrainingStream);
+    b = *pool->allocate(64 * kMiB, kTrainingStream);
+  }
+  Result<void*> allocate_d() { return pool->allocate(96 * kMiB, kTrainingStream); }
+  // Frees B, D and `others`, then destroys the pool (which gives its markers back).
+  void close(Result<void*>& d, std::initializer_list<void*> others = {}) {
+    EXPECT_TRUE(pool->deallocate(b).ok());
+    if (d.ok()) {
+      EXPECT_TRUE(pool->deallocate(*d).ok());
+    }
+    for (void* p : others) EXPECT_TRUE(pool->deallocate(p).ok());
+    pool.reset();
+  }
+  std::size_t synchronizations() const {
+    return static_cast<std::size_t>(
+        std::count(backend.synchronized.begin(), backend.synchronized.end(), kTrainingStream));
+  }
+
+  testing::StreamTestBackend backend;
+  std::optional<CachingPool> pool;
+  void* a = nullptr;
+  void* b = nullptr;
+};
+
 struct Outcome {
   std::uint64_t peak_reserved = 0;
   std::size_t synchronizations = 0;
@@ -29,35 +65,19 @@ struct Outcome {
   std::size_t markers_released = 0;  // after the pool is gone
 };
 
-// A (64 MiB) and B (64 MiB) reach the mark; A is freed while its stream is busy; D (96 MiB) cannot fit in
-// A's place (B follows it), so the miss either packs A's chunks (reserved 160 MiB) or grows (224 MiB).
+// A is freed while its stream is busy, then D misses.
 Outcome RunHighWaterMiss(bool pack_waits_for_streams, bool backend_markers) {
-  testing::StreamTestBackend backend;
-  backend.markers = backend_markers;
-  PoolOptions options;
-  options.growth = PoolGrowth::kMapping;
-  options.pack_waits_for_streams = pack_waits_for_streams;
-  Outcome outcome;
-  {
-    CachingPool pool(backend, options);
-    void* a = *pool.allocate(64 * kMiB, kTrainingStream);
-    void* b = *pool.allocate(64 * kMiB, kTrainingStream);
-    EXPECT_TRUE(pool.deallocate(a).ok());
-    backend.busy.insert(kTrainingStream);  // the kernels that used A are still queued
-    auto d = pool.allocate(96 * kMiB, kTrainingStream);
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
-    outcome.peak_reserved = pool.stats().peak_reserved_bytes;
-    outcome.pack_waits = pool.stats().pack_waits;
-    outcome.pack_stream_syncs = pool.stats().pack_stream_syncs;
-    outcome.synchronizations = static_cast<std::size_t>(
-        std::count(backend.synchronized.begin(), backend.synchronized.end(), kTrainingStream));
-    outcome.marker_waits = backend.marker_waits;
-    EXPECT_TRUE(pool.deallocate(b).ok());
-    EXPECT_TRUE(pool.deallocate(*d).ok());
-    backend.synchronized.clear();
-  }
-  outcome.markers_recorded = backend.recorded_markers();
-  outcome.markers_released = backend.released_markers;
+  TwoBlocksAtTheMark scene(backend_markers, pack_waits_for_streams);
+  EXPECT_TRUE(scene.pool->deallocate(scene.a).ok());
+  scene.backend.busy.insert(kTrainingStream);  // the kernels that used A are still queued
+  auto d = scene.allocate_d();
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  const PoolStats stats = scene.pool->stats();
+  Outcome outcome{stats.peak_reserved_bytes, scene.synchronizations(), scene.backend.marker_waits,
+                  stats.pack_waits, stats.pack_stream_syncs};
+  scene.close(d);
+  outcome.markers_recorded = scene.backend.recorded_markers();
+  outcome.markers_released = scene.backend.released_markers;
   return outcome;
 }
 
@@ -92,21 +112,15 @@ TEST(PoolPackingStreams, WithoutWaitingABusyStreamMakesThePoolGrowAndRecordsNoMa
 }
 
 TEST(PoolPackingStreams, AnIdleStreamPacksWithoutWaiting) {
-  testing::StreamTestBackend backend;
-  PoolOptions options;
-  options.growth = PoolGrowth::kMapping;
-  CachingPool pool(backend, options);
-  void* a = *pool.allocate(64 * kMiB, kTrainingStream);
-  void* b = *pool.allocate(64 * kMiB, kTrainingStream);
-  ASSERT_TRUE(pool.deallocate(a).ok());
-  auto d = pool.allocate(96 * kMiB, kTrainingStream);
+  TwoBlocksAtTheMark scene;
+  ASSERT_TRUE(scene.pool->deallocate(scene.a).ok());
+  auto d = scene.allocate_d();
   ASSERT_TRUE(d.ok());
-  EXPECT_EQ(pool.stats().peak_reserved_bytes, 160 * kMiB);
-  EXPECT_TRUE(backend.synchronized.empty());
-  EXPECT_TRUE(backend.marker_waits.empty());
-  EXPECT_EQ(pool.stats().pack_waits, 0u);
-  ASSERT_TRUE(pool.deallocate(b).ok());
-  ASSERT_TRUE(pool.deallocate(*d).ok());
+  EXPECT_EQ(scene.pool->stats().peak_reserved_bytes, 160 * kMiB);
+  EXPECT_TRUE(scene.backend.synchronized.empty());
+  EXPECT_TRUE(scene.backend.marker_waits.empty());
+  EXPECT_EQ(scene.pool->stats().pack_waits, 0u);
+  scene.close(d);
 }
 
 // A freed while its stream is busy, then a miss elsewhere (marker 3, a small block), then more work queued;
@@ -121,26 +135,20 @@ struct EarlierMissOutcome {
 };
 
 EarlierMissOutcome PackABlockFreedBeforeAnEarlierMiss(bool gpu_passed_marker) {
-  testing::StreamTestBackend backend;
-  PoolOptions options;
-  options.growth = PoolGrowth::kMapping;
-  CachingPool pool(backend, options);
-  void* a = *pool.allocate(64 * kMiB, kTrainingStream);
-  void* b = *pool.allocate(64 * kMiB, kTrainingStream);
-  backend.busy.insert(kTrainingStream);
-  EXPECT_TRUE(pool.deallocate(a).ok());
-  void* small = *pool.allocate(4096, kTrainingStream);           // a miss of the small arena: marker 3
-  if (gpu_passed_marker) backend.pass_markers(kTrainingStream);  // later work is still queued
-  auto d = pool.allocate(96 * kMiB, kTrainingStream);            // marker 4
+  TwoBlocksAtTheMark scene;
+  scene.backend.busy.insert(kTrainingStream);
+  EXPECT_TRUE(scene.pool->deallocate(scene.a).ok());
+  void* small = *scene.pool->allocate(4096, kTrainingStream);          // a miss of the small arena: marker 3
+  if (gpu_passed_marker) scene.backend.pass_markers(kTrainingStream);  // later work is still queued
+  auto d = scene.allocate_d();                                         // marker 4
   EXPECT_TRUE(d.ok()) << d.status().ToString();
-  EarlierMissOutcome out{backend.recorded_markers(),       backend.marker_waits,
-                         backend.synchronized.size(),      backend.busy.count(kTrainingStream) == 1,
-                         pool.stats().peak_reserved_bytes, pool.stats().pack_waits};
-  for (void* p : {b, small, d.ok() ? *d : nullptr}) {
-    if (p != nullptr) {
-      EXPECT_TRUE(pool.deallocate(p).ok());
-    }
-  }
+  EarlierMissOutcome out{scene.backend.recorded_markers(),
+                         scene.backend.marker_waits,
+                         scene.synchronizations(),
+                         scene.backend.busy.count(kTrainingStream) == 1,
+                         scene.pool->stats().peak_reserved_bytes,
+                         scene.pool->stats().pack_waits};
+  scene.close(d, {small});
   return out;
 }
 
@@ -170,23 +178,18 @@ TEST(PoolPackingStreams, APassedMarkerMakesABusyStreamsBlockIdleWithoutAWait) {
 // A block another stream was recorded on is never waited for by marker (its other stream's work is not
 // covered by the owner stream's markers) nor, when packing, synchronized: the pool grows instead.
 TEST(PoolPackingStreams, ABlockRecordedOnAnotherStreamIsNotPackedWhileBusy) {
-  testing::StreamTestBackend backend;
-  PoolOptions options;
-  options.growth = PoolGrowth::kMapping;
-  CachingPool pool(backend, options);
+  TwoBlocksAtTheMark scene;
   const StreamId side = 9;
-  void* a = *pool.allocate(64 * kMiB, kTrainingStream);
-  void* b = *pool.allocate(64 * kMiB, kTrainingStream);
-  ASSERT_TRUE(pool.record_stream(a, side).ok());
-  backend.busy.insert(kTrainingStream);
-  backend.busy.insert(side);
-  ASSERT_TRUE(pool.deallocate(a).ok());
-  auto d = pool.allocate(96 * kMiB, kTrainingStream);
+  ASSERT_TRUE(scene.pool->record_stream(scene.a, side).ok());
+  scene.backend.busy.insert(kTrainingStream);
+  scene.backend.busy.insert(side);
+  ASSERT_TRUE(scene.pool->deallocate(scene.a).ok());
+  auto d = scene.allocate_d();
   ASSERT_TRUE(d.ok()) << d.status().ToString();
-  EXPECT_TRUE(backend.marker_waits.empty());
-  EXPECT_TRUE(backend.synchronized.empty());
-  EXPECT_EQ(pool.stats().peak_reserved_bytes, 224 * kMiB);
-  for (void* p : {b, *d}) ASSERT_TRUE(pool.deallocate(p).ok());
+  EXPECT_TRUE(scene.backend.marker_waits.empty());
+  EXPECT_TRUE(scene.backend.synchronized.empty());
+  EXPECT_EQ(scene.pool->stats().peak_reserved_bytes, 224 * kMiB);
+  scene.close(d);
 }
 
 }  // namespace
