@@ -1,0 +1,151 @@
+"""The side-by-side bench's own logic, without PyTorch or a GPU (examples/pytorch/bench_allocators.py): how
+fresh-process runs combine into a row (median times, highest memory, native's own loss spread), which
+targets hold, what --deterministic sets in the child and the environment a configuration runs under."""
+
+import json
+import os
+import sys
+import types
+import unittest
+import warnings
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pytorch"))
+import bench_allocators as bench  # noqa: E402
+
+GB = 10**9
+
+
+def run(allocator, losses, median=100.0, first=500.0, device=10 * GB, workload="w"):
+    return {"workload": workload, "allocator": allocator, "losses": list(losses), "median_step_ms": median,
+            "first_step_ms": first, "device_bytes": device, "peak_reserved_bytes": device,
+            "peak_allocated_bytes": device // 2}
+
+
+def checks_of(rows, tolerance=0.0):
+    return {name: (held, detail) for name, held, detail in bench.targets(rows, tolerance)["w"]}
+
+
+class CombineTest(unittest.TestCase):
+    def test_times_are_medians_memory_the_highest_and_the_loss_spread_kept(self):
+        row = bench.combine([run("native", [2.0, 1.5], median=100, first=900, device=5 * GB),
+                             run("native", [2.0, 1.5004], median=110, first=700, device=6 * GB),
+                             run("native", [2.0, 1.5], median=105, first=800, device=4 * GB)])
+        self.assertEqual(row["median_step_ms"], 105)
+        self.assertEqual(row["first_step_ms"], 800)
+        self.assertEqual(row["device_bytes"], 6 * GB)
+        self.assertAlmostEqual(row["own_loss_spread"], 0.0004, places=9)
+        self.assertEqual(len(row["runs"]), 3)
+
+    def test_one_run_has_no_spread_and_a_failed_run_is_counted(self):
+        self.assertNotIn("own_loss_spread", bench.combine([run("native", [1.0])]))
+        row = bench.combine([run("memcoord", [1.0]), {"workload": "w", "allocator": "memcoord", "error": "x"}])
+        self.assertEqual(row["failed_runs"], 1)
+
+
+class TargetsTest(unittest.TestCase):
+    def test_every_target_held(self):
+        checks = checks_of([run("native", [3.0, 2.0]), run("expandable", [3.0, 2.0], device=9 * GB),
+                            run("memcoord", [3.0, 2.0], median=101.0, first=450.0, device=9 * GB)])
+        for name in ("device <= expandable", "first step <= expandable", "median within 2% of native",
+                     "losses memcoord = native", "losses expandable = native"):
+            self.assertTrue(checks[name][0], name)
+        self.assertEqual(checks["median within 2% of native"][1], "x1.010")
+
+    def test_each_miss_is_named(self):
+        checks = checks_of([run("native", [3.0, 2.0]), run("expandable", [3.0, 2.0], device=9 * GB, first=400),
+                            run("memcoord", [3.0, 2.0001], median=103.0, first=450.0, device=9 * GB + 1)])
+        self.assertFalse(checks["device <= expandable"][0])
+        self.assertFalse(checks["first step <= expandable"][0])
+        self.assertFalse(checks["median within 2% of native"][0])
+        self.assertFalse(checks["losses memcoord = native"][0])  # bit for bit unless a tolerance is given
+        self.assertTrue(checks_of([run("native", [2.0]), run("memcoord", [2.0001])], 1e-3)
+                        ["losses memcoord = native"][0])
+
+    def test_a_shorter_loss_list_never_counts_as_equal(self):
+        checks = checks_of([run("native", [3.0, 2.0]), run("memcoord", [3.0])])
+        self.assertFalse(checks["losses memcoord = native"][0])
+
+    def test_native_spread_is_reported_not_a_target(self):
+        native = bench.combine([run("native", [2.0, 1.0]), run("native", [2.0, 1.001])])
+        checks = checks_of([native, run("memcoord", [2.0, 1.0])])
+        self.assertIn("native's own loss spread", checks)
+        self.assertIn("native's own loss spread", bench.INFORMATIONAL)
+        self.assertIn("2 native processes", checks["native's own loss spread"][1])
+
+
+class FakeTorch(types.SimpleNamespace):
+    """The parts of torch that make_deterministic touches, recording what it set."""
+
+    def __init__(self):
+        calls = {}
+        cuda = types.SimpleNamespace(
+            enable_flash_sdp=lambda on: calls.__setitem__("flash", on),
+            enable_mem_efficient_sdp=lambda on: calls.__setitem__("mem_efficient", on),
+            enable_cudnn_sdp=lambda on: calls.__setitem__("cudnn_sdp", on))
+        super().__init__(calls=calls, backends=types.SimpleNamespace(
+            cudnn=types.SimpleNamespace(deterministic=False, benchmark=True), cuda=cuda))
+
+    def use_deterministic_algorithms(self, on, warn_only=False):
+        self.calls["deterministic"] = (on, warn_only)
+
+
+class DeterministicTest(unittest.TestCase):
+    def test_flags_set_and_nondeterministic_ops_collected_once(self):
+        torch = FakeTorch()
+        shown = warnings.showwarning
+        try:
+            seen = bench.make_deterministic(torch)
+            for _ in range(2):  # warn_explicit without a registry shows each call: collected once all the same
+                warnings.warn_explicit("scatter_add_cuda_kernel does not have a deterministic implementation",
+                                       UserWarning, "x.py", 1)
+            warnings.warn_explicit("an unrelated warning", UserWarning, "y.py", 2)
+        finally:
+            warnings.showwarning = shown
+        self.assertEqual(torch.calls["deterministic"], (True, True))
+        self.assertEqual((torch.calls["flash"], torch.calls["mem_efficient"], torch.calls["cudnn_sdp"]),
+                         (False, False, False))
+        self.assertTrue(torch.backends.cudnn.deterministic)
+        self.assertFalse(torch.backends.cudnn.benchmark)
+        self.assertEqual(seen, ["scatter_add_cuda_kernel does not have a deterministic implementation"])
+
+
+class RunConfigTest(unittest.TestCase):
+    """run_config's child command and environment, with subprocess.run replaced by a recorder."""
+
+    def launch(self, allocator, deterministic=False, trace_dir=None):
+        recorded = {}
+
+        def fake_run(command, capture_output, text, timeout, env):
+            recorded.update(command=command, env=env)
+            result = {"workload": "w", "allocator": allocator, "losses": [1.0]}
+            return types.SimpleNamespace(stdout="noise\nRESULT " + json.dumps(result) + "\n", stderr="",
+                                         returncode=0)
+
+        real = bench.subprocess.run
+        bench.subprocess.run = fake_run
+        try:
+            row = bench.run_config("w", allocator, 3, 60, trace_dir, deterministic)
+        finally:
+            bench.subprocess.run = real
+        return row, recorded["command"], recorded["env"]
+
+    def test_deterministic_reaches_the_child_and_cublas(self):
+        row, command, env = self.launch("memcoord", deterministic=True)
+        self.assertEqual(row["losses"], [1.0])
+        self.assertIn("--deterministic", command)
+        self.assertEqual(env["CUBLAS_WORKSPACE_CONFIG"], ":4096:8")
+        _, command, env = self.launch("native")
+        self.assertNotIn("--deterministic", command)
+        self.assertNotIn("CUBLAS_WORKSPACE_CONFIG", env)
+        self.assertNotIn("PYTORCH_CUDA_ALLOC_CONF", env)
+
+    def test_each_allocator_gets_its_own_environment(self):
+        _, _, env = self.launch("expandable")
+        self.assertEqual(env["PYTORCH_CUDA_ALLOC_CONF"], "expandable_segments:True")
+        _, _, env = self.launch("memcoord", trace_dir="/tmp/traces")
+        self.assertEqual(env["MEMCOORD_TRACE_DIR"], "/tmp/traces/w")
+        self.assertNotIn("PYTORCH_CUDA_ALLOC_CONF", env)
+
+
+if __name__ == "__main__":
+    unittest.main()
