@@ -1,7 +1,8 @@
 // memcoord coordinator --listen HOST:PORT [--token-file F] [--admin-token-file F] [--insecure]
-//                      [--tls-cert F --tls-key F [--tls-client-ca F]] [--http-listen|--metrics-listen [HOST:]PORT]
+//                      [--tls-cert F --tls-key F [--tls-client-ca F]] [--http-listen|--metrics-listen
+//                      [HOST:]PORT]
 //                      [--dead-after 3s] [--max-message-size 4MiB] [--max-sessions 4096]
-//                      [--max-report-rate 2000]
+//                      [--max-watches 64] [--max-report-rate 2000]
 // Runs the gRPC coordinator until SIGINT or SIGTERM. Prints one line with the bound address (useful with
 // port 0) once it serves. Beyond loopback it needs a token (or --insecure, which warns loudly); which RPC
 // needs which token: coordinator/service/access_policy.h. Bad flags exit 2 naming the flag.
@@ -34,6 +35,7 @@ struct CoordinatorArgs {
   std::string dead_after = "3s";
   std::string max_message_size = "4MiB";
   std::size_t max_sessions = 4096;
+  std::size_t max_watches = 64;
   double max_report_rate = 2000;
 };
 
@@ -50,15 +52,18 @@ void AddFlags(CLI::App* app, CoordinatorArgs& args) {
   app->add_option("--tls-key", args.tls_key, "TLS: the private key of --tls-cert, PEM");
   app->add_option("--tls-client-ca", args.tls_client_ca,
                   "mutual TLS: require client certificates signed by this CA (PEM)");
-  app->add_option("--http-listen,--metrics-listen", args.metrics_listen,
-                  "serve HTTP on [HOST:]PORT (loopback unless a host is named; memcoord's port: 9401): /metrics "
-                  "(Prometheus), the dashboard (/) and its JSON API (/api/...; admin actions need the admin token)");
+  app->add_option(
+      "--http-listen,--metrics-listen", args.metrics_listen,
+      "serve HTTP on [HOST:]PORT (loopback unless a host is named; memcoord's port: 9401): /metrics "
+      "(Prometheus), the dashboard (/) and its JSON API (/api/...; admin actions need the admin token)");
   app->add_option("--dead-after", args.dead_after,
                   "a worker silent this long is dead and its group aborted (3s, 500ms, 2m; default 3s); "
                   "after 3 missed reports it is only suspect");
   app->add_option("--max-message-size", args.max_message_size,
                   "largest request accepted (default 4MiB); larger ones get RESOURCE_EXHAUSTED");
   app->add_option("--max-sessions", args.max_sessions, "open worker sessions at most (default 4096)");
+  app->add_option("--max-watches", args.max_watches,
+                  "open Watch streams (status --watch) at most (default 64); each holds a server thread");
   app->add_option("--max-report-rate", args.max_report_rate,
                   "reports per second one worker session may send, sustained (default 2000; 0: no limit); "
                   "beyond it the session is cut off (a worker reports at every step end)");
@@ -87,6 +92,7 @@ Result<coordinator::CoordinatorOptions> ToOptions(const CoordinatorArgs& args) {
   if (!message_bytes.ok()) return message_bytes.status().WithContext("--max-message-size: ");
   options.limits.max_message_bytes = *message_bytes;
   options.limits.max_sessions = args.max_sessions;
+  options.limits.max_watches = args.max_watches;
   options.limits.max_reports_per_second = args.max_report_rate;
   MEMCOORD_RETURN_IF_ERROR(ReadTokens(args, options));
   return options;

@@ -1,4 +1,6 @@
 // GetCluster, Watch and Plan: reads of the cluster (see rpc_handlers.h).
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "coordinator/planner/plan_report.h"
@@ -16,6 +18,16 @@ Status HandleGetCluster(ServiceState& state, v1::ClusterSnapshot* reply) {
 Status HandleWatch(ServiceState& state, const v1::WatchRequest& request,
                    const std::function<bool(const v1::ClusterSnapshot&)>& write,
                    const CancelledFn& cancelled) {
+  if (!state.watch_slots.try_take()) {
+    return ResourceExhausted(fmt::format(
+        "the coordinator serves at most {} Watch streams at once (--max-watches {}); close one or try again "
+        "later",
+        state.watch_slots.max(), state.watch_slots.max()));
+  }
+  struct SlotReturn {
+    SessionSlots& slots;
+    ~SlotReturn() { slots.give_back(); }
+  } slot_return{state.watch_slots};
   const std::uint32_t interval_ms =
       request.interval_ms() == 0 ? 1000 : std::clamp<std::uint32_t>(request.interval_ms(), 50, 60000);
   while (!state.stop.raised() && !cancelled()) {

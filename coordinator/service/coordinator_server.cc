@@ -66,6 +66,7 @@ Status CheckOptions(const CoordinatorOptions& options) {
                                        options.limits.max_message_bytes));
   }
   if (options.limits.max_sessions < 1) return InvalidArgument("--max-sessions must be at least 1, got 0");
+  if (options.limits.max_watches < 1) return InvalidArgument("--max-watches must be at least 1, got 0");
   if (!(options.limits.max_reports_per_second >= 0)) {
     return InvalidArgument(fmt::format("--max-report-rate must be >= 0 (0: unlimited), got {}",
                                        options.limits.max_reports_per_second));

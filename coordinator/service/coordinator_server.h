@@ -35,6 +35,9 @@ struct TlsFiles {
 struct CoordinatorLimits {
   std::size_t max_message_bytes = std::size_t{4} << 20;  // --max-message-size: largest request accepted
   std::size_t max_sessions = 4096;                       // --max-sessions: open Attach streams at once
+  // --max-watches: open Watch streams at once. Each holds one of the server's threads for as long as it is
+  // open (status --watch, dashboards); a handful is the normal use.
+  std::size_t max_watches = 64;
   // --max-report-rate: reports per second one Attach session may send, sustained (a burst of one second's
   // worth is allowed); beyond it the session is cut off (it counts as a broken session). Acks and OOM
   // requests are not counted (attach_reactor.h says why). A worker reports at every step end and every

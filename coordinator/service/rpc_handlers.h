@@ -21,6 +21,7 @@ using CancelledFn = std::function<bool()>;
 
 Status HandleGetCluster(ServiceState& state, v1::ClusterSnapshot* reply);
 // Writes a snapshot every interval until `write` fails, the call is cancelled or the service stops.
+// RESOURCE_EXHAUSTED, naming --max-watches, when that many Watch streams are open already.
 Status HandleWatch(ServiceState& state, const v1::WatchRequest& request,
                    const std::function<bool(const v1::ClusterSnapshot&)>& write,
                    const CancelledFn& cancelled);

@@ -34,7 +34,8 @@ ServiceState::ServiceState(const CoordinatorOptions& service_options)
       cluster(ClusterStateOptions{service_options.silence_factor, 1 << 16, service_options.dead_after}),
       trims(acks, service_options.trim),
       leaks(service_options.leak),
-      session_slots(service_options.limits.max_sessions) {}
+      session_slots(service_options.limits.max_sessions),
+      watch_slots(service_options.limits.max_watches) {}
 
 bool ServiceState::send_to_rank(int rank, const v1::CoordinatorMessage& message) {
   return sessions.send(cluster.session_of(rank), message);

@@ -62,6 +62,7 @@ struct ServiceState {
   LatencyHistogram trim_fanout;  // seconds, every trim the Trim RPC ran (the /metrics histogram)
   SessionRegistry sessions;
   SessionSlots session_slots;  // open Attach streams, registered or not (--max-sessions)
+  SessionSlots watch_slots;    // open Watch streams (--max-watches)
   KvStore kv;
   StopSignal stop;
 

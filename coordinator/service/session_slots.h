@@ -1,6 +1,7 @@
-// SessionSlots: counts the open Attach streams against --max-sessions. A stream takes a slot before it
-// reads anything and gives it back when it is done; a stream that finds none left ends at once with
-// RESOURCE_EXHAUSTED, and every stream already open is served on.
+// SessionSlots: counts open streams of one kind against their limit (Attach streams against --max-sessions,
+// Watch streams against --max-watches). A stream takes a slot before it does anything and gives it back when
+// it is done; a stream that finds none left ends at once with RESOURCE_EXHAUSTED, and every stream already
+// open is served on.
 //
 // Thread safety: every method is thread-safe (one atomic).
 #pragma once

@@ -58,6 +58,8 @@ TEST(MemcoordCliSecurity, NonLoopbackNeedsATokenOrInsecureWhichWarns) {
 
   EXPECT_EQ(Memcoord({"coordinator", "--listen", "127.0.0.1:0", "--max-message-size", "lots"}, {}, &out), 2);
   EXPECT_NE(out.find("--max-message-size"), std::string::npos) << out;
+  EXPECT_EQ(Memcoord({"coordinator", "--listen", "127.0.0.1:0", "--max-watches", "0"}, {}, &out), 2);
+  EXPECT_NE(out.find("--max-watches must be at least 1"), std::string::npos) << out;
   EXPECT_EQ(
       Memcoord({"coordinator", "--listen", "127.0.0.1:0", "--token-file", token, "--admin-token-file", token},
                {}, &out),

@@ -515,6 +515,53 @@ TEST(CoordinatorService, WatchStreamsSnapshots) {
   EXPECT_EQ(seen, 3);
 }
 
+// Each Watch holds a server thread while open: past --max-watches a new one ends at once, naming the flag,
+// and the open ones are served on; a closed one frees its place once the server notices (next interval).
+TEST(CoordinatorService, WatchStreamsBeyondTheLimitAreRefusedAtOnceNamingIt) {
+  CoordinatorOptions options;
+  options.limits.max_watches = 2;
+  auto server = StartServer(options);
+  ASSERT_TRUE(server);
+  std::atomic<bool> stop{false};
+  std::atomic<int> watching{0};
+  std::vector<std::thread> watchers;
+  std::vector<Status> ended(2);
+  for (int i = 0; i < 2; ++i) {
+    watchers.emplace_back([&, i] {
+      auto client = Client(*server);
+      bool counted = false;
+      ended[static_cast<std::size_t>(i)] = client.Watch(50, [&](const ClusterView&) {
+        if (!counted) ++watching;
+        counted = true;
+        return !stop.load();
+      });
+    });
+  }
+  ASSERT_TRUE(WaitFor([&] { return watching.load() == 2; }, milliseconds(5000)));
+  auto client = Client(*server);
+  int third_snapshots = 0;
+  const auto started = std::chrono::steady_clock::now();
+  Status third = client.Watch(50, [&](const ClusterView&) { return ++third_snapshots < 2; });
+  EXPECT_EQ(third.code(), StatusCode::kResourceExhausted) << third.ToString();
+  EXPECT_NE(third.message().find("--max-watches 2"), std::string::npos) << third.ToString();
+  EXPECT_EQ(third_snapshots, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, milliseconds(2000)) << "refused at once";
+  EXPECT_TRUE(client.GetCluster().ok());  // the other RPCs are served on
+  stop = true;
+  for (auto& t : watchers) t.join();
+  for (const Status& s : ended) EXPECT_TRUE(s.ok()) << s.ToString();
+  // The server notices a closed stream at its next snapshot (one interval, 50 ms here), then frees the place.
+  Status again = ResourceExhausted("not tried");
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        again = client.Watch(50, [&](const ClusterView&) { return ++third_snapshots < 2; });
+        return again.ok();
+      },
+      milliseconds(3000)))
+      << again.ToString();
+  EXPECT_EQ(third_snapshots, 2);
+}
+
 TEST(CoordinatorService, HealthCheckAndPrometheusMetricsAnswer) {
   CoordinatorOptions options;
   options.metrics_listen = "127.0.0.1:0";
