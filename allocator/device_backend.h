@@ -72,8 +72,8 @@ class DeviceBackend {
   // currently unmapped. On failure nothing stays mapped.
   virtual Status map(std::uintptr_t address, std::size_t bytes);
   // Unmaps and frees the physical memory of [address, address+bytes). REQUIRES: the range is made of whole
-  // earlier map() ranges (one or several, adjacent); no work still in flight on that memory (the pool
-  // synchronizes the stream that last used it first).
+  // earlier map() ranges (one or several, adjacent); no work still in flight on that memory (the pool waits
+  // for the block's last use first: its marker, or its streams).
   virtual void unmap(std::uintptr_t address, std::size_t bytes) noexcept;
 
   // --- streams ------------------------------------------------------------------------------------------
@@ -81,7 +81,8 @@ class DeviceBackend {
   virtual Status wait_for(StreamId waiter, StreamId producer);
   // True when all work queued on `stream` has completed. Never blocks.
   virtual bool stream_idle(StreamId stream);
-  // Blocks the host until `stream` is idle. Used by trim and OOM recovery only, never on allocation hits.
+  // Blocks the host until `stream` is idle. Used by trims, OOM recovery, and packing where no marker covers
+  // a block; never on allocation hits.
   virtual Status synchronize(StreamId stream);
 
   // --- stream markers: points in a stream's queue, so a host wait can stop at one (CUDA events) ----------
