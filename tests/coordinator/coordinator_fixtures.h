@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 
+#include "coordinator/service/coordinator_client.h"
 #include "coordinator/service/coordinator_server.h"
 #include "test_support.h"
 
@@ -73,6 +74,20 @@ inline std::unique_ptr<coordinator::CoordinatorServer> StartServer(
   auto server = coordinator::CoordinatorServer::Start(options);
   EXPECT_TRUE(server.ok()) << server.status().ToString();
   return server.ok() ? *std::move(server) : nullptr;
+}
+
+// Waits until the coordinator has a report of at least `pools` pools from `rank`. A worker attaches before it
+// first reports, and a quota set in between finds no pool ("rank 0 has no pool ..."): tests that set quotas
+// right after attaching wait here first. False after `timeout`.
+inline bool WaitForPools(coordinator::CoordinatorClient& client, int rank, std::size_t pools,
+                         milliseconds timeout = milliseconds(5000)) {
+  return WaitFor(
+      [&] {
+        auto view = client.GetCluster();
+        const auto* w = view.ok() ? FindRank(*view, rank) : nullptr;
+        return w != nullptr && w->pools.size() >= pools;
+      },
+      timeout);
 }
 
 // The address a `memcoord coordinator` child printed ("listening on ADDR"); empty when it did not within

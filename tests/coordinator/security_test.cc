@@ -26,6 +26,7 @@ using memcoord::testing::FindRank;
 using memcoord::testing::StartServer;
 using memcoord::testing::StartWorker;
 using memcoord::testing::WaitFor;
+using memcoord::testing::WaitForPools;
 using std::chrono::milliseconds;
 
 constexpr const char* kWorkerToken = "worker-token-0123";
@@ -139,12 +140,7 @@ TEST(CoordinatorSecurity, WorkerTokenAttachesReadsAndUsesTheStoreButOnlyAdminTri
   auto as_admin = Client(*server, kAdminToken);
   // A quota names a pool the coordinator has heard of: wait for rank 0's first report (attached is earlier;
   // a loaded machine once ran SetQuota in between and got "rank 0 has no pool 'default'").
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto cluster = as_admin.GetCluster();
-        return cluster.ok() && !cluster->workers.empty() && !cluster->workers[0].pools.empty();
-      },
-      milliseconds(5000)));
+  ASSERT_TRUE(WaitForPools(as_admin, 0, 1));
   auto admin_trim = as_admin.Trim(now);
   ASSERT_TRUE(admin_trim.ok()) << admin_trim.status().ToString();
   EXPECT_EQ(admin_trim->acks.size(), 2u);

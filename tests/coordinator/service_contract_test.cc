@@ -6,12 +6,14 @@
 #include "common/bytes.h"
 #include "coordinator/service/coordinator_client.h"
 #include "coordinator/service/coordinator_server.h"
+#include "coordinator_fixtures.h"
 #include "test_support.h"
 
 namespace memcoord::coordinator {
 namespace {
 
 using memcoord::testing::WaitFor;
+using memcoord::testing::WaitForPools;
 using std::chrono::milliseconds;
 
 struct Running {
@@ -54,6 +56,7 @@ TEST(ServiceContract, APoolWithoutQuotaThatRunsTheDeviceOutIsHelpedNotCapped) {
   ASSERT_TRUE(worker.ok()) << worker.status().ToString();
   for (const char* name : {"a", "b"}) ASSERT_TRUE((*worker)->create_pool(PoolOptions{.name = name}).ok());
   ASSERT_TRUE(WaitFor([&] { return (*worker)->attached(); }, milliseconds(3000)));
+  ASSERT_TRUE(WaitForPools(*r.client, 0, 2));
   ASSERT_TRUE(r.client->SetQuota(0, "", 48 * kMiB).ok());
   CachingPool* a = (*worker)->pool("a");
   CachingPool* b = (*worker)->pool("b");

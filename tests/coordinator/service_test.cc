@@ -26,6 +26,7 @@ using memcoord::testing::LiveCount;
 using memcoord::testing::StartServer;
 using memcoord::testing::StartWorker;
 using memcoord::testing::WaitFor;
+using memcoord::testing::WaitForPools;
 using std::chrono::milliseconds;
 
 CoordinatorClient Client(const CoordinatorServer& server, const std::string& token = "") {
@@ -266,6 +267,7 @@ TEST(CoordinatorService, BadRequestsGetTheRightCodeAndLoseNoState) {
   auto worker = StartWorker(server->address(), 0, 2, {"default"});
   auto client = Client(*server);
   ASSERT_TRUE(WaitFor([&] { return worker->attached(); }, milliseconds(3000)));
+  ASSERT_TRUE(WaitForPools(client, 0, 1));
 
   auto unknown_rank = client.SetQuota(7, "default", 1 << 20);
   EXPECT_EQ(unknown_rank.status().code(), StatusCode::kNotFound);
@@ -385,6 +387,7 @@ TEST(CoordinatorService, QuotaMovesTowardThePoolUnderPressure) {
   auto worker = StartWorker(server->address(), 0, 1, {"a", "b"});
   auto client = Client(*server);
   ASSERT_TRUE(WaitFor([&] { return worker->attached(); }, milliseconds(3000)));
+  ASSERT_TRUE(WaitForPools(client, 0, 2));
   auto split = client.SetQuota(0, "", 64 * kMiB);  // the device budget, split between a and b
   ASSERT_TRUE(split.ok()) << split.status().ToString();
   ASSERT_EQ(split->size(), 2u);
@@ -424,6 +427,7 @@ TEST(CoordinatorService, QuotaMovesToAPoolNearItsLimitBeforeItRunsOut) {
   auto worker = StartWorker(server->address(), 0, 1, {"a", "b"});
   auto client = Client(*server);
   ASSERT_TRUE(WaitFor([&] { return worker->attached(); }, milliseconds(3000)));
+  ASSERT_TRUE(WaitForPools(client, 0, 2));
   ASSERT_TRUE(client.SetQuota(0, "", 64 * kMiB).ok());
   CachingPool* a = worker->pool("a");
   CachingPool* b = worker->pool("b");
