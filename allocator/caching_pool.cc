@@ -13,6 +13,7 @@
 #include "allocator/tag_adaptor.h"
 #include "allocator/thread_cache_adaptor.h"
 #include "allocator/thread_safe_adaptor.h"
+#include "allocator/trace_recorder.h"
 #include "common/bytes.h"
 
 namespace memcoord {
@@ -103,10 +104,11 @@ class CachingPool::Impl {
   }
 
   void set_recorder(TraceRecorder* recorder) {
-    cache_.set_caching(recorder == nullptr);  // a recorder sees every allocation and free
-    auto lock = locked_.lock();
-    recorder_ = recorder;
-    rewire();
+    set_sink([&] { recorder_ = recorder; });
+  }
+
+  void set_history(TraceSink* history) {
+    set_sink([&] { history_ = history; });
   }
 
   Result<TagId> tag(std::string_view name) {
@@ -196,11 +198,34 @@ class CachingPool::Impl {
     MemoryResource* top = &stats_;
     if (tags_.tag_count() > 1) top = &tags_;
     recorder_layer_.reset();
+    history_layer_.reset();
     if (recorder_ != nullptr) {
       recorder_layer_ = std::make_unique<RecorderAdaptor>(*top, *recorder_);
       top = recorder_layer_.get();
     }
+    if (history_ != nullptr) {
+      history_layer_ = std::make_unique<RecorderAdaptor>(*top, *history_);
+      top = history_layer_.get();
+    }
     locked_.set_upstream(*top);
+  }
+
+  // Attaches or detaches a sink (`set` changes recorder_ or history_). A sink sees every allocation and free,
+  // so thread caches are emptied and stop caching first, and cache again only when no sink is left. The
+  // flush takes the threads' slot locks, then the pool's: never under the pool's lock; sinks_mu_ keeps
+  // concurrent calls from leaving caching on beside a sink.
+  template <typename Set>
+  void set_sink(Set set) {
+    std::lock_guard sinks(sinks_mu_);
+    cache_.set_caching(false);
+    bool any = false;
+    {
+      auto lock = locked_.lock();
+      set();
+      rewire();
+      any = recorder_ != nullptr || history_ != nullptr;
+    }
+    if (!any) cache_.set_caching(true);
   }
 
   OomEvent oom_event(std::size_t bytes) const {
@@ -232,6 +257,9 @@ class CachingPool::Impl {
   TagAdaptor<StatsAdaptor<CorePool>> tags_;
   TraceRecorder* recorder_ = nullptr;                // guarded by locked_'s lock
   std::unique_ptr<RecorderAdaptor> recorder_layer_;  // guarded by locked_'s lock
+  TraceSink* history_ = nullptr;                     // guarded by locked_'s lock
+  std::mutex sinks_mu_;                              // serializes set_sink
+  std::unique_ptr<RecorderAdaptor> history_layer_;   // guarded by locked_'s lock
   ThreadSafeAdaptor locked_;
   // mutable: snapshot() (const) first returns thread-cached blocks to the pool; what the pool holds does not
   // change, only which layer holds it.
@@ -257,6 +285,7 @@ TrimResult CachingPool::trim(std::uint64_t target_bytes) { return impl_->trim(ta
 Status CachingPool::set_limit(std::uint64_t limit_bytes) { return impl_->set_limit(limit_bytes); }
 void CachingPool::set_oom_hook(OomHook hook) { impl_->set_oom_hook(std::move(hook)); }
 void CachingPool::set_recorder(TraceRecorder* recorder) { impl_->set_recorder(recorder); }
+void CachingPool::set_history(TraceSink* history) { impl_->set_history(history); }
 Result<TagId> CachingPool::tag(std::string_view name) { return impl_->tag(name); }
 PoolStats CachingPool::stats() const { return impl_->stats(); }
 void CachingPool::reset_peak_stats() { impl_->reset_peak_stats(); }

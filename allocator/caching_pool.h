@@ -8,9 +8,10 @@
 //   OomRetryAdaptor     (only while an OOM hook is set) asks the hook, without the lock, and retries once
 //   ThreadCacheAdaptor  a few free blocks per thread, reused on the same stream without the lock (a cached
 //                       block is free in every figure users see; trims, limits, snapshots, an OOM and a
-//                       thread's exit return them to the pool; caches nothing while a recorder is set)
+//                       thread's exit return them to the pool; caches nothing while a recorder or a
+//                       history is set)
 //   ThreadSafeAdaptor   one mutex around everything below
-//   RecorderAdaptor     (only while a TraceRecorder is set) writes every allocation and free
+//   RecorderAdaptor     (only while a TraceRecorder or a history is set; one each) every allocation and free
 //   TagAdaptor          (only once a tag is registered) live bytes per tag; untagged = total - tagged
 //   StatsAdaptor        live bytes, requests, blocks, allocations, with peaks
 //   CorePool            arenas, blocks, streams, packing, the last-resort pass (core_pool.h says how memory
@@ -52,6 +53,7 @@
 namespace memcoord {
 
 class TraceRecorder;
+class TraceSink;
 
 class CachingPool {
  public:
@@ -84,6 +86,9 @@ class CachingPool {
   void set_oom_hook(OomHook hook);
   // Every allocation and free is written to `recorder` (nullptr stops). The recorder must outlive its use.
   void set_recorder(TraceRecorder* recorder);
+  // Every allocation and free also goes to `history` (recent events for snapshots; nullptr stops), beside any
+  // recorder. The history must outlive its use.
+  void set_history(TraceSink* history);
 
   // Registers (or finds) a tag by name. Errors: INVALID_ARGUMENT for an empty name or more than kMaxTags.
   Result<TagId> tag(std::string_view name);

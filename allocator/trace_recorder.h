@@ -20,11 +20,12 @@
 #include <thread>
 
 #include "allocator/device_backend.h"
+#include "allocator/trace_sink.h"
 #include "common/status.h"
 
 namespace memcoord {
 
-class TraceRecorder {
+class TraceRecorder final : public TraceSink {
  public:
   // Events buffered while the writer is busy before new ones are dropped.
   static constexpr std::size_t kMaxBufferedBytes = 256ULL << 20;
@@ -35,8 +36,8 @@ class TraceRecorder {
   TraceRecorder& operator=(const TraceRecorder&) = delete;
 
   Status open(const std::string& path, const std::string& workload = "memcoord");
-  void record_alloc(std::uintptr_t address, std::size_t bytes, StreamId stream);
-  void record_free(std::uintptr_t address, std::size_t bytes, StreamId stream);
+  void record_alloc(std::uintptr_t address, std::size_t bytes, StreamId stream) override;
+  void record_free(std::uintptr_t address, std::size_t bytes, StreamId stream) override;
   // Writes everything buffered so far, waits for the writer to finish, and closes the file.
   Status close();
 

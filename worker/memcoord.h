@@ -141,16 +141,26 @@ int memcoord_reset_peak_stats(int device);
 /* Returns every cached (free) byte of the pools on `device` to the device (trim to 0); live blocks stay.
  * `released_bytes` (may be NULL) receives the bytes returned. */
 int memcoord_empty_cache(int device, uint64_t* released_bytes);
-/* A JSON snapshot of the pools on `device`: {"device":d,"pools":[{"name":..,"stats":{..},
+/* A JSON snapshot of the pools on `device`: {"device":d,"trace":[..],"pools":[{"name":..,"stats":{..},
  * "segments_available":true,"segments":[{"address":..,"size":..,"small":bool,"mapped_bytes":..,"blocks":[{
  * "address":..,"size":..,"requested":..,"state":"active_allocated"|"inactive"|"unmapped","stream":..}]}]}]}.
  * Blocks tile their segment in address order. "mapped_bytes" appears only on pools that grow by mapping
  * memory into reserved address ranges (stats "maps_chunks": cuda-vmm, host), whose segments are such ranges
  * and whose "unmapped" blocks are address space with no memory behind it. Each pool's segments are taken at
- * one instant under its lock; its stats just before. No allocation trace is kept. NULL on failure; free it
- * with memcoord_free_string(). */
+ * one instant under its lock; its stats just before. "trace" lists the recorded allocation history
+ * (memcoord_record_history below; empty when never on). NULL on failure; free it with
+ * memcoord_free_string(). */
 char* memcoord_snapshot_json(int device);
 void memcoord_free_string(char* s);
+/* Allocation history, what PyTorch's torch.cuda.memory._record_memory_history keeps: with `enabled` != 0,
+ * every pool on `device` (-1: primary), present or made later, records its allocations and frees into one
+ * history of the last `max_entries` events (1..MEMCOORD_HISTORY_MAX_ENTRIES; it starts empty, and the pools'
+ * thread caches are off meanwhile, so each call costs a little more). memcoord_snapshot_json then carries
+ * them as "trace": [{"action":"alloc"|"free","addr":..,"size":..,"stream":..,"time_us":..}], oldest first
+ * (sizes as asked; no stack frames). With `enabled` == 0, recording stops and the events stay in snapshots.
+ * Capture pools (memcoord_begin_allocate_to_pool) are not recorded. */
+#define MEMCOORD_HISTORY_MAX_ENTRIES 10000000ULL
+int memcoord_record_history(int device, int enabled, uint64_t max_entries);
 
 /* --- aborts ----------------------------------------------------------------------------------------------
  * When the coordinator aborts this process's group (a rank died), the process learns it here. */

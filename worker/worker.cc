@@ -9,7 +9,9 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <mutex>
+#include <set>
 
 #include "allocator/backend_factory.h"
 #include "allocator/trace_recorder.h"
@@ -112,6 +114,7 @@ class Worker::Impl final : public detail::SessionHost {
   std::vector<CachingPool*> all_pools() const;
 
   Result<CachingPool*> add_pool_locked(DeviceBackend& on, int device_index, PoolOptions pool_options);
+  Result<int> resolve_device(int device) const;
   Result<DeviceBackend*> backend_for_locked(int device_index);
 
   WorkerOptions options;
@@ -134,6 +137,8 @@ class Worker::Impl final : public detail::SessionHost {
   // pools_mu guards the following (the pools themselves are thread-safe and never removed). Recorders are
   // declared before the pools so that every pool is gone before the recorder it writes to.
   std::vector<std::unique_ptr<TraceRecorder>> recorders;
+  std::map<int, std::unique_ptr<TraceHistory>> histories;  // by device; outlive the pools like recorders
+  std::set<int> histories_on;                              // devices whose new pools record history
   std::vector<std::unique_ptr<CachingPool>> pools;
   std::vector<int> pool_devices;  // pool_devices[i]: the device index of pools[i]
 
@@ -183,6 +188,7 @@ Result<CachingPool*> Worker::Impl::add_pool_locked(DeviceBackend& on, int device
     pool->set_recorder(recorder.get());
     recorders.push_back(std::move(recorder));
   }
+  if (histories_on.count(device_index) > 0) pool->set_history(histories.at(device_index).get());
   pools.push_back(std::move(pool));
   pool_devices.push_back(device_index);
   return pools.back().get();
@@ -412,16 +418,7 @@ int Worker::device_count() const { return impl_->device_count; }
 int Worker::primary_device() const { return impl_->primary_device; }
 
 Result<CachingPool*> Worker::device_pool(int device) {
-  if (device < -1 || device >= impl_->device_count) {
-    return InvalidArgument(fmt::format(
-        "device {} is out of range: this process has {} device(s) on the {} backend (accepted: -1 for the "
-        "primary device, or 0..{}{})",
-        device, impl_->device_count, impl_->backend_kind, impl_->device_count - 1,
-        impl_->backend_kind == "host" || impl_->backend_kind == "virtual"
-            ? "; set MEMCOORD_DEVICES=N for more simulated devices"
-            : ""));
-  }
-  if (device == -1) device = impl_->primary_device;
+  MEMCOORD_ASSIGN_OR_RETURN(device, impl_->resolve_device(device));
   const std::string name = device == impl_->primary_device ? "default" : fmt::format("default@{}", device);
   std::lock_guard lock(impl_->pools_mu);
   for (std::size_t i = 0; i < impl_->pools.size(); ++i) {
@@ -439,6 +436,53 @@ std::vector<std::pair<int, CachingPool*>> Worker::pools_with_devices() const {
   for (std::size_t i = 0; i < impl_->pools.size(); ++i)
     out.emplace_back(impl_->pool_devices[i], impl_->pools[i].get());
   return out;
+}
+
+// The device index `device` (-1: the primary) names, or INVALID_ARGUMENT saying which are accepted.
+Result<int> Worker::Impl::resolve_device(int requested) const {
+  if (requested < -1 || requested >= device_count) {
+    return InvalidArgument(fmt::format(
+        "device {} is out of range: this process has {} device(s) on the {} backend (accepted: -1 for the "
+        "primary device, or 0..{}{})",
+        requested, device_count, backend_kind, device_count - 1,
+        backend_kind == "host" || backend_kind == "virtual"
+            ? "; set MEMCOORD_DEVICES=N for more simulated devices"
+            : ""));
+  }
+  return requested == -1 ? primary_device : requested;
+}
+
+Status Worker::record_history(int device, bool on, std::size_t max_entries) {
+  MEMCOORD_ASSIGN_OR_RETURN(const int index, impl_->resolve_device(device));
+  if (on && max_entries == 0) {
+    return InvalidArgument("record_history: max_entries must be at least 1 (the events kept per device)");
+  }
+  std::lock_guard lock(impl_->pools_mu);
+  TraceHistory* history = nullptr;
+  if (on) {
+    auto& kept = impl_->histories[index];
+    if (kept) {
+      kept->reset(max_entries);
+    } else {
+      kept = std::make_unique<TraceHistory>(max_entries);
+    }
+    history = kept.get();
+    impl_->histories_on.insert(index);
+  } else {
+    impl_->histories_on.erase(index);
+  }
+  for (std::size_t i = 0; i < impl_->pools.size(); ++i) {
+    if (impl_->pool_devices[i] == index) impl_->pools[i]->set_history(history);
+  }
+  return Status::Ok();
+}
+
+std::vector<TraceHistory::Event> Worker::history(int device) const {
+  Result<int> index = impl_->resolve_device(device);
+  if (!index.ok()) return {};
+  std::lock_guard lock(impl_->pools_mu);
+  auto it = impl_->histories.find(*index);
+  return it == impl_->histories.end() ? std::vector<TraceHistory::Event>{} : it->second->events();
 }
 
 CachingPool* Worker::pool(std::string_view name) const {

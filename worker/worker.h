@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "allocator/caching_pool.h"
+#include "allocator/trace_history.h"
 #include "common/result.h"
 #include "worker/topology.h"
 
@@ -116,6 +117,15 @@ class Worker {
   Result<CachingPool*> device_pool(int device);
   // Every pool with the device it lives on, in creation order.
   std::vector<std::pair<int, CachingPool*>> pools_with_devices() const;
+
+  // Allocation history for snapshots (TraceHistory: the recent allocations and frees, as PyTorch's
+  // _record_memory_history keeps them). On: every pool of `device` (-1: the primary), present or made later,
+  // records into one history of the last `max_entries` events, which starts empty; the pools' thread caches
+  // are off meanwhile. Off: recording stops and what was recorded stays readable. Errors: INVALID_ARGUMENT
+  // for a device out of range or max_entries 0.
+  Status record_history(int device, bool on, std::size_t max_entries);
+  // The events recorded on `device` (-1: the primary), oldest first; empty when history was never on.
+  std::vector<TraceHistory::Event> history(int device) const;
 
   // Marks the start of the next step (step() + 1).
   void step_begin();

@@ -122,8 +122,11 @@ def check_snapshot(quick):
 
     import torch
 
-    torch.cuda.memory._record_memory_history()  # must not raise under memcoord
+    torch.cuda.memory._record_memory_history()  # memcoord's own history from here (device_traces)
     a = torch.empty(5 * MB, dtype=torch.uint8, device="cuda")
+    gone = torch.empty(3 * MB, dtype=torch.uint8, device="cuda")
+    gone_ptr = gone.data_ptr()
+    del gone
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "snapshot.pickle")
         torch.cuda.memory._dump_snapshot(path)
@@ -144,6 +147,10 @@ def check_snapshot(quick):
     html = _memory_viz.trace_plot(snap)
     assert "snapshot.pickle" in html
     traces = sum(len(t) for t in snap["device_traces"])
+    actions = [(e["action"], e["addr"]) for t in snap["device_traces"] for e in t]
+    assert ("alloc", a.data_ptr()) in actions, "the tensor's allocation is not in the snapshot's trace"
+    assert ("free_completed", gone_ptr) in actions, "the freed tensor's free is not in the snapshot's trace"
+    torch.cuda.memory._record_memory_history(enabled=None)
     reserved = next(l for l in summary.splitlines() if l.startswith("total_reserved"))
     return f"{len(snap['segments'])} segments, {len(blocks)} live blocks, {traces} trace entries; segsum {reserved}"
 

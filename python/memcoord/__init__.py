@@ -35,6 +35,7 @@ __all__ = [
     "is_enabled",
     "library_path",
     "memory_stats",
+    "record_history",
     "record_stream",
     "reset_accumulated_stats",
     "reset_peak_stats",
@@ -151,6 +152,23 @@ def memory_stats(device=-1, nested=False):
     raw = stats(device)
     result = _stats.torch_stats(raw["device"], raw)
     return result if nested else _stats.flatten(result)
+
+
+HISTORY_MAX_ENTRIES = 10_000_000  # MEMCOORD_HISTORY_MAX_ENTRIES
+
+
+def record_history(enabled=True, max_entries=100_000, device=None):
+    """Keeps the last `max_entries` allocations and frees of every pool on `device` (None: every device) for
+    snapshot() (its "device_traces", which memory_viz draws), as torch.cuda.memory._record_memory_history
+    does; `enabled` False stops recording and keeps what was recorded. Turning it on starts an empty history
+    and turns the pools' per-thread caches off meanwhile (every call is recorded)."""
+    lib = _lib()
+    entries = int(max_entries)
+    if enabled and not 1 <= entries <= HISTORY_MAX_ENTRIES:
+        raise ValueError(f"max_entries must be between 1 and {HISTORY_MAX_ENTRIES}, got {max_entries}")
+    devices = [int(device)] if device is not None else list(range(max(device_count(), 1)))
+    for d in devices:
+        lib.call("memcoord_record_history", d, 1 if enabled else 0, entries if enabled else 0)
 
 
 def reset_peak_stats(device=-1):

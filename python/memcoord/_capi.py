@@ -162,6 +162,7 @@ PROTOTYPES = {
     # char* that must go back through memcoord_free_string: kept as a raw pointer, never a bytes copy.
     "memcoord_snapshot_json": (_vp, [_int]),
     "memcoord_free_string": (None, [_vp]),
+    "memcoord_record_history": (_int, [_int, _int, _u64]),
     "memcoord_abort_info_get": (_int, [ctypes.POINTER(AbortInfo)]),
     "memcoord_wait_abort": (_int, [_int]),
     "memcoord_set_abort_callback": (_int, [ABORT_CALLBACK, _vp]),

@@ -168,6 +168,14 @@ def _device_arg(torch, device):
     return torch.cuda._utils._get_device_index(device, optional=True)
 
 
+# PyTorch's default max_entries is sys.maxsize: memcoord keeps at most this many events (40 bytes each).
+HISTORY_TORCH_MAX_ENTRIES = 1_000_000
+
+
+def _history_entries(max_entries):
+    return max(1, min(int(max_entries), HISTORY_TORCH_MAX_ENTRIES))
+
+
 def _patch_memory_api(torch, shim_hooks):
     import memcoord
 
@@ -183,16 +191,26 @@ def _patch_memory_api(torch, shim_hooks):
     def memory_snapshot(*args, **kwargs):
         return memcoord.snapshot()
 
+    # torch.cuda.memory._record_memory_history reaches one of these two: memcoord records its own
+    # allocations and frees, which snapshot() returns as device_traces.
     def record_history(*args, **kwargs):
-        # memcoord keeps its own recent trace (in every snapshot); PyTorch's recorder is not its allocator's.
-        return None
+        # (enabled: "all" | "state" | None, context, stacks, max_entries, ...)
+        enabled = args[0] if args else kwargs.get("enabled", "all")
+        max_entries = args[3] if len(args) > 3 else kwargs.get("max_entries", HISTORY_TORCH_MAX_ENTRIES)
+        memcoord.record_history(enabled is not None, _history_entries(max_entries))
+
+    def record_history_legacy(*args, **kwargs):
+        # (enabled: bool, record_context, trace_alloc_max_entries, ...)
+        enabled = args[0] if args else kwargs.get("enabled", True)
+        max_entries = args[2] if len(args) > 2 else kwargs.get("trace_alloc_max_entries", 1)
+        memcoord.record_history(bool(enabled), _history_entries(max_entries))
 
     _patch(torch, "_cuda_memoryStats", memory_stats)
     _patch(torch, "_cuda_resetPeakMemoryStats", reset_peak)
     _patch(torch, "_cuda_resetAccumulatedMemoryStats", reset_accumulated)
     _patch(torch, "_cuda_memorySnapshot", memory_snapshot)
     _patch(torch, "_cuda_record_memory_history", record_history)
-    _patch(torch, "_cuda_record_memory_history_legacy", record_history)
+    _patch(torch, "_cuda_record_memory_history_legacy", record_history_legacy)
     _patch(torch, "_accelerator_getDeviceStats", memory_stats)
     _patch(torch, "_accelerator_resetPeakStats", reset_peak)
     _patch(torch, "_accelerator_resetAccumulatedStats", reset_accumulated)

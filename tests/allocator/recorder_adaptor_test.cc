@@ -8,6 +8,7 @@
 #include <string>
 
 #include "allocator/trace.h"
+#include "allocator/trace_recorder.h"
 #include "tests/allocator/resource_test_util.h"
 
 namespace memcoord {

@@ -16,6 +16,7 @@
 #include "allocator/tag_adaptor.h"
 #include "allocator/thread_cache_adaptor.h"
 #include "allocator/thread_safe_adaptor.h"
+#include "allocator/trace_recorder.h"
 #include "allocator/virtual_backend.h"
 #include "tests/allocator/resource_test_util.h"
 

@@ -176,6 +176,25 @@ class SnapshotTest(unittest.TestCase):
         require(self, "memcoord_snapshot_json", "memcoord_free_string", "memcoord_device_alloc")
         memcoord.init()
 
+    def test_record_history_fills_device_traces(self):
+        require(self, "memcoord_record_history")
+        memcoord.record_history(True, max_entries=4, device=0)
+        try:
+            ptrs = []
+            for _ in range(3):
+                ptrs.append(memcoord.alloc(2 * MIB))
+                memcoord.free(ptrs[-1])
+            traces = memcoord.snapshot(device=0)["device_traces"][0]
+        finally:
+            memcoord.record_history(False, device=0)
+        # The last four of six events, oldest first, in PyTorch's TraceEntry shape.
+        self.assertEqual([(e["action"], e["addr"], e["size"]) for e in traces],
+                         [("alloc", ptrs[1], 2 * MIB), ("free_completed", ptrs[1], 2 * MIB),
+                          ("alloc", ptrs[2], 2 * MIB), ("free_completed", ptrs[2], 2 * MIB)])
+        self.assertTrue(all(e["frames"] == [] and e["time_us"] > 0 for e in traces))
+        with self.assertRaises(ValueError):
+            memcoord.record_history(True, max_entries=0)
+
     def test_snapshot_pickle_has_our_block(self):
         ptr = memcoord.alloc(3 * MIB)
         try:

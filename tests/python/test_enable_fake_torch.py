@@ -93,7 +93,14 @@ class EnableTest(unittest.TestCase):
         self.assertGreaterEqual(stats["allocated_bytes"]["all"]["current"], 6 * MIB)
         snapshot = torch._C._cuda_memorySnapshot(None)
         self.assertIn("segments", snapshot)
-        self.assertIsNone(torch._C._cuda_record_memory_history("all"))
+        # _record_memory_history(enabled, context, stacks, max_entries): memcoord's own history, in snapshots.
+        self.assertIsNone(torch._C._cuda_record_memory_history("all", "all", "all", 10))
+        traced = memcoord.alloc(MIB, device=0)
+        memcoord.free(traced, device=0)
+        entries = torch._C._cuda_memorySnapshot(None)["device_traces"][0]
+        self.assertEqual([(e["action"], e["addr"]) for e in entries[-2:]],
+                         [("alloc", traced), ("free_completed", traced)])
+        torch._C._cuda_record_memory_history(None)
         memcoord.free(ptr, device=0)
         reserved = memcoord.stats(0)["reserved_bytes"]
         torch._C._cuda_emptyCache()

@@ -279,6 +279,54 @@ TEST_F(CAbi, VersionedStructsRejectTooSmallSizesAndKeepExtraBytes) {
   EXPECT_EQ(memcoord_abort_info_get(&info), MEMCOORD_ERR_INVALID_ARGUMENT);
 }
 
+nlohmann::json SnapshotTrace(int device) {
+  char* json = memcoord_snapshot_json(device);
+  EXPECT_NE(json, nullptr) << memcoord_last_error();
+  if (json == nullptr) return nlohmann::json::array();
+  const auto doc = nlohmann::json::parse(json);
+  memcoord_free_string(json);
+  return doc.at("trace");
+}
+
+// memcoord_record_history: the snapshot's "trace" lists every allocation and free while on (the thread
+// cache does not hide repeated small ones), oldest first; off keeps them; bad arguments are named.
+TEST_F(CAbi, RecordHistoryPutsAllocationsAndFreesInTheSnapshotTrace) {
+  EXPECT_EQ(memcoord_record_history(0, 1, 10), MEMCOORD_ERR_FAILED_PRECONDITION);  // before init
+  ASSERT_EQ(memcoord_init(), 0);
+  EXPECT_TRUE(SnapshotTrace(0).empty());  // never on
+  ASSERT_EQ(memcoord_record_history(0, 1, 100), 0) << memcoord_last_error();
+  std::vector<std::uintptr_t> blocks;
+  for (int i = 0; i < 3; ++i) {
+    void* p = memcoord_alloc(nullptr, 1000, 0);
+    ASSERT_NE(p, nullptr);
+    blocks.push_back(reinterpret_cast<std::uintptr_t>(p));
+    ASSERT_EQ(memcoord_free(nullptr, p), 0);
+  }
+  nlohmann::json trace = SnapshotTrace(0);
+  ASSERT_EQ(trace.size(), 6u) << trace.dump();
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    EXPECT_EQ(trace[i]["action"], i % 2 == 0 ? "alloc" : "free") << trace.dump();
+    EXPECT_EQ(trace[i]["addr"].get<std::uintptr_t>(), blocks[i / 2]);
+    EXPECT_EQ(trace[i]["size"], 1000u);
+    EXPECT_GE(trace[i]["time_us"].get<std::int64_t>(), trace[0]["time_us"].get<std::int64_t>());
+  }
+  ASSERT_EQ(memcoord_record_history(0, 0, 0), 0);  // off: kept, nothing new
+  ASSERT_EQ(memcoord_free(nullptr, memcoord_alloc(nullptr, 2000, 0)), 0);
+  EXPECT_EQ(SnapshotTrace(0).size(), 6u);
+  ASSERT_EQ(memcoord_record_history(-1, 1, 2), 0);  // on again: a new, empty history of two
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(memcoord_free(nullptr, memcoord_alloc(nullptr, 3000, 0)), 0);
+  trace = SnapshotTrace(0);
+  ASSERT_EQ(trace.size(), 2u);
+  EXPECT_EQ(trace[0]["action"], "alloc");
+  EXPECT_EQ(trace[1]["action"], "free");
+  EXPECT_EQ(memcoord_record_history(0, 1, 0), MEMCOORD_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("max_entries must be between 1 and"), std::string::npos) << LastError();
+  EXPECT_EQ(memcoord_record_history(0, 1, MEMCOORD_HISTORY_MAX_ENTRIES + 1), MEMCOORD_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(memcoord_record_history(99, 1, 10), 0);
+  EXPECT_NE(LastError().find("99"), std::string::npos) << LastError();
+  ASSERT_EQ(memcoord_record_history(0, 0, 0), 0);
+}
+
 // Every entry point, called wrongly: a status code and a message, never a crash.
 TEST_F(CAbi, BadCallsGetClearErrorsNeverACrash) {
   // Before init.

@@ -90,10 +90,25 @@ nlohmann::json PoolJson(CachingPool& pool) {
   return out;
 }
 
+// The device's recorded allocation history (memcoord_record_history), oldest first: the "trace" PyTorch's
+// memory_viz draws (actions "alloc" and "free"; sizes as asked; no stack frames).
+nlohmann::json TraceJson(Runtime& runtime, int device) {
+  nlohmann::json trace = nlohmann::json::array();
+  for (const memcoord::TraceHistory::Event& e : runtime.worker->history(device)) {
+    trace.push_back({{"action", e.alloc ? "alloc" : "free"},
+                     {"addr", e.address},
+                     {"size", e.bytes},
+                     {"stream", e.stream},
+                     {"time_us", e.time_us}});
+  }
+  return trace;
+}
+
 Result<std::string> SnapshotText(Runtime& runtime, int device) {
   MEMCOORD_ASSIGN_OR_RETURN(int resolved, ResolveDevice(runtime, device));
   nlohmann::json doc{{"device", resolved}, {"pools", nlohmann::json::array()}};
   ForEachPool(runtime, resolved, [&](CachingPool& p) { doc["pools"].push_back(PoolJson(p)); });
+  doc["trace"] = TraceJson(runtime, resolved);
   return doc.dump();
 }
 
@@ -119,5 +134,23 @@ char* memcoord_snapshot_json(int device) {
 }
 
 void memcoord_free_string(char* s) { std::free(s); }
+
+int memcoord_record_history(int device, int enabled, uint64_t max_entries) {
+  using namespace memcoord::capi;
+  return Boundary("memcoord_record_history", 13, [&] {
+    CallGuard guard;
+    if (guard.runtime() == nullptr) return FailNotInitialized("memcoord_record_history");
+    auto resolved = ResolveDevice(*guard.runtime(), device);
+    if (!resolved.ok()) return Fail(resolved.status());
+    if (enabled != 0 && (max_entries == 0 || max_entries > MEMCOORD_HISTORY_MAX_ENTRIES)) {
+      return Fail(memcoord::InvalidArgument(
+          fmt::format("memcoord_record_history: max_entries must be between 1 and {}, got {}",
+                      MEMCOORD_HISTORY_MAX_ENTRIES, max_entries)));
+    }
+    const memcoord::Status status = guard.runtime()->worker->record_history(
+        *resolved, enabled != 0, static_cast<std::size_t>(max_entries));
+    return status.ok() ? 0 : Fail(status);
+  });
+}
 
 }  // extern "C"
