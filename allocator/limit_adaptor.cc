@@ -9,14 +9,14 @@
 namespace memcoord {
 
 LimitAdaptor::LimitAdaptor(DeviceBackend& upstream, std::uint64_t limit_bytes, std::string owner)
-    : upstream_(upstream), owner_(std::move(owner)), limit_(limit_bytes) {}
+    : BackendAdaptor(upstream), owner_(std::move(owner)), limit_(limit_bytes) {}
 
 std::uint64_t LimitAdaptor::bytes_over_budget(std::uint64_t more_bytes) const {
   const std::uint64_t limit = limit_bytes();
-  if (limit == 0) return upstream_.bytes_over_budget(more_bytes);
+  if (limit == 0) return upstream().bytes_over_budget(more_bytes);
   const std::uint64_t after = used_bytes() + more_bytes;
   const std::uint64_t over = after > limit ? after - limit : 0;
-  return std::max(over, upstream_.bytes_over_budget(more_bytes));
+  return std::max(over, upstream().bytes_over_budget(more_bytes));
 }
 
 Status LimitAdaptor::take(std::uint64_t bytes, const char* what) {
@@ -33,25 +33,25 @@ Status LimitAdaptor::take(std::uint64_t bytes, const char* what) {
 
 Status LimitAdaptor::map(std::uintptr_t address, std::size_t bytes) {
   MEMCOORD_RETURN_IF_ERROR(take(bytes, "mapping"));
-  Status s = upstream_.map(address, bytes);
+  Status s = upstream().map(address, bytes);
   if (!s.ok()) give(bytes);
   return s;
 }
 
 void LimitAdaptor::unmap(std::uintptr_t address, std::size_t bytes) noexcept {
-  upstream_.unmap(address, bytes);
+  upstream().unmap(address, bytes);
   give(bytes);
 }
 
 Result<void*> LimitAdaptor::do_allocate(std::size_t bytes) {
   MEMCOORD_RETURN_IF_ERROR(take(bytes, "allocating"));
-  Result<void*> p = upstream_.allocate(bytes);
+  Result<void*> p = upstream().allocate(bytes);
   if (!p.ok()) give(bytes);
   return p;
 }
 
 void LimitAdaptor::do_release(void* ptr, std::size_t bytes) noexcept {
-  upstream_.release(ptr, bytes);
+  upstream().release(ptr, bytes);
   give(bytes);
 }
 

@@ -19,11 +19,11 @@
 #include <cstdint>
 #include <string>
 
-#include "allocator/device_backend.h"
+#include "allocator/backend_adaptor.h"
 
 namespace memcoord {
 
-class LimitAdaptor final : public DeviceBackend {
+class LimitAdaptor final : public BackendAdaptor {
  public:
   // limit_bytes 0: no limit. `owner` names the limit in errors ("pool 'x'").
   explicit LimitAdaptor(DeviceBackend& upstream, std::uint64_t limit_bytes = 0, std::string owner = "pool");
@@ -31,31 +31,11 @@ class LimitAdaptor final : public DeviceBackend {
   void set_limit(std::uint64_t limit_bytes) { limit_.store(limit_bytes, std::memory_order_relaxed); }
   std::uint64_t limit_bytes() const { return limit_.load(std::memory_order_relaxed); }  // 0: none
   std::uint64_t used_bytes() const { return used_.load(std::memory_order_relaxed); }
-  DeviceBackend& upstream() const { return upstream_; }
 
+  // What it counts; every other call is forwarded as is (BackendAdaptor).
   std::uint64_t bytes_over_budget(std::uint64_t more_bytes) const override;
-
-  bool supports_segments() const override { return upstream_.supports_segments(); }
-  std::size_t chunk_bytes() const override { return upstream_.chunk_bytes(); }
-  Result<std::uintptr_t> reserve_address(std::size_t bytes) override {
-    return upstream_.reserve_address(bytes);
-  }
-  void free_address(std::uintptr_t base, std::size_t bytes) noexcept override {
-    upstream_.free_address(base, bytes);
-  }
   Status map(std::uintptr_t address, std::size_t bytes) override;
   void unmap(std::uintptr_t address, std::size_t bytes) noexcept override;
-  Status wait_for(StreamId waiter, StreamId producer) override {
-    return upstream_.wait_for(waiter, producer);
-  }
-  bool stream_idle(StreamId stream) override { return upstream_.stream_idle(stream); }
-  Status synchronize(StreamId stream) override { return upstream_.synchronize(stream); }
-  MarkerId record_marker(StreamId stream) override { return upstream_.record_marker(stream); }
-  bool marker_reached(MarkerId marker) override { return upstream_.marker_reached(marker); }
-  Status wait_marker(MarkerId marker) override { return upstream_.wait_marker(marker); }
-  void release_marker(MarkerId marker) noexcept override { upstream_.release_marker(marker); }
-  DeviceInfo device_info() override { return upstream_.device_info(); }
-  std::string_view kind() const override { return upstream_.kind(); }
 
  private:
   Result<void*> do_allocate(std::size_t bytes) override;
@@ -64,7 +44,6 @@ class LimitAdaptor final : public DeviceBackend {
   Status take(std::uint64_t bytes, const char* what);
   void give(std::uint64_t bytes) { used_.fetch_sub(bytes, std::memory_order_relaxed); }
 
-  DeviceBackend& upstream_;
   const std::string owner_;
   std::atomic<std::uint64_t> limit_;
   std::atomic<std::uint64_t> used_{0};

@@ -84,20 +84,21 @@ TEST(PoolMapUnits, ALargeMissMapsAFewUnitsInsteadOfAChunkEach) {
   EXPECT_EQ(backend.cut_units, 0);
 }
 
-TEST(PoolMapUnits, ChunkSizedUnitsMapEveryChunkAlone) {
+// The units one miss of `bytes` maps with large_map_unit_bytes = `unit`.
+std::vector<std::size_t> UnitsOfOneMiss(std::size_t unit, std::size_t bytes) {
   UnitCheckingBackend backend;
-  CachingPool pool(backend, MappingOptions(2 * kMiB));
-  void* p = *pool.allocate(20 * kMiB, kDefaultStream);
-  EXPECT_EQ(backend.map_sizes, std::vector<std::size_t>(10, 2 * kMiB));
-  ASSERT_TRUE(pool.deallocate(p).ok());
+  CachingPool pool(backend, MappingOptions(unit));
+  void* p = *pool.allocate(bytes, kDefaultStream);
+  EXPECT_TRUE(pool.deallocate(p).ok());
+  return backend.map_sizes;
+}
+
+TEST(PoolMapUnits, ChunkSizedUnitsMapEveryChunkAlone) {
+  EXPECT_EQ(UnitsOfOneMiss(2 * kMiB, 20 * kMiB), std::vector<std::size_t>(10, 2 * kMiB));
 }
 
 TEST(PoolMapUnits, AUnitIsRoundedUpToTheChunk) {
-  UnitCheckingBackend backend;
-  CachingPool pool(backend, MappingOptions(3 * kMiB));  // 4 MiB units
-  void* p = *pool.allocate(16 * kMiB, kDefaultStream);
-  EXPECT_EQ(backend.map_sizes, std::vector<std::size_t>(4, 4 * kMiB));
-  ASSERT_TRUE(pool.deallocate(p).ok());
+  EXPECT_EQ(UnitsOfOneMiss(3 * kMiB, 16 * kMiB), std::vector<std::size_t>(4, 4 * kMiB));  // 4 MiB units
 }
 
 // An absurd unit (past the address range) is bounded by the range: one unit per miss, nothing overflows.
