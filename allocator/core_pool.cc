@@ -15,6 +15,13 @@ constexpr std::size_t kMaxStreams = 64;
 // RemapPolicy::kUnderPressure: the headroom a pool earns from remapping at its high-water mark, as a
 // fraction of the bytes remapped and at most that fraction of the mark.
 constexpr std::uint64_t kHeadroomDivisor = 64;
+// While a pool is growing (a miss within kGrowingWindow), a free of a block of at least a chunk records a
+// marker on its stream when the stream's newest is older than PoolOptions::large_free_marker_interval_us.
+// Packing at the next miss can then wait for the work up to such a marker instead of growing (a block freed
+// after a stream's newest marker could only be waited for by draining the queue). Bounded: by default a
+// thousand events a second per stream (~2 us each) while growing; in a steady loop, one clock read per large
+// free.
+constexpr auto kGrowingWindow = std::chrono::seconds(1);
 
 }  // namespace
 
@@ -113,8 +120,13 @@ detail::Block* CorePool::take_or_grow(std::size_t bytes, std::size_t size, std::
     cache_hits_.add(1);
     return b;
   }
+  last_miss_ = std::chrono::steady_clock::now();
   Result<detail::Block*> grown = grow(arena, size, stream, /*last_resort=*/false);
   if (!grown.ok()) grown = grow(arena, size, stream, /*last_resort=*/true);
+  misses_.add(1);
+  miss_ns_.add(static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - last_miss_)
+          .count()));
   if (!grown.ok()) {
     error = ResourceExhausted(grown.status().message());
     return nullptr;
@@ -137,7 +149,9 @@ bool CorePool::try_deallocate(void* ptr, Allocation& freed, Status& error) {
   }
   allocated_bytes_ -= b->size;
   freed = Allocation{ptr, b->size, b->requested, stream_ids_[b->stream], b->tag};
+  const std::uint8_t stream = b->stream;
   arena_of(b).release(b);
+  mark_large_free(freed.size, stream);
   return true;
 }
 
@@ -186,6 +200,9 @@ void CorePool::fill_stats(PoolStats& s) const {
   s.backend_released_bytes = backend_released_bytes_.load();
   s.pack_waits = pack_waits_.load();
   s.pack_stream_syncs = pack_stream_syncs_.load();
+  s.pack_wait_ns = pack_wait_ns_.load();
+  s.misses = misses_.load();
+  s.miss_ns = miss_ns_.load();
   s.maps_chunks = large_.mapping();
   s.trims = trims_.load();
   s.trimmed_bytes = trimmed_bytes_.load();
@@ -281,7 +298,7 @@ Result<detail::Block*> CorePool::grow_mapping(detail::Arena& arena, std::size_t 
   // A marker per miss (an event, ~2 us beside the ~40 us a unit costs the driver): blocks freed before it
   // can later be waited for up to here instead of to the stream's end (stream_marks.h). Pools that must
   // not wait (capture pools) record none.
-  if (options_.pack_waits_for_streams) marks_.record(stream);
+  if (options_.pack_waits_for_streams) marks_.record(stream, last_miss_);
   if (!last_resort) pack_for(arena, placement, stream);
   const std::uint64_t before = arena.reserved_bytes();
   Result<detail::Block*> b = arena.map_and_take(placement, size, stream);
@@ -291,13 +308,22 @@ Result<detail::Block*> CorePool::grow_mapping(detail::Arena& arena, std::size_t 
   return b;
 }
 
+void CorePool::mark_large_free(std::size_t bytes, std::uint8_t stream) {
+  if (!options_.pack_waits_for_streams || !large_.mapping() || bytes < backend_.chunk_bytes()) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_miss_ > kGrowingWindow) return;
+  marks_.record_if_older(stream, now, std::chrono::microseconds(options_.large_free_marker_interval_us));
+}
+
 // Packing: unmapping free chunks so that the chunks a placement needs come from the cache instead of from
-// new memory. A chunk whose last user, the miss's own stream, still has queued work is taken after that
-// stream is synchronized (PoolOptions::pack_waits_for_streams); chunks of other busy streams are left. It
-// costs driver calls (an unmap now, a map again if that memory is wanted back), so:
-//   under pressure (the backend's budget, or a device nearly full) it takes idle chunks from both arenas, as
-//     many as the placement needs to fit;
-//   otherwise only at the pool's own high-water mark, and only within the request's arena (a loop over
+// new memory. Idle chunks go first. A chunk whose last user, the miss's own stream, still has queued work
+// is taken after the host waits for it (PoolOptions::pack_waits_for_streams); chunks of other busy streams
+// are left. It costs driver calls (an unmap now, a map again if that memory is wanted back), so:
+//   under pressure (the backend's budget, or a device nearly full) it takes chunks from both arenas, as
+//     many as the placement needs to fit, waiting up to the chunk's marker or, with none, for the stream;
+//   otherwise only at the pool's own high-water mark, waiting only for a marker older than the one this
+//     miss recorded (a wait for that one would drain the GPU's queue: the pool grows instead), and only
+//     within the request's arena (a loop over
 //     small and large sizes never trades chunks between the two), and (RemapPolicy::kUnderPressure) every
 //     byte moved raises the mark by 1/64 of a byte, up to 1/64 of it: a pool that keeps remapping grows a
 //     little instead, and its misses stop calling the driver;
@@ -309,14 +335,18 @@ void CorePool::pack_for(detail::Arena& arena, const detail::Placement& placement
   detail::Arena& other = &arena == &small_ ? large_ : small_;
   const std::uint64_t reserved = reserved_.current.load();
   const std::uint64_t pressure = std::max(backend_.bytes_over_budget(need), device_shortfall(need));
-  const detail::ReleaseWait wait =
-      options_.pack_waits_for_streams ? detail::ReleaseWait::kWaitForStream : detail::ReleaseWait::kIdleOnly;
+  // Under pressure a drain beats running out; at the mark, growing a little beats draining the GPU's queue.
+  const bool waits = options_.pack_waits_for_streams;
   if (pressure > 0) {
+    const detail::ReleaseWait wait =
+        waits ? detail::ReleaseWait::kWaitForStream : detail::ReleaseWait::kIdleOnly;
     std::uint64_t got =
         release_cached(arena, pressure, wait, placement.hole->prev, placement.hole->next, stream);
     if (got < pressure) release_cached(other, pressure - got, wait, nullptr, nullptr, stream);
     return;
   }
+  const detail::ReleaseWait wait =
+      waits ? detail::ReleaseWait::kWaitForOlderMarker : detail::ReleaseWait::kIdleOnly;
   const std::uint64_t mark = high_water_ + headroom_;
   if (reserved + need <= mark) return;
   const bool every_miss = options_.remap == RemapPolicy::kEveryMiss;
@@ -368,6 +398,7 @@ void CorePool::sync_backend_counters() {
   backend_released_bytes_.store(small_.backend_released_bytes() + large_.backend_released_bytes());
   pack_waits_.store(small_.pack_waits() + large_.pack_waits());
   pack_stream_syncs_.store(small_.pack_stream_syncs() + large_.pack_stream_syncs());
+  pack_wait_ns_.store(small_.pack_wait_ns() + large_.pack_wait_ns());
 }
 
 }  // namespace memcoord

@@ -29,6 +29,7 @@
 // Destroying it synchronizes its streams and releases all its memory; live blocks are logged as leaked.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -108,6 +109,8 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
   Result<detail::Block*> grow_mapping(detail::Arena& arena, std::size_t size, std::uint8_t stream,
                                       bool last_resort);
   void pack_for(detail::Arena& arena, const detail::Placement& placement, std::uint8_t stream);
+  // After a free of `bytes` on `stream` (PoolOptions::large_free_marker_interval_us).
+  void mark_large_free(std::size_t bytes, std::uint8_t stream);
   std::uint64_t device_shortfall(std::uint64_t need);
   void release_everything_cached();
   std::uint64_t release_cached(detail::Arena& arena, std::uint64_t want, detail::ReleaseWait wait,
@@ -129,11 +132,13 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
   std::uint64_t high_water_ = 0;  // most reserved bytes ever (mapping arenas grow freely below it)
   // A miss may grow the pool by this much beyond the high-water mark without packing (see pack_for).
   std::uint64_t headroom_ = 0;
+  std::chrono::steady_clock::time_point last_miss_{};  // when the newest miss began
 
   // Written by the serialized calls, read by fill_stats from anywhere.
   detail::Gauge reserved_;
   detail::Counter cache_hits_, backend_allocations_, backend_frees_, backend_allocated_bytes_,
-      backend_released_bytes_, pack_waits_, pack_stream_syncs_, trims_, trimmed_bytes_;
+      backend_released_bytes_, pack_waits_, pack_stream_syncs_, pack_wait_ns_, misses_, miss_ns_, trims_,
+      trimmed_bytes_;
 };
 
 }  // namespace memcoord

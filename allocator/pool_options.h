@@ -50,13 +50,21 @@ struct PoolOptions {
   // 0: 1/32 of the device's total memory.
   std::uint64_t device_reserve_bytes = 0;
   // Packing may unmap a free chunk only once the work queued on the streams that last used it is done. True:
-  // when the miss's own stream is the one stream that used the chunk, that stream is synchronized first (the
-  // CPU waits, once per packing miss: afterwards the stream is idle); chunks of other busy streams are
-  // skipped, so an allocation never waits for another stream's work. On a GPU the training stream is almost
-  // never idle (kernels are queued ahead of the CPU), so a pool that packed only idle chunks would grow in
-  // real training while packing in a replay of the same events (where streams are always idle). False: busy
-  // chunks are always skipped (pools whose streams must never be synchronized, such as capture pools).
+  // when the miss's own stream is the one stream that used the chunk, the host waits for that work: up to
+  // the first marker (an event the pool records on its misses, and on large frees while it is growing) after
+  // the chunk's last free. Without pressure only when that marker is older than the miss's own (so the GPU
+  // keeps the work queued after it; otherwise the pool grows a little); under pressure for any marker, or for
+  // the whole stream when no marker covers the chunk. Idle chunks are always taken first, and chunks of other
+  // busy streams are skipped, so an allocation never waits for another stream's work. (On a GPU the training
+  // stream is almost never idle, so a pool that packed only idle chunks would grow in real training while
+  // packing in a replay of the same events, where streams are always idle.) False: busy chunks are always
+  // skipped (pools whose streams must never be waited for, such as capture pools); no markers are recorded.
   bool pack_waits_for_streams = true;
+  // While the pool is growing (a miss within the last second), a free of a block of at least a chunk records
+  // a marker on its stream when the stream's newest is at least this old (microseconds; 0: at every such
+  // free), so that the blocks freed between two misses can be packed at the second without a drain. One
+  // event (~2 us) at most this often per stream while growing; with pack_waits_for_streams only.
+  std::uint32_t large_free_marker_interval_us = 1000;
   // Free blocks each thread keeps for itself in front of the pool's lock (ThreadCacheAdaptor): at most this
   // many bytes per thread, blocks of at most thread_cache_block_bytes. 0 keeps none.
   std::size_t thread_cache_bytes = 4 << 20;

@@ -31,6 +31,11 @@ struct PoolStats {
   // to the stream's end when no marker covered it (that drains the GPU's queue).
   std::uint64_t pack_waits = 0;
   std::uint64_t pack_stream_syncs = 0;
+  // Misses (allocations the cache could not serve, each growing the pool) and the host time they took,
+  // packing, waits and driver calls included (steady clock); pack_wait_ns is the part spent in packing waits.
+  std::uint64_t misses = 0;
+  std::uint64_t miss_ns = 0;
+  std::uint64_t pack_wait_ns = 0;
   bool maps_chunks = false;  // the pool grows by mapped chunks (else by whole segments)
   std::uint64_t trims = 0;
   std::uint64_t trimmed_bytes = 0;

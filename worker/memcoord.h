@@ -128,11 +128,18 @@ typedef struct memcoord_device_stats {
    * marker), and those of them that synchronized a whole stream (no marker covered the block). */
   uint64_t pack_waits;
   uint64_t pack_stream_syncs;
+  /* Version 3. Misses (allocations the cache could not serve: each grew the pool) and the host time they
+   * took in nanoseconds, packing, waits and driver calls included; pack_wait_ns is the part spent in packing
+   * waits. Steady clock. */
+  uint64_t misses;
+  uint64_t miss_ns;
+  uint64_t pack_wait_ns;
 } memcoord_device_stats;
 /* Bytes; sizeof(memcoord_device_stats) grows with later versions. A caller built against version 1 (192
  * bytes) gets version 1's fields; the library fills what struct_size covers. */
 #define MEMCOORD_DEVICE_STATS_V1_SIZE 192
 #define MEMCOORD_DEVICE_STATS_V2_SIZE 208
+#define MEMCOORD_DEVICE_STATS_V3_SIZE 232
 
 /* Sums every pool on `device` (-1: primary). Reads counters only (no pool lock). */
 int memcoord_device_stats_get(int device, memcoord_device_stats* out);

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <iterator>
 #include <limits>
 
@@ -343,22 +344,38 @@ void Arena::release(Block* b) {
   insert_free(merge_free_neighbours(b));
 }
 
-bool Arena::may_wait_for(const Block* b, ReleaseWait wait, std::uint8_t wait_stream) {
+bool Arena::may_wait_for(const Block* b, ReleaseWait wait, std::uint8_t wait_stream) const {
+  const bool own_stream_only = b->stream == wait_stream && (b->wait_mask & ~(1ULL << wait_stream)) == 0;
   switch (wait) {
     case ReleaseWait::kIdleOnly:
       return false;
     case ReleaseWait::kWaitForStream:
-      return b->stream == wait_stream && (b->wait_mask & ~(1ULL << wait_stream)) == 0;
+      return own_stream_only;
+    case ReleaseWait::kWaitForOlderMarker:
+      return own_stream_only && marks_ != nullptr && marks_->covered_before_newest(b->stream, b->free_stamp);
     case ReleaseWait::kSettle:
       return true;
   }
   return false;
 }
 
+// Packing releases idle blocks first: a wait (even up to a marker) stops the host, and a drain stops the GPU.
 std::uint64_t Arena::release_free_memory(std::uint64_t want_bytes, ReleaseWait wait, const Block* keep_a,
                                          const Block* keep_b, std::uint8_t wait_stream) {
-  std::uint64_t released = 0;
   if (wait == ReleaseWait::kSettle) settle_streams(keep_a, keep_b);
+  const bool packing = wait == ReleaseWait::kWaitForStream || wait == ReleaseWait::kWaitForOlderMarker;
+  std::uint64_t released =
+      release_pass(want_bytes, packing ? ReleaseWait::kIdleOnly : wait, keep_a, keep_b, wait_stream);
+  if (packing && released < want_bytes) {
+    released += release_pass(want_bytes - released, wait, keep_a, keep_b, wait_stream);
+  }
+  return released;
+}
+
+std::uint64_t Arena::release_pass(std::uint64_t want_bytes, ReleaseWait wait, const Block* keep_a,
+                                  const Block* keep_b, std::uint8_t wait_stream) {
+  const bool packing = wait == ReleaseWait::kWaitForStream || wait == ReleaseWait::kWaitForOlderMarker;
+  std::uint64_t released = 0;
   for (auto& index : free_) {
     if (released >= want_bytes) break;
     index->for_each_largest_first([&](Block* b) {
@@ -366,50 +383,60 @@ std::uint64_t Arena::release_free_memory(std::uint64_t want_bytes, ReleaseWait w
       if (config_.mapping && b->size < config_.chunk_bytes) return false;  // the rest are smaller
       if (!config_.mapping && (b->prev != nullptr || b->next != nullptr)) return true;
       if (!block_idle(b)) {
-        const bool packing = wait == ReleaseWait::kWaitForStream;
-        if (!may_wait_for(b, wait, wait_stream) || !wait_until_idle(b, packing).ok()) return true;
-        if (packing) ++pack_waits_;
+        if (!may_wait_for(b, wait, wait_stream)) return true;
+        const auto started = std::chrono::steady_clock::now();
+        const bool idle = wait_until_idle(b, packing).ok();
+        if (packing) {
+          pack_waits_ += idle ? 1 : 0;
+          pack_wait_ns_ += static_cast<std::uint64_t>(
+              std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started)
+                  .count());
+        }
+        if (!idle) return true;
       }
-      if (!config_.mapping) {
-        Segment& seg = segments_[b->segment];
-        remove_free(b);
-        backend_.release(reinterpret_cast<void*>(seg.base), seg.size);
-        ++backend_frees_;
-        backend_released_bytes_ += seg.size;
-        reserved_bytes_ -= seg.size;
-        released += seg.size;
-        seg.live = false;
-        seg.first = nullptr;
-        slab_.recycle(b);
-        return released < want_bytes;
-      }
-      std::uintptr_t lo = 0;
-      std::uintptr_t hi = 0;
-      whole_units_in(b, lo, hi);
-      if (hi <= lo) return true;
-      // Whole units from the top, at least what is still wanted ("everything" is asked as UINT64_MAX bytes).
-      const std::uintptr_t cut = unit_cut(lo, hi, want_bytes - released);
-      const std::size_t take_bytes = hi - cut;
-      remove_free(b);
-      unmap_units(cut, hi);
-      backend_released_bytes_ += take_bytes;
-      reserved_bytes_ -= take_bytes;
-      released += take_bytes;
-      Block* hole = b;
-      if (cut > b->address) {
-        hole = split_front(b, cut - b->address);
-        insert_free(b);
-      }
-      if (hole->size > take_bytes) {
-        Block* back = split_front(hole, take_bytes);
-        insert_free(back);
-      }
-      add_hole(hole);
-      merge_hole_neighbours(hole);
+      released += release_block(b, want_bytes - released);
       return released < want_bytes;
     });
   }
   return released;
+}
+
+std::uint64_t Arena::release_block(Block* b, std::uint64_t want_bytes) {
+  if (!config_.mapping) {
+    Segment& seg = segments_[b->segment];
+    remove_free(b);
+    backend_.release(reinterpret_cast<void*>(seg.base), seg.size);
+    ++backend_frees_;
+    backend_released_bytes_ += seg.size;
+    reserved_bytes_ -= seg.size;
+    seg.live = false;
+    seg.first = nullptr;
+    slab_.recycle(b);
+    return seg.size;
+  }
+  std::uintptr_t lo = 0;
+  std::uintptr_t hi = 0;
+  whole_units_in(b, lo, hi);
+  if (hi <= lo) return 0;
+  // Whole units from the top, at least what is still wanted ("everything" is asked as UINT64_MAX bytes).
+  const std::uintptr_t cut = unit_cut(lo, hi, want_bytes);
+  const std::size_t take_bytes = hi - cut;
+  remove_free(b);
+  unmap_units(cut, hi);
+  backend_released_bytes_ += take_bytes;
+  reserved_bytes_ -= take_bytes;
+  Block* hole = b;
+  if (cut > b->address) {
+    hole = split_front(b, cut - b->address);
+    insert_free(b);
+  }
+  if (hole->size > take_bytes) {
+    Block* back = split_front(hole, take_bytes);
+    insert_free(back);
+  }
+  add_hole(hole);
+  merge_hole_neighbours(hole);
+  return take_bytes;
 }
 
 Status Arena::map_units(std::uintptr_t base, std::uintptr_t address, std::size_t bytes) {

@@ -50,10 +50,17 @@ struct Placement {
 };
 
 // What release_free_memory does with a free block whose streams still have queued work.
+// The two packing modes release idle blocks first and wait only for what idle ones could not give.
 enum class ReleaseWait {
-  kIdleOnly,       // skips it
-  kWaitForStream,  // synchronizes the stream when it is the one stream that used the block, else skips it
-  kSettle,         // synchronizes the block's streams, after settle_streams (trim and OOM recovery)
+  kIdleOnly,  // skips it
+  // Packing under pressure: when the block's one user is the packing stream, waits for the block's marker,
+  // or synchronizes the stream when no marker covers the block; else skips it.
+  kWaitForStream,
+  // Packing without pressure: as kWaitForStream, but only when a marker older than the stream's newest
+  // covers the block, so that the GPU keeps the work queued after it; skips the rest (the pool grows instead
+  // of draining the GPU's queue: the newest marker is the one the miss just recorded).
+  kWaitForOlderMarker,
+  kSettle,  // synchronizes the block's streams, after settle_streams (trim and OOM recovery)
 };
 
 class Arena {
@@ -85,7 +92,8 @@ class Arena {
 
   // Gives memory back to the backend: whole free chunks (mapping) or whole free segments, largest free
   // blocks first, until `want_bytes` are released. A block whose streams are busy is skipped or waited for,
-  // as `wait` says (kWaitForStream: only a block used by `wait_stream` alone). `keep_a`/`keep_b` are never
+  // as `wait` says (the packing modes: only a block used by `wait_stream` alone, and only once the idle
+  // blocks did not give enough). `keep_a`/`keep_b` are never
   // touched (a placement's hole neighbours, so the hole itself stays as planned). Returns the bytes released.
   std::uint64_t release_free_memory(std::uint64_t want_bytes, ReleaseWait wait, const Block* keep_a = nullptr,
                                     const Block* keep_b = nullptr, std::uint8_t wait_stream = 0);
@@ -109,6 +117,7 @@ class Arena {
   // those of them that synchronized the whole stream (no marker covered the block's last use).
   std::uint64_t pack_waits() const { return pack_waits_; }
   std::uint64_t pack_stream_syncs() const { return pack_stream_syncs_; }
+  std::uint64_t pack_wait_ns() const { return pack_wait_ns_; }  // host time in those waits (steady clock)
   bool mapping() const { return config_.mapping; }
 
   // Appends every live segment with its blocks (streams as backend ids). For snapshots; O(blocks).
@@ -146,8 +155,15 @@ class Arena {
   // Blocks until free block `b` is idle: up to its marker when one covers it, else by synchronizing its
   // streams (counted in pack_stream_syncs_ when `packing`).
   Status wait_until_idle(const Block* b, bool packing);
-  // Whether release_free_memory may synchronize the streams of busy block `b`.
-  static bool may_wait_for(const Block* b, ReleaseWait wait, std::uint8_t wait_stream);
+  // Whether release_free_memory may wait for busy block `b`.
+  bool may_wait_for(const Block* b, ReleaseWait wait, std::uint8_t wait_stream) const;
+  // One pass of release_free_memory over the free blocks, largest first: idle blocks, and busy ones that
+  // `wait` allows (kIdleOnly: none).
+  std::uint64_t release_pass(std::uint64_t want_bytes, ReleaseWait wait, const Block* keep_a,
+                             const Block* keep_b, std::uint8_t wait_stream);
+  // Unmaps the whole units of free block `b` from the top, at least `want_bytes` of them (mapping arenas),
+  // or releases its segment when it spans it (segment arenas). Returns the bytes released.
+  std::uint64_t release_block(Block* b, std::uint64_t want_bytes);
   Status synchronize_streams(const Block* b) const;
   void unlink(Block* b);
   Result<std::uint32_t> new_mapping_segment(std::size_t min_bytes);
@@ -185,6 +201,7 @@ class Arena {
   std::uint64_t backend_released_bytes_ = 0;
   std::uint64_t pack_waits_ = 0;
   std::uint64_t pack_stream_syncs_ = 0;
+  std::uint64_t pack_wait_ns_ = 0;
 };
 
 }  // namespace memcoord::detail

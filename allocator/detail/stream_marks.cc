@@ -13,9 +13,16 @@ StreamMarks::~StreamMarks() {
   }
 }
 
-void StreamMarks::record(std::uint8_t stream) {
+void StreamMarks::record_if_older(std::uint8_t stream, std::chrono::steady_clock::time_point now,
+                                  std::chrono::steady_clock::duration interval) {
+  if (stream < streams_.size() && now - streams_[stream].recorded_at < interval) return;
+  record(stream, now);
+}
+
+void StreamMarks::record(std::uint8_t stream, std::chrono::steady_clock::time_point now) {
   if (stream >= streams_.size()) streams_.resize(stream + 1);
   PerStream& s = streams_[stream];
+  s.recorded_at = now;
   // The front is the oldest: forget the reached ones so the queue holds only work still in flight.
   auto last_reached = s.markers.end();
   for (auto it = s.markers.begin(); it != s.markers.end() && backend_.marker_reached(it->second); ++it) {
@@ -51,6 +58,17 @@ bool StreamMarks::reached(std::uint8_t stream, std::uint32_t stamp) {
   if (it == s.markers.end() || !backend_.marker_reached(it->second)) return false;
   forget_through(s, it);
   return true;
+}
+
+bool StreamMarks::covered_before_newest(std::uint8_t stream, std::uint32_t stamp) const {
+  if (stream >= streams_.size()) return false;
+  const PerStream& s = streams_[stream];
+  // Outstanding markers are numbered in increasing order: one below the newest number covers `stamp`
+  // exactly when the oldest outstanding one numbered at least `stamp` is not the newest.
+  for (const auto& [number, marker] : s.markers) {
+    if (number >= stamp) return number < s.recorded;
+  }
+  return false;
 }
 
 Result<bool> StreamMarks::wait(std::uint8_t stream, std::uint32_t stamp) {

@@ -5,6 +5,7 @@
 //   carry: every use of the block was queued before that marker. The block is idle once a marker numbered
 //   at least its stamp is reached; stamp 0 means never used (freshly mapped memory), idle at once.
 //   Markers are recorded on a pool's misses (record), where a driver call costs far more than an event, and
+//   on its large frees while it is growing, at most one a millisecond per stream (record_if_older), and
 //   waited for when packing needs a busy block's memory: the host then waits for the work queued up to the
 //   first marker after the block's last free, and the GPU keeps running what was queued after it, where a
 //   stream synchronization would drain the whole queue.
@@ -17,6 +18,7 @@
 // other than 0 "not covered", and callers fall back to stream_idle/synchronize.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <utility>
@@ -42,10 +44,17 @@ class StreamMarks {
     return stream < streams_.size() ? streams_[stream].recorded + 1 : 1;
   }
   // Records a marker on `stream` (after forgetting the reached ones at the front).
-  void record(std::uint8_t stream);
+  void record(std::uint8_t stream,
+              std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+  // Records one when `stream`'s newest was recorded at least `interval` before `now` (or none was).
+  void record_if_older(std::uint8_t stream, std::chrono::steady_clock::time_point now,
+                       std::chrono::steady_clock::duration interval);
   // Whether the work before a block stamped `stamp` on `stream` has completed, as far as markers tell
   // (false when no marker covers it yet). At most one marker query; never blocks.
   bool reached(std::uint8_t stream, std::uint32_t stamp);
+  // Whether an outstanding marker other than the stream's newest covers `stamp`: waiting for it leaves the
+  // work queued after it running (waiting for the newest drains the queue). No marker query.
+  bool covered_before_newest(std::uint8_t stream, std::uint32_t stamp) const;
   // Blocks until a marker covering `stamp` is reached: true. False when no recorded marker covers it (the
   // caller synchronizes the stream instead). A failed wait is returned as its error.
   Result<bool> wait(std::uint8_t stream, std::uint32_t stamp);
@@ -62,6 +71,7 @@ class StreamMarks {
   struct PerStream {
     std::uint32_t recorded = 0;                              // number of the newest marker recorded
     std::uint32_t reached_through = 0;                       // every marker up to this number is reached
+    std::chrono::steady_clock::time_point recorded_at{};     // when the newest was recorded (or skipped)
     std::deque<std::pair<std::uint32_t, MarkerId>> markers;  // outstanding: (number, marker), increasing
   };
   // The first outstanding marker numbered at least `stamp`, or markers.end().

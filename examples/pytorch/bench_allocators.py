@@ -48,20 +48,32 @@ GB = 1e9
 
 
 def memcoord_driver_figures():
-    """What memcoord's pools on device 0 asked of the driver so far: units mapped and unmapped (one driver
-    allocation each), packing's host waits for a busy block, and those of them that synchronized the whole
-    stream (no marker covered the block; each drains the GPU's queue)."""
+    """What memcoord's pools on device 0 did on their misses so far: misses and the host time they took
+    (packing, waits and driver calls), units mapped and unmapped (one driver allocation each), packing's host
+    waits for a busy block and their time, and those of them that synchronized the whole stream (no marker
+    covered the block; each drains the GPU's queue)."""
     import memcoord
 
-    figures = {"units_mapped": 0, "units_unmapped": 0, "pack_waits": 0, "pack_stream_syncs": 0}
+    figures = {"misses": 0, "miss_ms": 0.0, "units_mapped": 0, "units_unmapped": 0, "pack_waits": 0,
+               "pack_wait_ms": 0.0, "pack_stream_syncs": 0}
     for document in memcoord._snapshot_documents([0]):
         for pool in document.get("pools", []):
             stats = pool.get("stats", {})
+            figures["misses"] += stats.get("misses", 0)
+            figures["miss_ms"] += stats.get("miss_ns", 0) / 1e6
             figures["units_mapped"] += stats.get("backend_allocations", 0)
             figures["units_unmapped"] += stats.get("backend_frees", 0)
             figures["pack_waits"] += stats.get("pack_waits", 0)
+            figures["pack_wait_ms"] += stats.get("pack_wait_ns", 0) / 1e6
             figures["pack_stream_syncs"] += stats.get("pack_stream_syncs", 0)
     return figures
+
+
+def driver_summary(figures):
+    """One phrase for a memcoord_driver_figures() dict."""
+    return (f"{figures['misses']} misses ({figures.get('miss_ms', 0.0):.1f} ms), {figures['units_mapped']} units "
+            f"mapped, {figures['units_unmapped']} unmapped, {figures['pack_waits']} packing waits "
+            f"({figures.get('pack_wait_ms', 0.0):.1f} ms; {figures['pack_stream_syncs']} of them whole-stream)")
 
 
 def make_deterministic(torch):
@@ -200,6 +212,13 @@ def combine(runs):
     return row
 
 
+def loss_diff(losses, reference):
+    """The largest |difference| step by step (infinite when the runs have different lengths)."""
+    if len(losses) != len(reference):
+        return float("inf")
+    return max((abs(a - b) for a, b in zip(losses, reference)), default=0.0)
+
+
 def targets(rows, tolerance):
     """{workload: [(target, held, detail)]} for the workloads that ran under all three allocators."""
     out = {}
@@ -218,10 +237,9 @@ def targets(rows, tolerance):
         diffs = {}
         for other in (expandable, mc):
             if other and native:
-                diff = max((abs(a - b) for a, b in zip(other["losses"], native["losses"])), default=0.0)
-                same_length = len(other["losses"]) == len(native["losses"])
-                diffs[other["allocator"]] = diff if same_length else float("inf")
-                checks.append((f"losses {other['allocator']} = native", same_length and diff <= tolerance,
+                diff = loss_diff(other["losses"], native["losses"])
+                diffs[other["allocator"]] = diff
+                checks.append((f"losses {other['allocator']} = native", diff <= tolerance,
                                f"max |diff| {diff:.3g}"))
         if native and "own_loss_spread" in native:
             checks.append(("native's own loss spread", True, f"max |diff| {native['own_loss_spread']:.3g} between "
@@ -302,9 +320,16 @@ def main():
             if "error" in row:
                 print(f"{name} {allocator}: FAILED: {row['error'][-400:]}", flush=True)
             else:
-                first = (row.get("memcoord") or {}).get("first_step")
-                driver = (f"; first step: {first['units_mapped']} units mapped, {first['units_unmapped']} unmapped, "
-                          f"{first['pack_waits']} packing waits ({first['pack_stream_syncs']} of them whole-stream)") if first else ""
+                own = row.get("memcoord") or {}
+                driver = ""
+                if own.get("first_step"):
+                    driver = f"; first step: {driver_summary(own['first_step'])}"
+                if own.get("all_steps"):
+                    driver += f"; all steps: {driver_summary(own['all_steps'])}"
+                native = next((r for r in rows if r["workload"] == name and r["allocator"] == "native"
+                               and "error" not in r), None)
+                if native is not None and allocator != "native":
+                    driver += f"; losses vs native: max |diff| {loss_diff(row['losses'], native['losses']):.3g}"
                 odd = row.get("nondeterministic_ops")
                 odd = f"; nondeterministic ops warned: {odd}" if odd else ""
                 print(f"{name} {allocator}: device {row['device_bytes'] / GB:.2f} GB (context "

@@ -112,6 +112,9 @@ class DeviceStats(ctypes.Structure):
         ("device_total_bytes", ctypes.c_uint64),
         ("pack_waits", ctypes.c_uint64),  # version 2
         ("pack_stream_syncs", ctypes.c_uint64),
+        ("misses", ctypes.c_uint64),  # version 3
+        ("miss_ns", ctypes.c_uint64),
+        ("pack_wait_ns", ctypes.c_uint64),
     ]
 
     def as_dict(self):

@@ -33,6 +33,9 @@ _ACCUMULATED = (
     "trimmed_bytes",
     "pack_waits",
     "pack_stream_syncs",
+    "misses",
+    "miss_ns",
+    "pack_wait_ns",
 )
 
 _baselines = {}
@@ -90,6 +93,9 @@ def torch_stats(device, raw):
                 "trimmed_bytes": acc["trimmed_bytes"],
                 "pack_waits": acc["pack_waits"],
                 "pack_stream_syncs": acc["pack_stream_syncs"],
+                "misses": acc["misses"],
+                "miss_ns": acc["miss_ns"],
+                "pack_wait_ns": acc["pack_wait_ns"],
                 "device_total_bytes": int(raw.get("device_total_bytes", 0)),
             },
         }

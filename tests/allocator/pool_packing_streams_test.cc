@@ -1,10 +1,12 @@
 // Packing at the high-water mark when the stream that last used the free memory still has queued work, as
-// on a GPU in training (kernels are queued ahead of the CPU, so the stream is almost never idle): the pool
-// waits for that block's last use and packs, as a replay with always-idle streams does, instead of growing.
-// Before PoolOptions::pack_waits_for_streams, busy chunks were skipped and a real run reserved ~4% more than
-// the replay of its own trace (GPT-2 fp32 on the H200: 1.039 against 1.0047). The wait stops at the first
-// marker recorded after the block's free (a miss records one, stream_marks.h), not at the stream's end: the
-// GPU keeps the work queued after that marker. Backends without markers synchronize the stream.
+// on a GPU in training (kernels are queued ahead of the CPU, so the stream is almost never idle). Idle blocks
+// go first. A busy block is packed after the host waits for its last use, up to the first marker recorded
+// after its free (a miss records one, and so does a large free while the pool grows: stream_marks.h), not to
+// the stream's end: the GPU keeps the work queued after that marker. Without pressure the pool waits only for
+// a marker older than the miss's own (waiting for that one would drain the queue) and otherwise grows; under
+// pressure it waits for any marker, and backends without markers synchronize the stream. Before
+// PoolOptions::pack_waits_for_streams, busy chunks were skipped and a real run reserved ~4% more than the
+// replay of its own trace (GPT-2 fp32 on the H200: 1.039 against 1.0047).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,11 +27,16 @@ const StreamId kTrainingStream = 7;
 // is at its high-water mark. A miss of D (96 MiB) cannot fit in A's place once A is freed (B follows it), so
 // it either packs A's chunks (reserved 160 MiB) or grows (224 MiB).
 struct TwoBlocksAtTheMark {
-  explicit TwoBlocksAtTheMark(bool backend_markers = true, bool pack_waits_for_streams = true) {
+  // `free_markers`: large frees record markers (at each, as PoolOptions::large_free_marker_interval_us 0
+  // does); else never (an interval of an hour). `capacity`: the device's bytes (small ones make pressure).
+  explicit TwoBlocksAtTheMark(bool backend_markers = true, bool pack_waits_for_streams = true,
+                              bool free_markers = false, std::uint64_t capacity = 8ULL << 30)
+      : backend(capacity) {
     backend.markers = backend_markers;  // read when the allocations below record their markers
     PoolOptions options;
     options.growth = PoolGrowth::kMapping;
     options.pack_waits_for_streams = pack_waits_for_streams;
+    options.large_free_marker_interval_us = free_markers ? 0 : 3'600'000'000u;
     pool.emplace(backend, options);
     a = *pool->allocate(64 * kMiB, kTrainingStream);
     b = *pool->allocate(64 * kMiB, kTrainingStream);
@@ -66,10 +73,17 @@ struct Outcome {
 };
 
 // A is freed while its stream is busy, then D misses.
-Outcome RunHighWaterMiss(bool pack_waits_for_streams, bool backend_markers) {
-  TwoBlocksAtTheMark scene(backend_markers, pack_waits_for_streams);
-  EXPECT_TRUE(scene.pool->deallocate(scene.a).ok());
+struct HighWaterMiss {
+  bool pack_waits_for_streams = true;
+  bool backend_markers = true;
+  bool free_markers = false;
+  std::uint64_t capacity = 8ULL << 30;
+};
+
+Outcome RunHighWaterMiss(const HighWaterMiss& how) {
+  TwoBlocksAtTheMark scene(how.backend_markers, how.pack_waits_for_streams, how.free_markers, how.capacity);
   scene.backend.busy.insert(kTrainingStream);  // the kernels that used A are still queued
+  EXPECT_TRUE(scene.pool->deallocate(scene.a).ok());
   auto d = scene.allocate_d();
   EXPECT_TRUE(d.ok()) << d.status().ToString();
   const PoolStats stats = scene.pool->stats();
@@ -81,11 +95,13 @@ Outcome RunHighWaterMiss(bool pack_waits_for_streams, bool backend_markers) {
   return outcome;
 }
 
-TEST(PoolPackingStreams, WaitsForTheBusyBlocksMarkerAndPacksInsteadOfGrowing) {
-  const Outcome packed = RunHighWaterMiss(/*pack_waits_for_streams=*/true, /*backend_markers=*/true);
+// A large free while the pool grows records a marker (3); D's miss records 4 and waits for 3 only.
+TEST(PoolPackingStreams, WaitsForTheMarkerOfTheBusyBlocksFreeAndPacksInsteadOfGrowing) {
+  const Outcome packed = RunHighWaterMiss({.free_markers = true});
   EXPECT_EQ(packed.peak_reserved, 160 * kMiB);  // A's 64 MiB unmapped, then 96 MiB mapped
-  // Markers: A's miss (1) and B's (2), reached at once on the idle stream; D's miss (3) covers A's free.
-  EXPECT_EQ(packed.markers_recorded, 3u);
+  // Markers: A's miss (1) and B's (2), reached at once on the idle stream; A's free (3); D's miss (4); B's
+  // and D's frees when the scene closes (5, 6).
+  EXPECT_EQ(packed.markers_recorded, 6u);
   EXPECT_EQ(packed.marker_waits, std::vector<MarkerId>{3});
   EXPECT_EQ(packed.synchronizations, 0u);
   EXPECT_EQ(packed.pack_waits, 1u);
@@ -93,17 +109,46 @@ TEST(PoolPackingStreams, WaitsForTheBusyBlocksMarkerAndPacksInsteadOfGrowing) {
   EXPECT_EQ(packed.markers_released, packed.markers_recorded);  // every event goes back
 }
 
-TEST(PoolPackingStreams, WithoutBackendMarkersTheStreamIsSynchronized) {
-  const Outcome packed = RunHighWaterMiss(/*pack_waits_for_streams=*/true, /*backend_markers=*/false);
-  EXPECT_EQ(packed.peak_reserved, 160 * kMiB);
+// Without a marker between A's free and D's miss, only D's own marker covers A: waiting for it would drain
+// the stream's queue, so at the mark (no pressure) the pool grows instead.
+TEST(PoolPackingStreams, ABlockCoveredOnlyByTheMissesOwnMarkerIsNotDrainedForAtTheMark) {
+  const Outcome grown = RunHighWaterMiss({.free_markers = false});
+  EXPECT_EQ(grown.peak_reserved, 224 * kMiB);
+  EXPECT_EQ(grown.markers_recorded, 3u);
+  EXPECT_TRUE(grown.marker_waits.empty());
+  EXPECT_EQ(grown.synchronizations, 0u);
+  EXPECT_EQ(grown.pack_waits, 0u);
+}
+
+// Under pressure (a 200 MiB device: D's 96 MiB would leave less than its reserve free) a drain beats
+// running out: the pool waits for D's own marker, or synchronizes the stream on a backend without markers.
+TEST(PoolPackingStreams, UnderPressureABlockCoveredOnlyByTheMissesMarkerIsWaitedFor) {
+  const Outcome packed = RunHighWaterMiss({.capacity = 200 * kMiB});
+  EXPECT_LT(packed.peak_reserved, 224 * kMiB);
+  EXPECT_EQ(packed.marker_waits, std::vector<MarkerId>{3});
+  EXPECT_EQ(packed.synchronizations, 0u);
+  EXPECT_EQ(packed.pack_waits, 1u);
+  EXPECT_EQ(packed.pack_stream_syncs, 0u);
+}
+
+TEST(PoolPackingStreams, UnderPressureWithoutBackendMarkersTheStreamIsSynchronized) {
+  const Outcome packed = RunHighWaterMiss({.backend_markers = false, .capacity = 200 * kMiB});
+  EXPECT_LT(packed.peak_reserved, 224 * kMiB);
   EXPECT_EQ(packed.synchronizations, 1u);  // once: the stream is idle afterwards
   EXPECT_TRUE(packed.marker_waits.empty());
   EXPECT_EQ(packed.pack_waits, 1u);
   EXPECT_EQ(packed.pack_stream_syncs, 1u);
 }
 
+TEST(PoolPackingStreams, WithoutBackendMarkersAtTheMarkTheStreamIsNotSynchronized) {
+  const Outcome grown = RunHighWaterMiss({.backend_markers = false, .free_markers = true});
+  EXPECT_EQ(grown.peak_reserved, 224 * kMiB);
+  EXPECT_EQ(grown.synchronizations, 0u);
+  EXPECT_EQ(grown.pack_waits, 0u);
+}
+
 TEST(PoolPackingStreams, WithoutWaitingABusyStreamMakesThePoolGrowAndRecordsNoMarker) {
-  const Outcome grown = RunHighWaterMiss(/*pack_waits_for_streams=*/false, /*backend_markers=*/true);
+  const Outcome grown = RunHighWaterMiss({.pack_waits_for_streams = false, .free_markers = true});
   EXPECT_EQ(grown.peak_reserved, 224 * kMiB);
   EXPECT_EQ(grown.synchronizations, 0u);
   EXPECT_TRUE(grown.marker_waits.empty());
@@ -121,6 +166,38 @@ TEST(PoolPackingStreams, AnIdleStreamPacksWithoutWaiting) {
   EXPECT_TRUE(scene.backend.marker_waits.empty());
   EXPECT_EQ(scene.pool->stats().pack_waits, 0u);
   scene.close(d);
+}
+
+// Idle blocks go first: a busy block is waited for only when the idle ones do not give what the miss needs
+// (here the busy block C is the larger, which size order alone would take first).
+TEST(PoolPackingStreams, IdleBlocksArePackedBeforeABusyBlockIsWaitedFor) {
+  testing::StreamTestBackend backend;
+  PoolOptions options;
+  options.growth = PoolGrowth::kMapping;
+  options.large_free_marker_interval_us = 0;
+  CachingPool pool(backend, options);
+  void* a = *pool.allocate(64 * kMiB, kTrainingStream);
+  void* b = *pool.allocate(64 * kMiB, kTrainingStream);
+  void* c = *pool.allocate(96 * kMiB, kTrainingStream);
+  void* e = *pool.allocate(64 * kMiB, kTrainingStream);
+  void* g = *pool.allocate(64 * kMiB, kTrainingStream);
+  // G goes back to the device: reserved 288 MiB under a mark of 352, so D (100 MiB, at the top) needs 36 MiB
+  // of packing.
+  ASSERT_TRUE(pool.deallocate(g).ok());
+  pool.trim(0);
+  ASSERT_EQ(pool.stats().reserved_bytes, 288 * kMiB);
+  ASSERT_TRUE(pool.deallocate(a).ok());  // idle: its stream had nothing queued
+  backend.busy.insert(kTrainingStream);
+  ASSERT_TRUE(pool.deallocate(c).ok());  // busy, behind a marker older than D's miss
+  const std::size_t syncs_before = backend.synchronized.size();
+  auto d = pool.allocate(100 * kMiB, kTrainingStream);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_TRUE(backend.marker_waits.empty());
+  EXPECT_EQ(backend.synchronized.size(), syncs_before);
+  EXPECT_EQ(pool.stats().pack_waits, 0u);
+  EXPECT_EQ(pool.stats().reserved_bytes, (288 - 44 + 100) * kMiB);  // A's top 44 MiB (whole units) unmapped
+  EXPECT_EQ(pool.stats().peak_reserved_bytes, 352 * kMiB);
+  for (void* p : {b, e, *d}) EXPECT_TRUE(pool.deallocate(p).ok());
 }
 
 // A freed while its stream is busy, then a miss elsewhere (marker 3, a small block), then more work queued;

@@ -25,6 +25,19 @@ def checks_of(rows, tolerance=0.0):
     return {name: (held, detail) for name, held, detail in bench.targets(rows, tolerance)["w"]}
 
 
+class SummaryTest(unittest.TestCase):
+    def test_loss_diff_is_the_largest_step_difference_and_infinite_across_lengths(self):
+        self.assertAlmostEqual(bench.loss_diff([1.0, 2.5, 3.0], [1.0, 2.0, 3.25]), 0.5)
+        self.assertEqual(bench.loss_diff([], []), 0.0)
+        self.assertEqual(bench.loss_diff([1.0], [1.0, 2.0]), float("inf"))
+
+    def test_driver_summary_names_misses_waits_and_their_time(self):
+        line = bench.driver_summary({"misses": 12, "miss_ms": 3.25, "units_mapped": 30, "units_unmapped": 4,
+                                     "pack_waits": 2, "pack_wait_ms": 1.5, "pack_stream_syncs": 0})
+        self.assertEqual(line, "12 misses (3.2 ms), 30 units mapped, 4 unmapped, 2 packing waits (1.5 ms; 0 of "
+                               "them whole-stream)")
+
+
 class CombineTest(unittest.TestCase):
     def test_times_are_medians_memory_the_highest_and_the_loss_spread_kept(self):
         row = bench.combine([run("native", [2.0, 1.5], median=100, first=900, device=5 * GB),

@@ -269,6 +269,21 @@ TEST_F(CAbi, VersionedStructsRejectTooSmallSizesAndKeepExtraBytes) {
   EXPECT_EQ(v2.struct_size, sizeof(memcoord_device_stats));
   EXPECT_EQ(v2.pack_waits, 0u);
   EXPECT_EQ(v2.pack_stream_syncs, 0u);
+  // Version 3: the block above was the pool's first allocation, a miss, and took some host time.
+  EXPECT_GE(v2.misses, 1u);
+  EXPECT_GT(v2.miss_ns, 0u);
+  EXPECT_EQ(v2.pack_wait_ns, 0u);
+  // A caller built against version 2 (208 bytes): nothing written past them.
+  struct V2 {
+    unsigned char fields[MEMCOORD_DEVICE_STATS_V2_SIZE];
+    std::uint64_t guard = 0x5a5a5a5a;
+  } v2_caller{};
+  v2_caller.guard = 0x5a5a5a5a;
+  const std::size_t v2_size = MEMCOORD_DEVICE_STATS_V2_SIZE;
+  std::memcpy(v2_caller.fields, &v2_size, sizeof(v2_size));
+  ASSERT_EQ(memcoord_device_stats_get(0, reinterpret_cast<memcoord_device_stats*>(v2_caller.fields)), 0)
+      << memcoord_last_error();
+  EXPECT_EQ(v2_caller.guard, 0x5a5a5a5au);
   EXPECT_EQ(memcoord_free(nullptr, block), 0);
   memcoord_abort_info info{};
   info.struct_size = sizeof(info);

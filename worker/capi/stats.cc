@@ -12,7 +12,8 @@
 
 static_assert(offsetof(memcoord_device_stats, pack_waits) == MEMCOORD_DEVICE_STATS_V1_SIZE,
               "v1 layout changed");
-static_assert(sizeof(memcoord_device_stats) == MEMCOORD_DEVICE_STATS_V2_SIZE, "v2 layout changed");
+static_assert(offsetof(memcoord_device_stats, misses) == MEMCOORD_DEVICE_STATS_V2_SIZE, "v2 layout changed");
+static_assert(sizeof(memcoord_device_stats) == MEMCOORD_DEVICE_STATS_V3_SIZE, "v3 layout changed");
 static_assert(sizeof(memcoord_abort_info) == MEMCOORD_ABORT_INFO_V1_SIZE, "v1 layout changed");
 static_assert(std::is_standard_layout_v<memcoord_device_stats>);
 
@@ -64,6 +65,9 @@ void Add(memcoord_device_stats& s, const PoolStats& p) {
   s.trimmed_bytes += p.trimmed_bytes;
   s.pack_waits += p.pack_waits;
   s.pack_stream_syncs += p.pack_stream_syncs;
+  s.misses += p.misses;
+  s.miss_ns += p.miss_ns;
+  s.pack_wait_ns += p.pack_wait_ns;
 }
 
 }  // namespace
