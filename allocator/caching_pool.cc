@@ -38,6 +38,8 @@ class CachingPool::Impl {
   // types, so a thread-cache hit makes no virtual call, and a hit below it one, the lock's into whichever
   // layer is under it (two while a recorder is attached: the recorder's upstream is the stats or the tag
   // layer, known only at run time).
+  CorePool& core() { return core_; }
+
   Result<void*> allocate(std::size_t bytes, StreamId stream, TagId tag) {
     // Checked here (again in the core and the tag layer) so bad input never takes the lock, and in the
     // order users have always seen.
@@ -286,6 +288,7 @@ Status CachingPool::set_limit(std::uint64_t limit_bytes) { return impl_->set_lim
 void CachingPool::set_oom_hook(OomHook hook) { impl_->set_oom_hook(std::move(hook)); }
 void CachingPool::set_recorder(TraceRecorder* recorder) { impl_->set_recorder(recorder); }
 void CachingPool::set_history(TraceSink* history) { impl_->set_history(history); }
+void CachingPool::set_captures_underway(bool underway) { impl_->core().set_captures_underway(underway); }
 Result<TagId> CachingPool::tag(std::string_view name) { return impl_->tag(name); }
 PoolStats CachingPool::stats() const { return impl_->stats(); }
 void CachingPool::reset_peak_stats() { impl_->reset_peak_stats(); }

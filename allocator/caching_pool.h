@@ -90,6 +90,11 @@ class CachingPool {
   // recorder. The history must outlive its use.
   void set_history(TraceSink* history);
 
+  // While true, the pool makes no stream or marker query and records no marker (a CUDA graph capture is
+  // underway on its device: an event or stream query there invalidates the capture): misses grow instead
+  // of packing. Set it before the capture begins and clear it after it ends; any thread.
+  void set_captures_underway(bool underway);
+
   // Registers (or finds) a tag by name. Errors: INVALID_ARGUMENT for an empty name or more than kMaxTags.
   Result<TagId> tag(std::string_view name);
 

@@ -298,8 +298,11 @@ Result<detail::Block*> CorePool::grow_mapping(detail::Arena& arena, std::size_t 
   // A marker per miss (an event, ~2 us beside the ~40 us a unit costs the driver): blocks freed before it
   // can later be waited for up to here instead of to the stream's end (stream_marks.h). Pools that must
   // not wait (capture pools) record none.
-  if (options_.pack_waits_for_streams) marks_.record(stream, last_miss_);
-  if (!last_resort) pack_for(arena, placement, stream);
+  // During a CUDA graph capture on the device an event or stream query invalidates the capture: no marker,
+  // no packing (which queries); the pool grows.
+  const bool capturing = captures_underway_.load(std::memory_order_acquire);
+  if (options_.pack_waits_for_streams && !capturing) marks_.record(stream, last_miss_);
+  if (!last_resort && !capturing) pack_for(arena, placement, stream);
   const std::uint64_t before = arena.reserved_bytes();
   Result<detail::Block*> b = arena.map_and_take(placement, size, stream);
   if (!b.ok()) return b;
@@ -310,6 +313,7 @@ Result<detail::Block*> CorePool::grow_mapping(detail::Arena& arena, std::size_t 
 
 void CorePool::mark_large_free(std::size_t bytes, std::uint8_t stream) {
   if (!options_.pack_waits_for_streams || !large_.mapping() || bytes < backend_.chunk_bytes()) return;
+  if (captures_underway_.load(std::memory_order_acquire)) return;
   const auto now = std::chrono::steady_clock::now();
   if (now - last_miss_ > kGrowingWindow) return;
   marks_.record_if_older(stream, now, std::chrono::microseconds(options_.large_free_marker_interval_us));

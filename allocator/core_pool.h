@@ -24,11 +24,12 @@
 // held until those streams' work is done. At most 64 distinct streams per pool.
 //
 // Thread safety: NOT thread-safe. Callers serialize every call (CachingPool wraps it in a ThreadSafeAdaptor);
-// fill_stats() and reserved_bytes() alone may be called from any thread at any time (relaxed atomics).
+// fill_stats(), reserved_bytes() and set_captures_underway() alone may be called from any thread at any time.
 // Ownership: does not own its backend, which must outlive it; it must outlive every block it hands out.
 // Destroying it synchronizes its streams and releases all its memory; live blocks are logged as leaked.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -68,6 +69,9 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
   // Fills the core's counters: reserved (and its peak), backend calls, cache hits, trims, maps_chunks.
   // Lock-free; fields may come from slightly different instants.
   void fill_stats(PoolStats& s) const;
+  // CachingPool::set_captures_underway: while set, no stream or marker query and no marker (misses grow).
+  // Any thread; read by the serialized calls.
+  void set_captures_underway(bool underway) { captures_underway_.store(underway, std::memory_order_release); }
   // Fills the figures of the cache (largest free block, fragmentation), computed from the free blocks now,
   // so exact at this instant: no allocation pays for them. REQUIRES: serialized with the other calls.
   void fill_cache_stats(PoolStats& s) const;
@@ -133,6 +137,7 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
   // A miss may grow the pool by this much beyond the high-water mark without packing (see pack_for).
   std::uint64_t headroom_ = 0;
   std::chrono::steady_clock::time_point last_miss_{};  // when the newest miss began
+  std::atomic<bool> captures_underway_{false};
 
   // Written by the serialized calls, read by fill_stats from anywhere.
   detail::Gauge reserved_;

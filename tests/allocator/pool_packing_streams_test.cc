@@ -200,6 +200,31 @@ TEST(PoolPackingStreams, IdleBlocksArePackedBeforeABusyBlockIsWaitedFor) {
   for (void* p : {b, e, *d}) EXPECT_TRUE(pool.deallocate(p).ok());
 }
 
+// While a CUDA graph capture is underway on the device (CachingPool::set_captures_underway) an event or
+// stream query would invalidate it: a large free records no marker and a miss at the mark grows without
+// packing, querying nothing. Once the capture is over, the next miss packs again.
+TEST(PoolPackingStreams, DuringACaptureNothingIsQueriedOrRecordedAndTheMissGrows) {
+  TwoBlocksAtTheMark scene(/*backend_markers=*/true, /*pack_waits_for_streams=*/true, /*free_markers=*/true);
+  scene.pool->set_captures_underway(true);
+  const std::size_t queries_before = scene.backend.queries;
+  const std::size_t markers_before = scene.backend.recorded_markers();
+  scene.backend.busy.insert(kTrainingStream);
+  ASSERT_TRUE(scene.pool->deallocate(scene.a).ok());
+  auto d = scene.allocate_d();
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(scene.backend.queries, queries_before);
+  EXPECT_EQ(scene.backend.recorded_markers(), markers_before);
+  EXPECT_TRUE(scene.backend.synchronized.empty());
+  EXPECT_EQ(scene.pool->stats().peak_reserved_bytes, 224 * kMiB);
+  scene.pool->set_captures_underway(false);
+  scene.backend.busy.erase(kTrainingStream);
+  auto e = scene.pool->allocate(96 * kMiB, kTrainingStream);  // at the new mark: packs A's idle units
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(scene.pool->stats().peak_reserved_bytes, (224 - 64 + 96) * kMiB);  // not 320: A's units moved
+  EXPECT_GT(scene.backend.queries, queries_before);
+  scene.close(d, {*e});
+}
+
 // A freed while its stream is busy, then a miss elsewhere (marker 3, a small block), then more work queued;
 // `gpu_passed_marker`: the GPU got past marker 3 before D's miss (marker 4) packs A.
 struct EarlierMissOutcome {

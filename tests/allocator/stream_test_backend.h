@@ -31,6 +31,7 @@ class StreamTestBackend final : public ForwardingBackend<VirtualBackend> {
   }
   bool stream_idle(StreamId stream) override {
     std::lock_guard<std::mutex> lock(mu_);
+    ++queries;
     return busy.count(stream) == 0;
   }
   Status synchronize(StreamId stream) override {
@@ -51,6 +52,7 @@ class StreamTestBackend final : public ForwardingBackend<VirtualBackend> {
   }
   bool marker_reached(MarkerId marker) override {
     std::lock_guard<std::mutex> lock(mu_);
+    ++queries;
     return marker <= reached_through_[marker_stream_.at(marker)];
   }
   Status wait_marker(MarkerId marker) override {
@@ -87,6 +89,7 @@ class StreamTestBackend final : public ForwardingBackend<VirtualBackend> {
   bool markers = true;
   std::vector<MarkerId> marker_waits;
   std::size_t released_markers = 0;
+  std::size_t queries = 0;  // stream_idle and marker_reached calls (illegal during a CUDA graph capture)
 
  private:
   std::mutex mu_;

@@ -108,7 +108,16 @@ Status Begin(Runtime& runtime, int device, PoolId id, memcoord_stream_filter fil
   c->routing = true;
   c->released = false;
   slot->routing_captures.fetch_add(1, std::memory_order_release);
+  main->set_captures_underway(true);  // before the capture begins: no event query from the default pool
   return Status::Ok();
+}
+
+// REQUIRES: slot.captures_mu held. One route fewer; the default pool may query events again once none is
+// left (the routes begin before their captures and end after them).
+void StopRoutingLocked(DeviceSlot& slot) {
+  if (slot.routing_captures.fetch_sub(1, std::memory_order_release) != 1) return;
+  if (CachingPool* main = slot.default_pool.load(std::memory_order_acquire))
+    main->set_captures_underway(false);
 }
 
 Status End(Runtime& runtime, int device, PoolId id) {
@@ -122,7 +131,7 @@ Status End(Runtime& runtime, int device, PoolId id) {
   }
   c->routing = false;
   c->filter = nullptr;
-  slot->routing_captures.fetch_sub(1, std::memory_order_release);
+  StopRoutingLocked(*slot);
   return Status::Ok();
 }
 
@@ -137,7 +146,7 @@ Status Release(Runtime& runtime, int device, PoolId id) {
   if (c->routing) {
     c->routing = false;
     c->filter = nullptr;
-    slot->routing_captures.fetch_sub(1, std::memory_order_release);
+    StopRoutingLocked(*slot);
   }
   c->released = true;
   CollectLocked(*slot);
