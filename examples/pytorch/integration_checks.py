@@ -206,6 +206,32 @@ def check_graph_capture(quick):
     return f"works: replay matches eager (max diff {diff:.2e}); graph pools hook: {details['hooks'].get('graph_pools')}"
 
 
+def check_cudnn_benchmark(quick):
+    """torch.backends.cudnn.benchmark = True: cuDNN asks the allocator (cacheInfo) how large a workspace its
+    algorithm search may use, which CUDAPluggableAllocator alone refuses with an error."""
+    memcoord, details = _enable()
+    import torch
+
+    torch.backends.cudnn.benchmark = True
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.AdaptiveAvgPool2d(1),
+                                torch.nn.Flatten(), torch.nn.Linear(64, 10)).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(32, 3, 64, 64, device="cuda")
+    y = torch.randint(0, 10, (32,), device="cuda")
+    losses = []
+    for _ in range(3):
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss))
+    assert all(l == l for l in losses), f"losses {losses}"
+    return (f"3 steps with cudnn.benchmark on: loss {losses[0]:.4f} -> {losses[-1]:.4f}; "
+            f"cacheInfo hook: {details['hooks'].get('cache_info')}")
+
+
 def check_compile(quick):
     memcoord, _ = _enable()
     import torch
@@ -377,6 +403,7 @@ CHECKS = {
     "snapshot": check_snapshot,
     "oom": check_oom,
     "graph_capture": check_graph_capture,
+    "cudnn_benchmark": check_cudnn_benchmark,
     "compile": check_compile,
     "ddp": check_ddp,
     "multi_device": check_multi_device,

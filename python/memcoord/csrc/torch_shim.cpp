@@ -10,7 +10,10 @@
 //   - begin/end allocate-to-pool and release-pool (CUDA graph capture) -> memcoord's private capture pools,
 //     with PyTorch's stream filter kept alive here until the capture's end;
 //   - an allocation that fails raises c10::OutOfMemoryError with memcoord's message (torch.OutOfMemoryError
-//     in Python) instead of handing PyTorch a null pointer.
+//     in Python) instead of handing PyTorch a null pointer;
+//   - cacheInfo answers (MemcoordAllocator below): cuDNN's convolutions ask it for their largest workspace
+//     when torch.backends.cudnn.benchmark is on, and CUDAPluggableAllocator's own raises ("does not yet
+//     support cacheInfo"), which ended such training.
 // Statistics and snapshots are served by the Python layer (memcoord/_torch.py) from memcoord's C API.
 //
 // Thread-safety: install() runs once, before CUDA is initialised (PyTorch refuses to swap an allocator in
@@ -21,10 +24,13 @@
 #include <torch/extension.h>
 // clang-format on
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/util/Exception.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -33,6 +39,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <utility>
 
 namespace {
 
@@ -105,6 +112,27 @@ void Free(void* ptr, std::size_t size, int device, cudaStream_t stream) {
   g_capi.free(ptr, static_cast<std::ptrdiff_t>(size), device, stream);
 }
 
+using PluggableAllocator = torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator;
+
+// A CUDAPluggableAllocator that answers cacheInfo as PyTorch's own allocator does: the largest block a caller
+// may take without the device running out, at least the device's free memory (memcoord maps more on a miss;
+// a request it cannot serve raises torch.OutOfMemoryError, after which cuDNN halves its workspace and tries
+// again).
+class MemcoordAllocator final : public PluggableAllocator {
+ public:
+  MemcoordAllocator(std::function<void*(std::size_t, int, cudaStream_t)> alloc_fn,
+                    std::function<void(void*, std::size_t, int, cudaStream_t)> free_fn)
+      : PluggableAllocator(std::move(alloc_fn), std::move(free_fn)) {}
+
+  void cacheInfo(c10::DeviceIndex device, std::size_t* largest_block) override {
+    c10::cuda::CUDAGuard on_device(device);
+    std::size_t free_bytes = 0;
+    std::size_t total_bytes = 0;
+    C10_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    *largest_block = std::max(*largest_block, free_bytes);
+  }
+};
+
 void EmptyCache() {
   const int devices = g_capi.device_count();
   for (int device = 0; device < devices; ++device) {
@@ -176,11 +204,12 @@ std::map<std::string, bool> Install(const std::map<std::string, std::uintptr_t>&
   g_capi.end_pool = FunctionAt<PoolFn>(at("memcoord_end_allocate_to_pool"), "", false);
   g_capi.release_pool = FunctionAt<PoolFn>(at("memcoord_release_pool"), "", false);
 
-  auto allocator = torch::cuda::CUDAPluggableAllocator::createCustomAllocator(&Allocate, &Free);
-  // createCustomAllocator makes a CUDAPluggableAllocator; its setters are not on the base interface.
-  auto* pluggable =
-      static_cast<torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator*>(allocator.get());
+  // As createCustomAllocator makes a CUDAPluggableAllocator (init marks it initialized), with cacheInfo.
+  auto allocator = std::make_shared<MemcoordAllocator>(&Allocate, &Free);
+  allocator->init(0);
+  MemcoordAllocator* pluggable = allocator.get();
   std::map<std::string, bool> hooks;
+  hooks["cache_info"] = true;
   hooks["record_stream"] = g_capi.record_stream != nullptr;
   if (g_capi.record_stream != nullptr) {
     pluggable->set_record_stream_fn(
