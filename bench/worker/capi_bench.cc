@@ -16,7 +16,11 @@
 // threads): how much slower each thread gets at N threads on this machine for reasons that are not
 // memcoord's (frequency falling as more cores run, shared caches, SMT siblings). A C ABI whose per-thread
 // cost grows no more than the control's scales as well as the machine allows.
+// --cpus LIST pins thread t of every run to CPU LIST[t % size] (thread 0 on the same CPU at every thread
+// count), so that 1 and N threads are compared on the same cores rather than wherever the scheduler put them.
 #include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -95,6 +99,20 @@ std::vector<std::string> LibrariesToMeasure(std::vector<std::string> given) {
   return {};
 }
 
+// --cpus, set once by main before any measurement: thread t runs on g_pin_cpus[t % size] (empty: unpinned).
+std::vector<int> g_pin_cpus;
+
+void PinThisThread(int thread_index) {
+  if (g_pin_cpus.empty()) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(g_pin_cpus[static_cast<std::size_t>(thread_index) % g_pin_cpus.size()], &set);
+  if (::pthread_setaffinity_np(::pthread_self(), sizeof(set), &set) != 0) {
+    std::fprintf(stderr, "capi_bench: cannot pin thread %d\n", thread_index);
+    std::exit(1);
+  }
+}
+
 struct PerPair {
   double wall_ns = 0;
   double cpu_ns = 0;
@@ -134,11 +152,19 @@ std::vector<PerPair> Run(const Library& lib, int threads, long pairs) {
   std::atomic<int> ready{0};
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
-    pool.emplace_back(
-        [&, t] { per_thread[static_cast<std::size_t>(t)] = ThreadNsPerPair(lib, pairs, 0, ready, threads); });
+    pool.emplace_back([&, t] {
+      PinThisThread(t);
+      per_thread[static_cast<std::size_t>(t)] = ThreadNsPerPair(lib, pairs, 0, ready, threads);
+    });
   }
   for (auto& t : pool) t.join();
   return per_thread;
+}
+
+std::string JoinInts(const std::vector<int>& values) {
+  std::string out;
+  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + std::to_string(values[i]);
+  return out;
 }
 
 double Quantile(std::vector<double> v, double q) {
@@ -253,6 +279,11 @@ int main(int argc, char** argv) {
   app.add_flag("--control", control,
                "also measure the same loop over the C library's malloc/free: the machine's own per-thread "
                "slowdown at N threads");
+  const int cpus_online = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  app.add_option("--cpus", g_pin_cpus, "pin thread t to CPU LIST[t % size] (comma-separated CPU numbers)")
+      ->delimiter(',')
+      ->check(
+          CLI::Range(0, cpus_online - 1).description("a CPU number below " + std::to_string(cpus_online)));
   CLI11_PARSE(app, argc, argv);
   libs = LibrariesToMeasure(std::move(libs));
   if (libs.empty()) return 2;
@@ -261,7 +292,7 @@ int main(int argc, char** argv) {
   ::unsetenv("MEMCOORD_COORDINATOR");
   std::string out = "{\"backend\":\"" + backend + "\",\"pairs_per_thread\":" + std::to_string(pairs) +
                     ",\"hardware_threads\":" + std::to_string(std::thread::hardware_concurrency()) +
-                    ",\"results\":[";
+                    ",\"cpus\":[" + JoinInts(g_pin_cpus) + "]" + ",\"results\":[";
   bool first = true;
   for (const std::string& path : libs) {
     const std::string part = MeasureInChild(path, thread_counts, pairs, runs);
