@@ -1,8 +1,10 @@
 #include "common/logging.h"
 
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
+#include <mutex>
 
 namespace memcoord {
 
@@ -12,6 +14,12 @@ void SetUpLogging(const std::string& program, int rank) {
   std::string prefix = program;
   if (rank >= 0) prefix += "[" + std::to_string(rank) + "]";
   spdlog::set_pattern("%H:%M:%S.%e " + prefix + " %^%l%$ %v");
+}
+
+void SetUpLibraryLogging(int rank) {
+  static std::once_flag to_stderr;
+  std::call_once(to_stderr, [] { spdlog::set_default_logger(spdlog::stderr_color_mt("memcoord")); });
+  SetUpLogging("memcoord", rank);
 }
 
 }  // namespace memcoord

@@ -97,5 +97,34 @@ class AbortTest(unittest.TestCase):
         self.assertIn("no abort", out)
 
 
+class LibraryLoggingTest(unittest.TestCase):
+    """stdout belongs to the training script: memcoord's log lines (here the worker's "attached to coordinator",
+    at level info) go to stderr, and only at MEMCOORD_LOG_LEVEL (default warn). Before, the C ABI wrote spdlog's
+    info lines to stdout, and a rank's "attached" line could come before its own "ready"."""
+
+    def run_rank(self, level):
+        job = Job()
+        self.addCleanup(job.close)
+        env = dict(os.environ, MEMCOORD_COORDINATOR=job.address, MEMCOORD_RANK="0", MEMCOORD_WORLD_SIZE="1",
+                   MEMCOORD_BACKEND="host")
+        env.pop("MEMCOORD_LOG_LEVEL", None)
+        if level is not None:
+            env["MEMCOORD_LOG_LEVEL"] = level
+        return subprocess.run([sys.executable, str(RANK_SCRIPT), "finisher"], env=env, capture_output=True,
+                              text=True, timeout=60)
+
+    def test_info_lines_go_to_stderr_when_asked_for(self):
+        done = self.run_rank("info")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(done.stdout, "ready\n")
+        self.assertIn("attached to coordinator", done.stderr)
+
+    def test_by_default_no_info_line_at_all(self):
+        done = self.run_rank(None)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(done.stdout, "ready\n")
+        self.assertNotIn("attached to coordinator", done.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "common/logging.h"
 #include "worker/capi/capture.h"
 #include "worker/capi/errors.h"
 #include "worker/capi/runtime.h"
@@ -22,8 +23,10 @@ std::mutex g_init_mu;
 int InitLocked(memcoord::WorkerOptions options, std::optional<memcoord::capi::CaptureCheck> capture_check) {
   CallGuard probe;
   if (probe.runtime() != nullptr) return 0;
+  memcoord::SetUpLibraryLogging();  // MEMCOORD_LOG_LEVEL (default warn), to stderr: stdout is the program's
   auto worker = memcoord::Worker::init(options);
   if (!worker.ok()) return Fail(worker.status());
+  memcoord::SetUpLibraryLogging((*worker)->topology().rank);
   auto runtime = std::make_unique<Runtime>();
   runtime->worker = *std::move(worker);
   runtime->primary_device = runtime->worker->primary_device();
