@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 
 namespace memcoord {
@@ -18,7 +19,11 @@ void SetUpLogging(const std::string& program, int rank) {
 
 void SetUpLibraryLogging(int rank) {
   static std::once_flag to_stderr;
-  std::call_once(to_stderr, [] { spdlog::set_default_logger(spdlog::stderr_color_mt("memcoord")); });
+  // Made directly, not through spdlog's registry (which throws when a logger of that name exists).
+  std::call_once(to_stderr, [] {
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+        "memcoord", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
+  });
   SetUpLogging("memcoord", rank);
 }
 
