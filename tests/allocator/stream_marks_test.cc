@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <vector>
 
 #include "stream_test_backend.h"
@@ -54,6 +55,45 @@ TEST_F(StreamMarksTest, AStampIsCoveredByTheFirstMarkerRecordedAfterIt) {
   EXPECT_TRUE(backend_.synchronized.empty());
   EXPECT_EQ(marks.outstanding(1), 0u);
   EXPECT_EQ(backend_.released_markers, 2u);
+}
+
+// Packing at the high-water mark waits only for a marker older than the stream's newest: waiting for the
+// newest would drain the queue. No marker is queried to tell.
+TEST_F(StreamMarksTest, CoveredBeforeNewestIsAnOlderOutstandingMarkerAndQueriesNothing) {
+  StreamMarks marks(backend_, stream_ids_);
+  backend_.busy.insert(kStream);
+  const std::uint32_t freed_first = marks.stamp(1);
+  EXPECT_FALSE(marks.covered_before_newest(1, freed_first));  // nothing recorded
+  marks.record(1);                                            // marker 1: the newest covers it
+  EXPECT_FALSE(marks.covered_before_newest(1, freed_first));
+  const std::uint32_t freed_second = marks.stamp(1);
+  marks.record(1);  // marker 2
+  const std::size_t queries = backend_.queries;
+  EXPECT_TRUE(marks.covered_before_newest(1, freed_first));    // marker 1, older than 2
+  EXPECT_FALSE(marks.covered_before_newest(1, freed_second));  // only marker 2, the newest
+  EXPECT_FALSE(marks.covered_before_newest(0, 1));             // a stream with no marker
+  EXPECT_EQ(backend_.queries, queries);
+}
+
+// A large free while the pool grows records a marker only when the stream's newest is at least the interval
+// old; a miss's marker counts as the newest too.
+TEST_F(StreamMarksTest, RecordIfOlderRecordsAtMostOncePerInterval) {
+  StreamMarks marks(backend_, stream_ids_);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto interval = std::chrono::milliseconds(1);
+  marks.record_if_older(1, t0, interval);  // none yet: recorded
+  EXPECT_EQ(backend_.recorded_markers(), 1u);
+  marks.record_if_older(1, t0 + std::chrono::microseconds(500), interval);
+  EXPECT_EQ(backend_.recorded_markers(), 1u);
+  marks.record_if_older(1, t0 + interval, interval);
+  EXPECT_EQ(backend_.recorded_markers(), 2u);
+  marks.record(1, t0 + std::chrono::milliseconds(5));  // a miss
+  marks.record_if_older(1, t0 + std::chrono::microseconds(5500), interval);
+  EXPECT_EQ(backend_.recorded_markers(), 3u);
+  marks.record_if_older(1, t0 + std::chrono::milliseconds(6), interval);
+  EXPECT_EQ(backend_.recorded_markers(), 4u);
+  marks.record_if_older(0, t0, std::chrono::steady_clock::duration::zero());  // another stream: its own time
+  EXPECT_EQ(backend_.recorded_markers(), 5u);
 }
 
 TEST_F(StreamMarksTest, AtMostKMaxOutstandingPerStreamAndReachedOnesAreForgottenOnRecord) {
