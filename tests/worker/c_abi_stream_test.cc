@@ -34,6 +34,13 @@ class RecordingBackend final : public memcoord::testing::ForwardingBackend<memco
     return info;
   }
   std::string_view kind() const override { return "host"; }
+  // Markers are events on a GPU: counted here (and refused, as a backend without markers does), since a
+  // pool must record none while a CUDA graph capture is underway on its device.
+  memcoord::MarkerId record_marker(StreamId) override {
+    markers_asked_.fetch_add(1);
+    return memcoord::kNoMarker;
+  }
+  int markers_asked() const { return markers_asked_.load(); }
 
   std::vector<std::pair<StreamId, StreamId>> waits() {
     std::lock_guard lock(mu_);
@@ -46,6 +53,7 @@ class RecordingBackend final : public memcoord::testing::ForwardingBackend<memco
 
  private:
   int device_;
+  std::atomic<int> markers_asked_{0};
   std::mutex mu_;
   std::vector<std::pair<StreamId, StreamId>> waits_;
 };
@@ -160,6 +168,33 @@ TEST_F(CAbiStreams, CaptureAllocationsGoToThePrivatePool) {
   memcoord_torch_free(outside, 1 << 20, 0, Stream(8));
   memcoord_torch_free(after, 4096, 0, Stream(7));
   EXPECT_EQ(Stats(0).allocated_bytes, 0u);
+}
+
+// While a capture routes allocations of device 0, the device's pools (the default one and a named one) make
+// no marker (a CUDA event: recording or querying one can invalidate a capture) on their misses; device 1's
+// pools and, after the route ends, device 0's make them again.
+TEST_F(CAbiStreams, DuringACaptureTheDevicesPoolsRecordNoMarker) {
+  void* named_before = memcoord_alloc("side", 4096, 0);  // the named pool exists before the capture begins
+  ASSERT_NE(named_before, nullptr) << memcoord_last_error();
+  ASSERT_EQ(memcoord_begin_allocate_to_pool(0, 1, 43, OnlyStream7, nullptr), 0) << memcoord_last_error();
+  const int device0_before = backends_[0]->markers_asked();
+  void* missed = memcoord_torch_malloc(64 << 20, 0, Stream(8));  // not the capture's stream: default pool
+  void* named = memcoord_alloc("side", 64 << 20, 8);
+  ASSERT_TRUE(missed != nullptr && named != nullptr) << memcoord_last_error();
+  EXPECT_EQ(backends_[0]->markers_asked(), device0_before);
+  void* other_device = memcoord_torch_malloc(64 << 20, 1, Stream(8));
+  ASSERT_NE(other_device, nullptr) << memcoord_last_error();
+  EXPECT_GT(backends_[1]->markers_asked(), 0);
+  ASSERT_EQ(memcoord_end_allocate_to_pool(0, 1, 43), 0) << memcoord_last_error();
+  void* after = memcoord_torch_malloc(128 << 20, 0, Stream(8));
+  ASSERT_NE(after, nullptr) << memcoord_last_error();
+  EXPECT_GT(backends_[0]->markers_asked(), device0_before);
+  ASSERT_EQ(memcoord_release_pool(0, 1, 43), 0);
+  memcoord_torch_free(missed, 64 << 20, 0, Stream(8));
+  memcoord_torch_free(after, 128 << 20, 0, Stream(8));
+  memcoord_torch_free(other_device, 64 << 20, 1, Stream(8));
+  EXPECT_EQ(memcoord_free("side", named), 0) << memcoord_last_error();
+  EXPECT_EQ(memcoord_free("side", named_before), 0) << memcoord_last_error();
 }
 
 // The capture check on the allocation path, with a counting check injected in place of the CUDA one

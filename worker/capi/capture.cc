@@ -76,6 +76,16 @@ void CollectLocked(DeviceSlot& slot) {
   slot.captures.erase(dead, slot.captures.end());
 }
 
+// Tells every pool of `device` (-1: the primary) whether a capture is underway there: while one is, none
+// of them may query an event or a stream (CachingPool::set_captures_underway). The private capture pools
+// never query. A named pool made during a capture is not told (it queries only once it misses at its mark).
+void TellPools(Runtime& runtime, int device, bool captures_underway) {
+  const int on = device == -1 ? runtime.primary_device : device;
+  for (const auto& [pool_device, pool] : runtime.worker->pools_with_devices()) {
+    if (pool_device == on) pool->set_captures_underway(captures_underway);
+  }
+}
+
 Status Begin(Runtime& runtime, int device, PoolId id, memcoord_stream_filter filter, void* user) {
   if (filter == nullptr) {
     return InvalidArgument(
@@ -107,17 +117,17 @@ Status Begin(Runtime& runtime, int device, PoolId id, memcoord_stream_filter fil
   c->user = user;
   c->routing = true;
   c->released = false;
-  slot->routing_captures.fetch_add(1, std::memory_order_release);
-  main->set_captures_underway(true);  // before the capture begins: no event query from the default pool
+  if (slot->routing_captures.fetch_add(1, std::memory_order_release) == 0) {
+    TellPools(runtime, device, /*captures_underway=*/true);  // before the capture begins
+  }
   return Status::Ok();
 }
 
-// REQUIRES: slot.captures_mu held. One route fewer; the default pool may query events again once none is
+// REQUIRES: slot.captures_mu held. One route fewer; the device's pools may query events again once none is
 // left (the routes begin before their captures and end after them).
-void StopRoutingLocked(DeviceSlot& slot) {
+void StopRoutingLocked(Runtime& runtime, int device, DeviceSlot& slot) {
   if (slot.routing_captures.fetch_sub(1, std::memory_order_release) != 1) return;
-  if (CachingPool* main = slot.default_pool.load(std::memory_order_acquire))
-    main->set_captures_underway(false);
+  TellPools(runtime, device, /*captures_underway=*/false);
 }
 
 Status End(Runtime& runtime, int device, PoolId id) {
@@ -131,7 +141,7 @@ Status End(Runtime& runtime, int device, PoolId id) {
   }
   c->routing = false;
   c->filter = nullptr;
-  StopRoutingLocked(*slot);
+  StopRoutingLocked(runtime, device, *slot);
   return Status::Ok();
 }
 
@@ -146,7 +156,7 @@ Status Release(Runtime& runtime, int device, PoolId id) {
   if (c->routing) {
     c->routing = false;
     c->filter = nullptr;
-    StopRoutingLocked(*slot);
+    StopRoutingLocked(runtime, device, *slot);
   }
   c->released = true;
   CollectLocked(*slot);
