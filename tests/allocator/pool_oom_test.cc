@@ -18,9 +18,15 @@ constexpr StreamId kStreamT = 0x52;
 // Issue 11: the last-resort pass asked a mapping arena to release UINT64_MAX bytes; rounding that up to
 // whole chunks wrapped to 0, so it released nothing (and left zero-size holes), and a pool at its quota
 // whose cache sat on a busy stream reported OOM while holding the memory it needed.
+// No marker at frees (PoolOptions::large_free_marker_interval_us of an hour): no marker covers the cached
+// block, as when its free follows the pool's last miss within the interval; with the default interval the
+// outcome would hang on how long the test took between the two.
+constexpr std::uint32_t kNoFreeMarkers = 3'600'000'000u;
+
 TEST(PoolOom, AtItsLimitWithCacheOnABusyStreamTheLastResortFreesIt) {
   testing::StreamTestBackend backend;
-  CachingPool pool(backend, PoolOptions{.limit_bytes = 40 * kMiB});
+  CachingPool pool(backend,
+                   PoolOptions{.limit_bytes = 40 * kMiB, .large_free_marker_interval_us = kNoFreeMarkers});
   void* a = *pool.allocate(30 * kMiB, kStreamS);
   ASSERT_TRUE(pool.deallocate(a).ok());
   backend.busy.insert(kStreamS);  // S still has work queued on the cached block
@@ -38,7 +44,8 @@ TEST(PoolOom, AtItsLimitWithCacheOnABusyStreamTheLastResortFreesIt) {
 // must still leave a consistent pool and serve the request.
 TEST(PoolOom, LastResortWithCacheOnTwoBusyStreamsKeepsThePoolConsistent) {
   testing::StreamTestBackend backend;
-  CachingPool pool(backend, PoolOptions{.limit_bytes = 24 * kMiB});
+  CachingPool pool(backend,
+                   PoolOptions{.limit_bytes = 24 * kMiB, .large_free_marker_interval_us = kNoFreeMarkers});
   void* a = *pool.allocate(8 * kMiB, kStreamS);
   void* b = *pool.allocate(8 * kMiB, kStreamT);
   ASSERT_TRUE(pool.deallocate(a).ok());
@@ -93,7 +100,8 @@ TEST(ArenaRelease, SettlingStreamsKeepsTheBlocksItWasToldToKeep) {
   ASSERT_TRUE(placement.ok());
   ASSERT_EQ(placement->left, on_t);
   const std::uintptr_t kept_address = on_t->address;
-  arena.release_free_memory(UINT64_MAX, detail::ReleaseWait::kSettle, placement->hole->prev, placement->hole->next);
+  arena.release_free_memory(UINT64_MAX, detail::ReleaseWait::kSettle, placement->hole->prev,
+                            placement->hole->next);
   EXPECT_EQ(on_t->address, kept_address);
   EXPECT_EQ(on_t->state, detail::BlockState::kFree);
   EXPECT_EQ(on_t->size, 8 * kMiB);
