@@ -312,7 +312,7 @@ Result<detail::Block*> CorePool::grow_mapping(detail::Arena& arena, std::size_t 
 }
 
 void CorePool::mark_large_free(std::size_t bytes, std::uint8_t stream) {
-  if (!options_.pack_waits_for_streams || !large_.mapping() || bytes < backend_.chunk_bytes()) return;
+  if (!options_.pack_waits_for_streams || !large_.mapping() || bytes < large_.chunk_bytes()) return;
   if (captures_underway_.load(std::memory_order_acquire)) return;
   const auto now = std::chrono::steady_clock::now();
   if (now - last_miss_ > kGrowingWindow) return;

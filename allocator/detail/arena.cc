@@ -363,7 +363,7 @@ bool Arena::may_wait_for(const Block* b, ReleaseWait wait, std::uint8_t wait_str
 std::uint64_t Arena::release_free_memory(std::uint64_t want_bytes, ReleaseWait wait, const Block* keep_a,
                                          const Block* keep_b, std::uint8_t wait_stream) {
   if (wait == ReleaseWait::kSettle) settle_streams(keep_a, keep_b);
-  const bool packing = wait == ReleaseWait::kWaitForStream || wait == ReleaseWait::kWaitForOlderMarker;
+  const bool packing = IsPacking(wait);
   std::uint64_t released =
       release_pass(want_bytes, packing ? ReleaseWait::kIdleOnly : wait, keep_a, keep_b, wait_stream);
   if (packing && released < want_bytes) {
@@ -374,7 +374,7 @@ std::uint64_t Arena::release_free_memory(std::uint64_t want_bytes, ReleaseWait w
 
 std::uint64_t Arena::release_pass(std::uint64_t want_bytes, ReleaseWait wait, const Block* keep_a,
                                   const Block* keep_b, std::uint8_t wait_stream) {
-  const bool packing = wait == ReleaseWait::kWaitForStream || wait == ReleaseWait::kWaitForOlderMarker;
+  const bool packing = IsPacking(wait);
   std::uint64_t released = 0;
   for (auto& index : free_) {
     if (released >= want_bytes) break;

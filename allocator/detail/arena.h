@@ -63,6 +63,10 @@ enum class ReleaseWait {
   kSettle,  // synchronizes the block's streams, after settle_streams (trim and OOM recovery)
 };
 
+inline bool IsPacking(ReleaseWait wait) {
+  return wait == ReleaseWait::kWaitForStream || wait == ReleaseWait::kWaitForOlderMarker;
+}
+
 class Arena {
  public:
   // `marks` (may be null: stream queries only) must outlive the arena.
@@ -119,6 +123,7 @@ class Arena {
   std::uint64_t pack_stream_syncs() const { return pack_stream_syncs_; }
   std::uint64_t pack_wait_ns() const { return pack_wait_ns_; }  // host time in those waits (steady clock)
   bool mapping() const { return config_.mapping; }
+  std::size_t chunk_bytes() const { return config_.chunk_bytes; }
 
   // Appends every live segment with its blocks (streams as backend ids). For snapshots; O(blocks).
   void snapshot(std::vector<SegmentSnapshot>& out) const;

@@ -18,15 +18,12 @@ constexpr StreamId kStreamT = 0x52;
 // Issue 11: the last-resort pass asked a mapping arena to release UINT64_MAX bytes; rounding that up to
 // whole chunks wrapped to 0, so it released nothing (and left zero-size holes), and a pool at its quota
 // whose cache sat on a busy stream reported OOM while holding the memory it needed.
-// No marker at frees (PoolOptions::large_free_marker_interval_us of an hour): no marker covers the cached
-// block, as when its free follows the pool's last miss within the interval; with the default interval the
-// outcome would hang on how long the test took between the two.
-constexpr std::uint32_t kNoFreeMarkers = 3'600'000'000u;
-
+// No marker at frees (testing::kNoFreeMarkers): no marker covers the cached block, as when its free follows
+// the pool's last miss within the interval.
 TEST(PoolOom, AtItsLimitWithCacheOnABusyStreamTheLastResortFreesIt) {
   testing::StreamTestBackend backend;
-  CachingPool pool(backend,
-                   PoolOptions{.limit_bytes = 40 * kMiB, .large_free_marker_interval_us = kNoFreeMarkers});
+  CachingPool pool(backend, PoolOptions{.limit_bytes = 40 * kMiB,
+                                        .large_free_marker_interval_us = testing::kNoFreeMarkers});
   void* a = *pool.allocate(30 * kMiB, kStreamS);
   ASSERT_TRUE(pool.deallocate(a).ok());
   backend.busy.insert(kStreamS);  // S still has work queued on the cached block
@@ -44,8 +41,8 @@ TEST(PoolOom, AtItsLimitWithCacheOnABusyStreamTheLastResortFreesIt) {
 // must still leave a consistent pool and serve the request.
 TEST(PoolOom, LastResortWithCacheOnTwoBusyStreamsKeepsThePoolConsistent) {
   testing::StreamTestBackend backend;
-  CachingPool pool(backend,
-                   PoolOptions{.limit_bytes = 24 * kMiB, .large_free_marker_interval_us = kNoFreeMarkers});
+  CachingPool pool(backend, PoolOptions{.limit_bytes = 24 * kMiB,
+                                        .large_free_marker_interval_us = testing::kNoFreeMarkers});
   void* a = *pool.allocate(8 * kMiB, kStreamS);
   void* b = *pool.allocate(8 * kMiB, kStreamT);
   ASSERT_TRUE(pool.deallocate(a).ok());

@@ -36,7 +36,7 @@ struct TwoBlocksAtTheMark {
     PoolOptions options;
     options.growth = PoolGrowth::kMapping;
     options.pack_waits_for_streams = pack_waits_for_streams;
-    options.large_free_marker_interval_us = free_markers ? 0 : 3'600'000'000u;
+    options.large_free_marker_interval_us = free_markers ? 0 : testing::kNoFreeMarkers;
     pool.emplace(backend, options);
     a = *pool->allocate(64 * kMiB, kTrainingStream);
     b = *pool->allocate(64 * kMiB, kTrainingStream);

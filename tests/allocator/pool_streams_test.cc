@@ -56,7 +56,7 @@ TEST(PoolStreams, TrimSynchronizesOnlyTheStreamsThatUsedTheMemory) {
   testing::StreamTestBackend backend;
   // No marker at frees: with one (recorded on the then idle stream, so reached) the block would be idle and
   // need no synchronization, depending on how long the test took since its miss.
-  CachingPool pool(backend, PoolOptions{.large_free_marker_interval_us = 3'600'000'000u});
+  CachingPool pool(backend, PoolOptions{.large_free_marker_interval_us = testing::kNoFreeMarkers});
   void* p = *pool.allocate(64 * kMiB, kStreamA);
   ASSERT_TRUE(pool.deallocate(p).ok());
   backend.busy.insert(kStreamA);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <set>
@@ -17,6 +18,10 @@
 #include "tests/support/forwarding_backend.h"
 
 namespace memcoord::testing {
+
+// PoolOptions::large_free_marker_interval_us for tests that want no marker at frees (an hour): whether a
+// free records one would otherwise depend on how long the test took since its pool's last miss.
+constexpr std::uint32_t kNoFreeMarkers = 3'600'000'000u;
 
 class StreamTestBackend final : public ForwardingBackend<VirtualBackend> {
  public:
