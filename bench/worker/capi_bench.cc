@@ -5,7 +5,8 @@
 // current library against one built from an older commit). Prints one JSON document:
 //   {"backend":..,"pairs_per_thread":..,"results":[{"lib":..,"threads":t,"median_ns_per_pair":..,
 //     "p90_ns_per_pair":..,"runs":[..]}]}
-// The median is over runs of each thread's mean ns per pair (every thread of every run counts once).
+// The median is over runs of each thread's mean ns per pair (every thread of every run counts once); runs go
+// round the thread counts (1, N, 1, N, ...) so that a machine whose speed drifts slows every count alike.
 // cpu_ns figures use the thread's CPU time instead of the wall clock: on a shared, oversubscribed machine
 // they leave out the time the thread was not running.
 // Which library: every --lib PATH; without one, $MEMCOORD_CAPI_LIB (the variable the Python package reads);
@@ -212,25 +213,33 @@ std::string MeasureLibrary(const std::string& path, const std::vector<int>& thre
 }
 
 std::string Measure(const Library& lib, const std::vector<int>& thread_counts, long pairs, int runs) {
-  const std::string& path = lib.path;
-  std::string out;
-  for (int threads : thread_counts) {
+  // Runs go round the thread counts (1, 4, 1, 4, ...), so that a change of the machine's speed during the
+  // measurement (a shared host's neighbours, frequency) falls on every thread count alike.
+  struct Figures {
     std::vector<double> wall, cpu;
     std::string run_text;
-    for (int r = 0; r < runs; ++r) {
+  };
+  std::vector<Figures> figures(thread_counts.size());
+  for (int r = 0; r < runs; ++r) {
+    for (std::size_t c = 0; c < thread_counts.size(); ++c) {
+      Figures& f = figures[c];
       std::vector<double> run_wall;
-      for (const PerPair& p : Run(lib, threads, pairs)) {
-        wall.push_back(p.wall_ns);
-        cpu.push_back(p.cpu_ns);
+      for (const PerPair& p : Run(lib, thread_counts[c], pairs)) {
+        f.wall.push_back(p.wall_ns);
+        f.cpu.push_back(p.cpu_ns);
         run_wall.push_back(p.wall_ns);
       }
-      run_text += (r ? "," : "") + std::to_string(Quantile(run_wall, 0.5));
+      f.run_text += (r ? "," : "") + std::to_string(Quantile(run_wall, 0.5));
     }
-    out += std::string(out.empty() ? "" : ",") + "{\"lib\":\"" + path +
-           "\",\"threads\":" + std::to_string(threads) +
-           ",\"median_ns_per_pair\":" + std::to_string(Quantile(wall, 0.5)) +
-           ",\"p90_ns_per_pair\":" + std::to_string(Quantile(wall, 0.9)) +
-           ",\"median_cpu_ns_per_pair\":" + std::to_string(Quantile(cpu, 0.5)) + ",\"runs\":[" + run_text +
+  }
+  std::string out;
+  for (std::size_t c = 0; c < thread_counts.size(); ++c) {
+    const Figures& f = figures[c];
+    out += std::string(out.empty() ? "" : ",") + "{\"lib\":\"" + lib.path +
+           "\",\"threads\":" + std::to_string(thread_counts[c]) +
+           ",\"median_ns_per_pair\":" + std::to_string(Quantile(f.wall, 0.5)) +
+           ",\"p90_ns_per_pair\":" + std::to_string(Quantile(f.wall, 0.9)) +
+           ",\"median_cpu_ns_per_pair\":" + std::to_string(Quantile(f.cpu, 0.5)) + ",\"runs\":[" + f.run_text +
            "]}";
   }
   return out;

@@ -103,6 +103,7 @@ def make_deterministic(torch):
 
 def child(workload_name, allocator, steps, deterministic=False):
     """One configuration in this (fresh) process; prints one RESULT line."""
+    child_started = time.monotonic()
     if allocator == "memcoord":
         import memcoord
 
@@ -144,6 +145,7 @@ def child(workload_name, allocator, steps, deterministic=False):
         "median_step_ms": statistics.median(times[1:]) if len(times) > 1 else times[0],
         "first_step_ms": times[0],
         "losses": losses,
+        "step_ms": [round(t, 2) for t in times],
     }
     if nondeterministic is not None:
         result["deterministic"] = True
@@ -157,6 +159,8 @@ def child(workload_name, allocator, steps, deterministic=False):
                                                    "cache_hits", "allocations")}
         result["memcoord"]["first_step"] = first_step_driver
         result["memcoord"]["all_steps"] = memcoord_driver_figures()
+    # The parent subtracts this from the process's wall time: what starting the interpreter and exiting took.
+    result["in_process_s"] = round(time.monotonic() - child_started, 2)
     print("RESULT " + json.dumps(result), flush=True)
     return 0
 
@@ -203,7 +207,8 @@ def combine(runs):
         row["first_step_ms"] = statistics.median(r["first_step_ms"] for r in ok)
         for key in ("device_bytes", "peak_reserved_bytes", "peak_allocated_bytes"):
             row[key] = max(r[key] for r in ok)
-        row["runs"] = [{k: r.get(k) for k in ("median_step_ms", "first_step_ms", "device_bytes", "error")} for r in runs]
+        row["runs"] = [{k: r.get(k) for k in ("median_step_ms", "first_step_ms", "device_bytes", "step_ms", "error")}
+                       for r in runs]
         # The same configuration in two fresh processes: how far its losses drift by themselves.
         row["own_loss_spread"] = max((max((abs(a - b) for a, b in zip(r["losses"], ok[0]["losses"])), default=0.0)
                                       for r in ok[1:]), default=0.0)
@@ -312,10 +317,15 @@ def main():
             parser.error(f"unknown allocator {allocator!r}; accepted: {', '.join(ALLOCATORS)}")
     rows = []
     for name in names:
+        # Repeats go round the allocators (native, expandable, memcoord, native, ...), so that a drift of the
+        # machine over the minutes of a workload's runs falls on every allocator alike.
+        runs_of = {allocator: [] for allocator in allocators}
+        for _ in range(args.repeat):
+            for allocator in allocators:
+                runs_of[allocator].append(run_config(name, allocator, args.steps, args.timeout, args.trace_dir,
+                                                     args.deterministic))
         for allocator in allocators:
-            runs = [run_config(name, allocator, args.steps, args.timeout, args.trace_dir, args.deterministic)
-                    for _ in range(args.repeat)]
-            row = combine(runs)
+            row = combine(runs_of[allocator])
             rows.append(row)
             if "error" in row:
                 print(f"{name} {allocator}: FAILED: {row['error'][-400:]}", flush=True)
@@ -334,7 +344,8 @@ def main():
                 odd = f"; nondeterministic ops warned: {odd}" if odd else ""
                 print(f"{name} {allocator}: device {row['device_bytes'] / GB:.2f} GB (context "
                       f"{row.get('context_bytes', 0) / GB:.3f} GB), median "
-                      f"{row['median_step_ms']:.1f} ms, first {row['first_step_ms']:.0f} ms ({row['process_s']} s)"
+                      f"{row['median_step_ms']:.1f} ms, first {row['first_step_ms']:.0f} ms (process {row['process_s']} s, "
+                      f"{row['process_s'] - row.get('in_process_s', 0):.1f} s of it starting and exiting)"
                       f"{driver}{odd}", flush=True)
     checks = targets(rows, args.loss_tolerance)
     if args.json:

@@ -42,6 +42,7 @@ part_shim() {
     rm -rf "$site"
   fi
   python3 - <<'EOF'
+import torch  # as memcoord.enable() does: the built shim links to libtorch
 import memcoord._torch as t
 module = t._load_shim("required")
 print("shim: loaded", module.__file__)

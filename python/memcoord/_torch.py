@@ -91,6 +91,8 @@ def _load_shim(mode):
 
 def _built_or_jit_shim(mode):
     try:
+        import torch  # noqa: F401 - loads libtorch and libc10, which the built shim links to
+
         from . import _torch_shim  # built by pip install where torch was present
 
         return _torch_shim
