@@ -15,13 +15,14 @@ constexpr std::size_t kMaxStreams = 64;
 // RemapPolicy::kUnderPressure: the headroom a pool earns from remapping at its high-water mark, as a
 // fraction of the bytes remapped and at most that fraction of the mark.
 constexpr std::uint64_t kHeadroomDivisor = 64;
-// While a pool is growing (a miss within kGrowingWindow), a free of a block of at least a chunk records a
-// marker on its stream when the stream's newest is older than PoolOptions::large_free_marker_interval_us.
-// Packing at the next miss can then wait for the work up to such a marker instead of growing (a block freed
-// after a stream's newest marker could only be waited for by draining the queue). Bounded: by default a
-// thousand events a second per stream (~2 us each) while growing; in a steady loop, one clock read per large
-// free.
-constexpr auto kGrowingWindow = std::chrono::seconds(1);
+// A free of a block of at least a chunk records a marker on its stream when the stream's newest is older
+// than PoolOptions::large_free_marker_interval_us while the pool grows (a miss within
+// free_marker_growing_window_ms), and kSteadyMarkerSpacing times older otherwise. Packing at the next miss
+// can then wait for the work up to such a marker instead of growing (a block freed after a stream's newest
+// marker could only be waited for by draining the queue). Bounded: by default a thousand events a second per
+// stream (~2 us each) while growing, a hundred in a steady loop (0.02% of a thread), plus one clock read
+// per large free.
+constexpr std::uint64_t kSteadyMarkerSpacing = 10;
 
 }  // namespace
 
@@ -315,8 +316,10 @@ void CorePool::mark_large_free(std::size_t bytes, std::uint8_t stream) {
   if (!options_.pack_waits_for_streams || !large_.mapping() || bytes < large_.chunk_bytes()) return;
   if (captures_underway_.load(std::memory_order_acquire)) return;
   const auto now = std::chrono::steady_clock::now();
-  if (now - last_miss_ > kGrowingWindow) return;
-  marks_.record_if_older(stream, now, std::chrono::microseconds(options_.large_free_marker_interval_us));
+  const bool growing = now - last_miss_ <= std::chrono::milliseconds(options_.free_marker_growing_window_ms);
+  const std::uint64_t interval_us =
+      std::uint64_t{options_.large_free_marker_interval_us} * (growing ? 1 : kSteadyMarkerSpacing);
+  marks_.record_if_older(stream, now, std::chrono::microseconds(interval_us));
 }
 
 // Packing: unmapping free chunks so that the chunks a placement needs come from the cache instead of from

@@ -60,11 +60,16 @@ struct PoolOptions {
   // packing in a replay of the same events, where streams are always idle.) False: busy chunks are always
   // skipped (pools whose streams must never be waited for, such as capture pools); no markers are recorded.
   bool pack_waits_for_streams = true;
-  // While the pool is growing (a miss within the last second), a free of a block of at least a chunk records
-  // a marker on its stream when the stream's newest is at least this old (microseconds; 0: at every such
-  // free), so that the blocks freed between two misses can be packed at the second without a drain. One
-  // event (~2 us) at most this often per stream while growing; with pack_waits_for_streams only.
+  // A free of a block of at least a chunk records a marker on its stream when the stream's newest is at
+  // least this old (microseconds; 0: at every such free) while the pool is growing (a miss within the last
+  // free_marker_growing_window_ms), and ten times this old otherwise, so that blocks freed before a miss can
+  // be packed at it without draining the GPU's queue. Steady loops need those markers too: a block freed at
+  // the end of one step and packed at the next step's miss is covered, without one, only by the miss's own
+  // marker (GPT-2 on the H200, whose next miss came more than a second later, grew 0.55 GB instead of
+  // packing). One event (~2 us) at most that often per stream: a thousand a second while growing, a hundred
+  // in a steady loop. With pack_waits_for_streams only.
   std::uint32_t large_free_marker_interval_us = 1000;
+  std::uint32_t free_marker_growing_window_ms = 1000;
   // Free blocks each thread keeps for itself in front of the pool's lock (ThreadCacheAdaptor): at most this
   // many bytes per thread, blocks of at most thread_cache_block_bytes. 0 keeps none.
   std::size_t thread_cache_bytes = 4 << 20;

@@ -29,14 +29,18 @@ const StreamId kTrainingStream = 7;
 struct TwoBlocksAtTheMark {
   // `free_markers`: large frees record markers (at each, as PoolOptions::large_free_marker_interval_us 0
   // does); else never (an interval of an hour). `capacity`: the device's bytes (small ones make pressure).
+  // `growing_window_ms`: PoolOptions::free_marker_growing_window_ms (0: the pool never counts as growing, as
+  // in a steady loop whose misses are seconds apart).
   explicit TwoBlocksAtTheMark(bool backend_markers = true, bool pack_waits_for_streams = true,
-                              bool free_markers = false, std::uint64_t capacity = 8ULL << 30)
+                              bool free_markers = false, std::uint64_t capacity = 8ULL << 30,
+                              std::uint32_t growing_window_ms = 1000)
       : backend(capacity) {
     backend.markers = backend_markers;  // read when the allocations below record their markers
     PoolOptions options;
     options.growth = PoolGrowth::kMapping;
     options.pack_waits_for_streams = pack_waits_for_streams;
     options.large_free_marker_interval_us = free_markers ? 0 : testing::kNoFreeMarkers;
+    options.free_marker_growing_window_ms = growing_window_ms;
     pool.emplace(backend, options);
     a = *pool->allocate(64 * kMiB, kTrainingStream);
     b = *pool->allocate(64 * kMiB, kTrainingStream);
@@ -78,10 +82,12 @@ struct HighWaterMiss {
   bool backend_markers = true;
   bool free_markers = false;
   std::uint64_t capacity = 8ULL << 30;
+  std::uint32_t growing_window_ms = 1000;
 };
 
 Outcome RunHighWaterMiss(const HighWaterMiss& how) {
-  TwoBlocksAtTheMark scene(how.backend_markers, how.pack_waits_for_streams, how.free_markers, how.capacity);
+  TwoBlocksAtTheMark scene(how.backend_markers, how.pack_waits_for_streams, how.free_markers, how.capacity,
+                           how.growing_window_ms);
   scene.backend.busy.insert(kTrainingStream);  // the kernels that used A are still queued
   EXPECT_TRUE(scene.pool->deallocate(scene.a).ok());
   auto d = scene.allocate_d();
@@ -107,6 +113,19 @@ TEST(PoolPackingStreams, WaitsForTheMarkerOfTheBusyBlocksFreeAndPacksInsteadOfGr
   EXPECT_EQ(packed.pack_waits, 1u);
   EXPECT_EQ(packed.pack_stream_syncs, 0u);
   EXPECT_EQ(packed.markers_released, packed.markers_recorded);  // every event goes back
+}
+
+// A pool that is not growing (its last miss longer ago than the window, as in a steady training loop) still
+// records markers at large frees, kSteadyMarkerSpacing times sparser: a block freed at the end of one step
+// is then packed at the next step's miss after a wait for that marker, where the miss's own marker alone
+// would have made the pool grow (224 MiB). With an interval of 0 the spacing is 0 too: A's free records 3.
+TEST(PoolPackingStreams, OutsideTheGrowingWindowLargeFreesStillRecordMarkersAndTheMissPacks) {
+  const Outcome packed = RunHighWaterMiss({.free_markers = true, .growing_window_ms = 0});
+  EXPECT_EQ(packed.peak_reserved, 160 * kMiB);
+  EXPECT_EQ(packed.marker_waits, std::vector<MarkerId>{3});
+  EXPECT_EQ(packed.synchronizations, 0u);
+  EXPECT_EQ(packed.pack_waits, 1u);
+  EXPECT_EQ(packed.markers_released, packed.markers_recorded);
 }
 
 // Without a marker between A's free and D's miss, only D's own marker covers A: waiting for it would drain
