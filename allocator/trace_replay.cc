@@ -15,7 +15,12 @@ std::int64_t ThreadCpuNs() {
 }
 }  // namespace
 
-Result<ReplayResult> Replay(const Trace& trace, CachingPool& pool) {
+PoolOptions ForLaggedReplay(PoolOptions options) {
+  options.large_free_marker_interval_us = 0;
+  return options;
+}
+
+Result<ReplayResult> Replay(const Trace& trace, CachingPool& pool, LaggingStreamsAdaptor* lagging) {
   std::vector<void*> slots(trace.slots, nullptr);
   const PoolStats before = pool.stats();
   Status failure;
@@ -23,6 +28,7 @@ Result<ReplayResult> Replay(const Trace& trace, CachingPool& pool) {
   const std::int64_t cpu_start = ThreadCpuNs();
   const auto start = std::chrono::steady_clock::now();
   for (const TraceEvent& e : trace.events) {
+    if (lagging != nullptr) lagging->advance();
     if (e.kind == TraceEvent::Kind::kAlloc) {
       Result<void*> p = pool.allocate(e.bytes, e.stream);
       if (!p.ok()) {
@@ -73,6 +79,12 @@ Result<ReplayResult> Replay(const Trace& trace, CachingPool& pool) {
   calls.backend_allocated_bytes = r.backend_allocated_bytes;
   calls.backend_released_bytes = r.backend_released_bytes;
   r.modeled_driver_ms = ModeledDriverMs(calls);
+  r.pack_waits = after.pack_waits - before.pack_waits;
+  r.pack_stream_syncs = after.pack_stream_syncs - before.pack_stream_syncs;
+  if (lagging != nullptr) {
+    r.waited_events = lagging->waited_events();
+    r.lag_events = lagging->lag();
+  }
   return r;
 }
 

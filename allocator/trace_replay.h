@@ -8,6 +8,7 @@
 
 #include "allocator/caching_pool.h"
 #include "allocator/driver_cost.h"
+#include "allocator/lagging_streams_adaptor.h"
 #include "allocator/trace.h"
 
 namespace memcoord {
@@ -28,10 +29,24 @@ struct ReplayResult {
   std::uint64_t backend_released_bytes = 0;   // what the unmap calls (or segment releases) covered
   // What those calls would cost on an H200 (allocator/driver_cost.h), whatever backend replayed them.
   double modeled_driver_ms = 0.0;
+  // With lagging streams (Replay's `lagging`): packing's host waits for a busy block (as the pool's stats
+  // count them), the GPU events those waits covered, and the lag the replay ran with (0: idle streams).
+  std::uint64_t pack_waits = 0;
+  std::uint64_t pack_stream_syncs = 0;
+  std::uint64_t waited_events = 0;
+  std::uint64_t lag_events = 0;
 };
 
 // Errors: RESOURCE_EXHAUSTED (with the pool's message) when an allocation fails; the pool is left with
 // every block the replay allocated freed.
-Result<ReplayResult> Replay(const Trace& trace, CachingPool& pool);
+// A replay runs about a thousand times faster than the training it recorded, so a marker interval in
+// microseconds (PoolOptions::large_free_marker_interval_us) would leave thousands of events between two
+// markers. For a replay over a LaggingStreamsAdaptor: `options` with a marker at every large free instead
+// (about one every ten events on GPT-2, where a millisecond of an H200 step is ~12 events).
+PoolOptions ForLaggedReplay(PoolOptions options);
+
+// `lagging`: the backend under `pool` when it is a LaggingStreamsAdaptor, advanced once per event (null:
+// the pool's streams are whatever its backend says, idle on the virtual backend).
+Result<ReplayResult> Replay(const Trace& trace, CachingPool& pool, LaggingStreamsAdaptor* lagging = nullptr);
 
 }  // namespace memcoord

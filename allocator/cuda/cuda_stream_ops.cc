@@ -13,8 +13,10 @@ namespace {
 cudaStream_t AsStream(StreamId id) { return reinterpret_cast<cudaStream_t>(id); }
 cudaEvent_t AsEvent(void* event) { return static_cast<cudaEvent_t>(event); }
 
-// Enough for every thread that might wait at once; more are created on demand and kept up to this many.
-constexpr std::size_t kMaxPooledEvents = 64;
+// Events given back are kept for reuse up to this many; more are created on demand. As many as a pool's
+// stream may have outstanding markers (StreamMarks::kMaxOutstanding): a GPU a second behind its host
+// cycles that many, and creating and destroying each would cost a driver call twice.
+constexpr std::size_t kMaxPooledEvents = 1024;
 
 }  // namespace
 

@@ -37,8 +37,8 @@ void StreamMarks::record(std::uint8_t stream, std::chrono::steady_clock::time_po
 
 std::deque<std::pair<std::uint32_t, MarkerId>>::iterator StreamMarks::covering(PerStream& s,
                                                                                std::uint32_t stamp) {
-  return std::find_if(s.markers.begin(), s.markers.end(),
-                      [stamp](const auto& m) { return m.first >= stamp; });
+  return std::lower_bound(s.markers.begin(), s.markers.end(), stamp,
+                          [](const auto& m, std::uint32_t value) { return m.first < value; });
 }
 
 void StreamMarks::forget_through(PerStream& s,
@@ -65,10 +65,9 @@ bool StreamMarks::covered_before_newest(std::uint8_t stream, std::uint32_t stamp
   const PerStream& s = streams_[stream];
   // Outstanding markers are numbered in increasing order: one below the newest number covers `stamp`
   // exactly when the oldest outstanding one numbered at least `stamp` is not the newest.
-  for (const auto& [number, marker] : s.markers) {
-    if (number >= stamp) return number < s.recorded;
-  }
-  return false;
+  const auto it = std::lower_bound(s.markers.begin(), s.markers.end(), stamp,
+                                   [](const auto& m, std::uint32_t value) { return m.first < value; });
+  return it != s.markers.end() && it->first < s.recorded;
 }
 
 Result<bool> StreamMarks::wait(std::uint8_t stream, std::uint32_t stamp) {

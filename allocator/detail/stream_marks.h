@@ -11,7 +11,11 @@
 //   stream synchronization would drain the whole queue.
 // Invariants: per stream, outstanding markers are in increasing number, none reached as far as this class
 // knows except possibly the newest ones not yet queried; at most kMaxOutstanding per stream (a miss beyond
-// that records none, and blocks freed meanwhile wait for a later marker or a stream synchronization).
+// that records none, and blocks freed meanwhile wait for a later marker or a stream synchronization). The
+// bound is a second of GPU lag at a marker a millisecond: with 64, a GPU more than 64 ms behind its host (a
+// GPT-2 step queues ~180 ms of work) left the last blocks of a step uncovered, and the pool grew instead of
+// packing (alternating GPT-2 and ResNet-50 on the H200: 0.5 GB over expandable_segments; `memcoord replay
+// --gpu-lag 1000` of its trace reproduces it, and packs with 1024). Lookups are binary searches.
 // Numbers are 32-bit: wrapping needs 4 billion misses on one stream (at ~40 us of driver time each, 45 hours
 // of nothing but misses); a wrapped stamp would read as not covered, i.e. waited for, never reused early.
 // Not thread-safe: the owning pool's mutex guards every call. Backends without markers make every stamp
@@ -31,7 +35,7 @@ namespace memcoord::detail {
 
 class StreamMarks {
  public:
-  static constexpr std::size_t kMaxOutstanding = 64;
+  static constexpr std::size_t kMaxOutstanding = 1024;
 
   // `stream_ids` maps the pool's stream indices to backend streams; both must outlive this object.
   StreamMarks(DeviceBackend& backend, const std::vector<StreamId>& stream_ids);

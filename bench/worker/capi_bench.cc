@@ -239,8 +239,8 @@ std::string Measure(const Library& lib, const std::vector<int>& thread_counts, l
            "\",\"threads\":" + std::to_string(thread_counts[c]) +
            ",\"median_ns_per_pair\":" + std::to_string(Quantile(f.wall, 0.5)) +
            ",\"p90_ns_per_pair\":" + std::to_string(Quantile(f.wall, 0.9)) +
-           ",\"median_cpu_ns_per_pair\":" + std::to_string(Quantile(f.cpu, 0.5)) + ",\"runs\":[" + f.run_text +
-           "]}";
+           ",\"median_cpu_ns_per_pair\":" + std::to_string(Quantile(f.cpu, 0.5)) + ",\"runs\":[" +
+           f.run_text + "]}";
   }
   return out;
 }

@@ -112,6 +112,30 @@ TEST_F(StreamMarksTest, AtMostKMaxOutstandingPerStreamAndReachedOnesAreForgotten
   EXPECT_TRUE(*marks.wait(1, late));
 }
 
+// A GPU half a second behind its host, at a marker a millisecond: 500 outstanding markers, all kept (with the
+// former cap of 64, the last 436 were never recorded and the blocks freed meanwhile had no marker), found
+// by binary search, and a wait stops at the covering one.
+TEST_F(StreamMarksTest, HundredsOfOutstandingMarkersAreKeptAndTheCoveringOneIsWaitedFor) {
+  StreamMarks marks(backend_, stream_ids_);
+  backend_.busy.insert(kStream);
+  std::uint32_t stamp_before_400 = 0;
+  for (std::uint32_t i = 1; i <= 500; ++i) {
+    if (i == 400) stamp_before_400 = marks.stamp(1);
+    marks.record(1);
+  }
+  EXPECT_EQ(marks.outstanding(1), 500u);
+  EXPECT_EQ(stamp_before_400, 400u);
+  EXPECT_TRUE(marks.covered_before_newest(1, stamp_before_400));
+  EXPECT_FALSE(marks.covered_before_newest(1, 500));  // only the newest covers it
+  EXPECT_FALSE(marks.covered_before_newest(1, 501));  // nothing covers it yet
+  EXPECT_FALSE(marks.reached(1, stamp_before_400));
+  ASSERT_TRUE(*marks.wait(1, stamp_before_400));
+  ASSERT_FALSE(backend_.marker_waits.empty());
+  EXPECT_EQ(backend_.marker_waits.back(), MarkerId{400});
+  EXPECT_EQ(marks.outstanding(1), 100u);  // 1..400 reached and given back
+  EXPECT_EQ(marks.reached_through(1), 400u);
+}
+
 TEST_F(StreamMarksTest, StreamsAreIndependentAndTheDestructorGivesEveryMarkerBack) {
   {
     StreamMarks marks(backend_, stream_ids_);
