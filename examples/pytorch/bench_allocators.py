@@ -104,6 +104,11 @@ def make_deterministic(torch):
 def child(workload_name, allocator, steps, deterministic=False):
     """One configuration in this (fresh) process; prints one RESULT line."""
     child_started = time.monotonic()
+    phases = {}  # seconds since child_started at the end of each phase (a slow process says where)
+
+    def phase(name):
+        phases[name] = round(time.monotonic() - child_started, 2)
+
     if allocator == "memcoord":
         import memcoord
 
@@ -113,12 +118,15 @@ def child(workload_name, allocator, steps, deterministic=False):
 
     import workloads
 
+    phase("imports")
     nondeterministic = make_deterministic(torch) if deterministic else None
     torch.cuda.init()
     torch.cuda.set_device(0)
     free0, total = torch.cuda.mem_get_info()
     context_used = total - free0
+    phase("cuda_init")
     workload = workloads.make(workload_name)
+    phase("model")
     steps = steps or workloads.STEPS[workload_name]
     times, losses, device_peak = [], [], 0
     first_step_driver = None
@@ -132,6 +140,7 @@ def child(workload_name, allocator, steps, deterministic=False):
             first_step_driver = memcoord_driver_figures()
         free, _ = torch.cuda.mem_get_info()
         device_peak = max(device_peak, total - free - context_used)
+    phase("steps")
     result = {
         "workload": workload_name,
         "allocator": allocator,
@@ -159,6 +168,8 @@ def child(workload_name, allocator, steps, deterministic=False):
                                                    "cache_hits", "allocations")}
         result["memcoord"]["first_step"] = first_step_driver
         result["memcoord"]["all_steps"] = memcoord_driver_figures()
+    phase("figures")
+    result["phases_s"] = phases
     # The parent subtracts this from the process's wall time: what starting the interpreter and exiting took.
     result["in_process_s"] = round(time.monotonic() - child_started, 2)
     print("RESULT " + json.dumps(result), flush=True)
@@ -345,7 +356,8 @@ def main():
                 print(f"{name} {allocator}: device {row['device_bytes'] / GB:.2f} GB (context "
                       f"{row.get('context_bytes', 0) / GB:.3f} GB), median "
                       f"{row['median_step_ms']:.1f} ms, first {row['first_step_ms']:.0f} ms (process {row['process_s']} s, "
-                      f"{row['process_s'] - row.get('in_process_s', 0):.1f} s of it starting and exiting)"
+                      f"{row['process_s'] - row.get('in_process_s', 0):.1f} s of it starting and exiting; phases ended at "
+                      f"{row.get('phases_s', {})} s)"
                       f"{driver}{odd}", flush=True)
     checks = targets(rows, args.loss_tolerance)
     if args.json:
