@@ -61,15 +61,20 @@ Result<int> SimulatedDevices(int option) {
   return option;
 }
 
-// DIR/rank<R>.<pool>.trace.gz; characters other than [A-Za-z0-9._@-] in the pool's name become '_'.
-std::string TracePath(const std::string& dir, int rank, const std::string& pool) {
+// rank<R>.<pool>, characters other than [A-Za-z0-9._@-] in the pool's name made '_': a trace's file stem and
+// the workload its header names (one word, as trace readers take it).
+std::string TraceName(int rank, const std::string& pool) {
   std::string safe = pool;
   for (char& c : safe) {
     const bool keep =
         std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '@' || c == '-';
     if (!keep) c = '_';
   }
-  return fmt::format("{}/rank{}.{}.trace.gz", dir, rank, safe);
+  return fmt::format("rank{}.{}", rank, safe);
+}
+
+std::string TracePath(const std::string& dir, const std::string& trace_name) {
+  return fmt::format("{}/{}.trace.gz", dir, trace_name);
 }
 
 // Makes the trace directory (and its parents) and checks that files can be created in it.
@@ -175,8 +180,8 @@ Result<CachingPool*> Worker::Impl::add_pool_locked(DeviceBackend& on, int device
   std::unique_ptr<TraceRecorder> recorder;
   if (!options.trace_dir.empty()) {
     recorder = std::make_unique<TraceRecorder>();
-    const std::string path = TracePath(options.trace_dir, topology.rank, name);
-    const Status opened = recorder->open(path, fmt::format("rank {} pool {}", topology.rank, name));
+    const std::string trace_name = TraceName(topology.rank, name);
+    const Status opened = recorder->open(TracePath(options.trace_dir, trace_name), trace_name);
     if (!opened.ok()) {
       return Status(opened.code(),
                     fmt::format("trace of pool '{}' (MEMCOORD_TRACE_DIR): {}", name, opened.message()));

@@ -59,12 +59,14 @@ TEST_F(WorkerTraceTest, EveryPoolRecordsATraceThatReplayReads) {
   ASSERT_TRUE(primary.ok()) << primary.status().ToString();
   EXPECT_EQ(primary->allocations, 10u);
   EXPECT_EQ(primary->frees, 10u);
-  EXPECT_EQ(primary->peak_live_bytes, 1009u);  // sizes as requested
+  EXPECT_EQ(primary->peak_live_bytes, 1009u);     // sizes as requested
+  EXPECT_EQ(primary->workload, "rank3.default");  // the header names the trace as its file does
   auto second = ReadTrace((dir_ / "nested" / "rank3.default@1.trace.gz").string());
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ(second->allocations, 10u);
   EXPECT_EQ(second->frees, 5u);
   EXPECT_EQ(second->peak_live_bytes, 5u * (3 << 20));  // four kept, plus the one in hand
+  EXPECT_EQ(second->workload, "rank3.default@1");
 }
 
 TEST_F(WorkerTraceTest, AnUnusableDirectoryIsAnInitErrorNamingIt) {
