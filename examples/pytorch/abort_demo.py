@@ -28,7 +28,7 @@ PYTHON_DIR = REPO / "python"
 def rank_main(rank, mode, backend):
     """One rank: all-reduces a 64 MB CUDA tensor each step; rank 1 stalls at step 5 (rank 0 then waits in it).
     gloo: both ranks on GPU 0; nccl: rank r on GPU r (NCCL needs one GPU per rank)."""
-    sys.path.insert(0, str(PYTHON_DIR))
+    sys.path.append(str(PYTHON_DIR))  # the source tree's package when none is installed
     if mode == "memcoord":
         import memcoord
 

@@ -40,7 +40,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent.parent / "python"))
+# The source tree's package only when none is installed: an installed one carries the shim pip built, where
+# the source tree's would build it again at the first enable() (a JIT build, ~18 s of the first process).
+sys.path.append(str(HERE.parent.parent / "python"))
 
 ALLOCATORS = ["native", "expandable", "memcoord"]
 INFORMATIONAL = {"losses within expandable's spread", "native's own loss spread"}  # printed beside the targets, not one of them
@@ -113,7 +115,7 @@ def child(workload_name, allocator, steps, deterministic=False):
         import memcoord
 
         os.environ.setdefault("MEMCOORD_BACKEND", "cuda-vmm")
-        memcoord.enable()
+        enabled = memcoord.enable()
     import torch
 
     import workloads
@@ -168,6 +170,10 @@ def child(workload_name, allocator, steps, deterministic=False):
                                                    "cache_hits", "allocations")}
         result["memcoord"]["first_step"] = first_step_driver
         result["memcoord"]["all_steps"] = memcoord_driver_figures()
+        # Which package and shim ran (a source tree without the built shim builds one at enable()).
+        result["memcoord"]["package"] = os.path.dirname(memcoord.__file__)
+        result["memcoord"]["shim"] = getattr(memcoord._torch._state["shim"], "__file__", None)
+        result["memcoord"]["hooks"] = enabled.get("hooks", {})
     phase("figures")
     result["phases_s"] = phases
     # The parent subtracts this from the process's wall time: what starting the interpreter and exiting took.

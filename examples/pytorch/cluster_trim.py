@@ -25,7 +25,7 @@ GB = 1e9
 
 
 def rank_main(args):
-    sys.path.insert(0, str(REPO / "python"))
+    sys.path.append(str(REPO / "python"))  # the source tree's package when none is installed
     sys.path.insert(0, str(HERE))
     import memcoord
 

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent.parent / "python"))  # the source tree's package when not pip-installed
+sys.path.append(str(HERE.parent.parent / "python"))  # the source tree's package when none is pip-installed
 
 GB = 1 << 30
 MB = 1 << 20

@@ -21,7 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent.parent / "python"))
+sys.path.append(str(HERE.parent.parent / "python"))  # the source tree's package when none is installed
 
 import memcoord  # memcoord line 1
 
