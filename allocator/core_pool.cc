@@ -19,9 +19,12 @@ constexpr std::uint64_t kHeadroomDivisor = 64;
 // than PoolOptions::large_free_marker_interval_us while the pool grows (a miss within
 // free_marker_growing_window_ms), and kSteadyMarkerSpacing times older otherwise. Packing at the next miss
 // can then wait for the work up to such a marker instead of growing (a block freed after a stream's newest
-// marker could only be waited for by draining the queue). Bounded: by default a thousand events a second per
-// stream (~2 us each) while growing, a hundred in a steady loop (0.02% of a thread), plus one clock read
-// per large free.
+// marker could only be waited for by draining the queue). A free that records none leaves the stream
+// uncovered, and the pool's next call on that stream after the interval records the marker: the last frees
+// of a burst (the gradients zero_grad frees at a step's end) are otherwise covered only by the next miss's
+// own marker, and that miss grows the pool instead of packing them. Bounded: by default a thousand events a
+// second per stream (~2 us each) while growing, a hundred in a steady loop (0.02% of a thread), plus one
+// clock read per large free and per call on an uncovered stream.
 constexpr std::uint64_t kSteadyMarkerSpacing = 10;
 
 }  // namespace
@@ -85,6 +88,7 @@ bool CorePool::try_allocate(std::size_t bytes, StreamId stream, TagId tag, Alloc
   const std::size_t size = (bytes + kAlignment - 1) & ~(kAlignment - 1);
   std::uint8_t stream_index = 0;
   if (!stream_index_of(stream, stream_index, error)) return false;
+  mark_if_uncovered(stream_index);
   detail::Block* b = take_or_grow(bytes, size, stream_index, error);
   if (b == nullptr) return false;
   hand_out(b, bytes, stream, tag, out);
@@ -95,6 +99,8 @@ bool CorePool::try_allocate_cached(std::size_t bytes, StreamId stream, TagId tag
   if (!ValidSize(bytes)) return false;
   std::uint8_t stream_index = 0;
   if (!known_stream_index(stream, stream_index)) return false;
+  // A deferred marker is a CUDA call, which this path never makes: the caller's full path records it.
+  if (marker_due(stream_index)) return false;
   const std::size_t size = (bytes + kAlignment - 1) & ~(kAlignment - 1);
   detail::Arena& arena = bytes <= options_.small_block_limit ? small_ : large_;
   detail::Block* b = arena.take_cached_without_waits(size, stream_index);
@@ -313,13 +319,33 @@ Result<detail::Block*> CorePool::grow_mapping(detail::Arena& arena, std::size_t 
 }
 
 void CorePool::mark_large_free(std::size_t bytes, std::uint8_t stream) {
-  if (!options_.pack_waits_for_streams || !large_.mapping() || bytes < large_.chunk_bytes()) return;
+  if (!options_.pack_waits_for_streams || !large_.mapping()) return;
+  if (bytes < large_.chunk_bytes()) {
+    mark_if_uncovered(stream);
+    return;
+  }
   if (captures_underway_.load(std::memory_order_acquire)) return;
   const auto now = std::chrono::steady_clock::now();
+  marks_.record_if_older(stream, now, marker_interval(now));
+}
+
+// Only streams a large free left uncovered (never set without pack_waits_for_streams and a mapping arena).
+void CorePool::mark_if_uncovered(std::uint8_t stream) {
+  if (!marks_.uncovered(stream) || captures_underway_.load(std::memory_order_acquire)) return;
+  const auto now = std::chrono::steady_clock::now();
+  marks_.record_if_older(stream, now, marker_interval(now));
+}
+
+bool CorePool::marker_due(std::uint8_t stream) const {
+  if (!marks_.uncovered(stream) || captures_underway_.load(std::memory_order_acquire)) return false;
+  const auto now = std::chrono::steady_clock::now();
+  return now - marks_.recorded_at(stream) >= marker_interval(now);
+}
+
+std::chrono::microseconds CorePool::marker_interval(std::chrono::steady_clock::time_point now) const {
   const bool growing = now - last_miss_ <= std::chrono::milliseconds(options_.free_marker_growing_window_ms);
-  const std::uint64_t interval_us =
-      std::uint64_t{options_.large_free_marker_interval_us} * (growing ? 1 : kSteadyMarkerSpacing);
-  marks_.record_if_older(stream, now, std::chrono::microseconds(interval_us));
+  return std::chrono::microseconds(std::uint64_t{options_.large_free_marker_interval_us} *
+                                   (growing ? 1 : kSteadyMarkerSpacing));
 }
 
 // Packing: unmapping free chunks so that the chunks a placement needs come from the cache instead of from

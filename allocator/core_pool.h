@@ -63,7 +63,8 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
   bool try_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error);
   bool try_deallocate(void* ptr, Allocation& freed, Status& error);
   // A cache hit that calls nothing outside the pool (memory_resource.h, try_allocate_cached): a free block
-  // of `stream` itself with no other stream recorded on it. False on anything else, nothing changed.
+  // of `stream` itself with no other stream recorded on it. False on anything else, nothing changed, and
+  // when a marker a large free deferred is due on `stream` (try_allocate then records it).
   bool try_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out);
 
   // Fills the core's counters: reserved (and its peak), backend calls, cache hits, trims, maps_chunks.
@@ -115,6 +116,12 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
   void pack_for(detail::Arena& arena, const detail::Placement& placement, std::uint8_t stream);
   // After a free of `bytes` on `stream` (PoolOptions::large_free_marker_interval_us).
   void mark_large_free(std::size_t bytes, std::uint8_t stream);
+  // On every call on `stream`: the marker a large free deferred, once its interval has passed.
+  void mark_if_uncovered(std::uint8_t stream);
+  // Whether mark_if_uncovered would record now.
+  bool marker_due(std::uint8_t stream) const;
+  // How old a stream's newest marker must be for another (growing: the interval; steady: ten times it).
+  std::chrono::microseconds marker_interval(std::chrono::steady_clock::time_point now) const;
   std::uint64_t device_shortfall(std::uint64_t need);
   void release_everything_cached();
   std::uint64_t release_cached(detail::Arena& arena, std::uint64_t want, detail::ReleaseWait wait,

@@ -15,7 +15,10 @@ StreamMarks::~StreamMarks() {
 
 void StreamMarks::record_if_older(std::uint8_t stream, std::chrono::steady_clock::time_point now,
                                   std::chrono::steady_clock::duration interval) {
-  if (stream < streams_.size() && now - streams_[stream].recorded_at < interval) return;
+  if (stream < streams_.size() && now - streams_[stream].recorded_at < interval) {
+    streams_[stream].uncovered = true;
+    return;
+  }
   record(stream, now);
 }
 
@@ -33,6 +36,7 @@ void StreamMarks::record(std::uint8_t stream, std::chrono::steady_clock::time_po
   const MarkerId marker = backend_.record_marker(stream_ids_[stream]);
   if (marker == kNoMarker) return;
   s.markers.emplace_back(++s.recorded, marker);
+  s.uncovered = false;
 }
 
 std::deque<std::pair<std::uint32_t, MarkerId>>::iterator StreamMarks::covering(PerStream& s,

@@ -5,7 +5,9 @@
 //   carry: every use of the block was queued before that marker. The block is idle once a marker numbered
 //   at least its stamp is reached; stamp 0 means never used (freshly mapped memory), idle at once.
 //   Markers are recorded on a pool's misses (record), where a driver call costs far more than an event, and
-//   on its large frees while it is growing, at most one a millisecond per stream (record_if_older), and
+//   on its large frees, at most one an interval per stream (record_if_older); a free that records none
+//   leaves the stream uncovered, and the pool's next call on it once the interval has passed records the
+//   marker (so the last frees of a burst, at a step's end, are not left to the next miss's own). They are
 //   waited for when packing needs a busy block's memory: the host then waits for the work queued up to the
 //   first marker after the block's last free, and the GPU keeps running what was queued after it, where a
 //   stream synchronization would drain the whole queue.
@@ -50,9 +52,17 @@ class StreamMarks {
   // Records a marker on `stream` (after forgetting the reached ones at the front).
   void record(std::uint8_t stream,
               std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
-  // Records one when `stream`'s newest was recorded at least `interval` before `now` (or none was).
+  // Records one when `stream`'s newest was recorded at least `interval` before `now` (or none was). Else the
+  // stream is left uncovered: a block was freed after its newest marker and none was recorded for it.
   void record_if_older(std::uint8_t stream, std::chrono::steady_clock::time_point now,
                        std::chrono::steady_clock::duration interval);
+  // Whether a record_if_older since `stream`'s newest marker recorded none (one load: callers ask on every
+  // pool call, and record the deferred marker with record_if_older once its interval has passed).
+  bool uncovered(std::uint8_t stream) const { return stream < streams_.size() && streams_[stream].uncovered; }
+  // When `stream`'s newest marker was recorded (or last declined by kMaxOutstanding).
+  std::chrono::steady_clock::time_point recorded_at(std::uint8_t stream) const {
+    return stream < streams_.size() ? streams_[stream].recorded_at : std::chrono::steady_clock::time_point{};
+  }
   // Whether the work before a block stamped `stamp` on `stream` has completed, as far as markers tell
   // (false when no marker covers it yet). At most one marker query; never blocks.
   bool reached(std::uint8_t stream, std::uint32_t stamp);
@@ -76,6 +86,7 @@ class StreamMarks {
     std::uint32_t recorded = 0;                              // number of the newest marker recorded
     std::uint32_t reached_through = 0;                       // every marker up to this number is reached
     std::chrono::steady_clock::time_point recorded_at{};     // when the newest was recorded (or skipped)
+    bool uncovered = false;                                  // see uncovered()
     std::deque<std::pair<std::uint32_t, MarkerId>> markers;  // outstanding: (number, marker), increasing
   };
   // The first outstanding marker numbered at least `stamp`, or markers.end().

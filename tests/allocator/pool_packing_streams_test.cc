@@ -10,8 +10,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <initializer_list>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "allocator/caching_pool.h"
@@ -311,6 +313,84 @@ TEST(PoolPackingStreams, ABlockRecordedOnAnotherStreamIsNotPackedWhileBusy) {
   EXPECT_TRUE(scene.backend.synchronized.empty());
   EXPECT_EQ(scene.pool->stats().peak_reserved_bytes, 224 * kMiB);
   scene.close(d);
+}
+
+// A burst of large frees within the marker interval records a marker for the first free only, and the last
+// ones are covered by nothing until the next marker. The pool's next call on the stream once the interval
+// has passed records the marker the burst deferred, so the next miss waits for it and packs, where D's own
+// marker alone covered A and the pool grew (224 MiB, ABlockCoveredOnlyByTheMissesOwnMarker...). As at a
+// training step's end: zero_grad frees the gradients at once, and the next step's first miss comes later.
+// `trigger_is_allocation`: that call is an allocation (whose driver-free path refuses while the marker is
+// due, and whose full path records it), else a small free.
+struct DeferredMarkerOutcome {
+  std::size_t markers_at_a_free = 0;  // recorded by A's free (0: the interval had not passed)
+  std::size_t markers_at_trigger = 0;
+  bool driver_free_hit_refused = false;
+  std::vector<MarkerId> marker_waits;
+  std::uint64_t peak_reserved = 0;
+};
+
+DeferredMarkerOutcome RunDeferredMarker(bool trigger_is_allocation) {
+  testing::StreamTestBackend backend(8ULL << 30);
+  PoolOptions options;
+  options.growth = PoolGrowth::kMapping;
+  options.large_free_marker_interval_us = 300'000;  // a wide interval: A's free comes well within it
+  options.free_marker_growing_window_ms = 600'000;  // growing throughout: the interval itself applies
+  options.thread_cache_bytes = 0;                   // the small block's calls reach the pool
+  DeferredMarkerOutcome out;
+  {
+    CachingPool pool(backend, options);
+    void* small = *pool.allocate(4096, kTrainingStream);  // markers 1, 2, 3: the misses of small, A and B
+    void* a = *pool.allocate(64 * kMiB, kTrainingStream);
+    void* b = *pool.allocate(64 * kMiB, kTrainingStream);
+    backend.busy.insert(kTrainingStream);
+    if (trigger_is_allocation) {
+      EXPECT_TRUE(pool.deallocate(small).ok());  // cached in the small arena
+    }
+    std::size_t before = backend.recorded_markers();
+    EXPECT_TRUE(pool.deallocate(a).ok());
+    out.markers_at_a_free = backend.recorded_markers() - before;
+    std::this_thread::sleep_for(std::chrono::milliseconds(350));
+    before = backend.recorded_markers();
+    if (trigger_is_allocation) {
+      out.driver_free_hit_refused = pool.allocate_cached(4096, kTrainingStream) == nullptr;
+      auto again = pool.allocate(4096, kTrainingStream);  // a hit: the cached block, and marker 4
+      EXPECT_TRUE(again.ok());
+      small = again.ok() ? *again : nullptr;
+    } else {
+      EXPECT_TRUE(pool.deallocate(small).ok());  // marker 4
+      small = nullptr;
+    }
+    out.markers_at_trigger = backend.recorded_markers() - before;
+    auto d = pool.allocate(96 * kMiB, kTrainingStream);  // marker 5; waits for 4 and packs A's chunks
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    out.marker_waits = backend.marker_waits;
+    out.peak_reserved = pool.stats().peak_reserved_bytes;
+    for (void* p : {small, b, d.ok() ? *d : nullptr}) {
+      if (p != nullptr) {
+        EXPECT_TRUE(pool.deallocate(p).ok());
+      }
+    }
+  }
+  EXPECT_EQ(backend.released_markers, backend.recorded_markers());
+  return out;
+}
+
+TEST(PoolPackingStreams, AFreeThatRecordedNoMarkerIsCoveredByTheStreamsNextFreeAfterTheInterval) {
+  const DeferredMarkerOutcome out = RunDeferredMarker(/*trigger_is_allocation=*/false);
+  ASSERT_EQ(out.markers_at_a_free, 0u) << "A's free came more than 300 ms after B's miss: the scene is void";
+  EXPECT_EQ(out.markers_at_trigger, 1u);
+  EXPECT_EQ(out.marker_waits, std::vector<MarkerId>{4});
+  EXPECT_EQ(out.peak_reserved, 160 * kMiB + 2 * kMiB);  // A's place packed (the small arena maps 2 MiB)
+}
+
+TEST(PoolPackingStreams, AFreeThatRecordedNoMarkerIsCoveredByTheStreamsNextAllocationAfterTheInterval) {
+  const DeferredMarkerOutcome out = RunDeferredMarker(/*trigger_is_allocation=*/true);
+  ASSERT_EQ(out.markers_at_a_free, 0u) << "A's free came more than 300 ms after B's miss: the scene is void";
+  EXPECT_TRUE(out.driver_free_hit_refused);  // the marker is a CUDA call, which that path never makes
+  EXPECT_EQ(out.markers_at_trigger, 1u);
+  EXPECT_EQ(out.marker_waits, std::vector<MarkerId>{4});
+  EXPECT_EQ(out.peak_reserved, 160 * kMiB + 2 * kMiB);
 }
 
 }  // namespace
