@@ -65,9 +65,10 @@ struct PoolOptions {
   // free_marker_growing_window_ms), and ten times this old otherwise, so that blocks freed before a miss can
   // be packed at it without draining the GPU's queue. Steady loops need those markers too: a block freed at
   // the end of one step and packed at a miss of the next, more than the window after the previous miss, is
-  // otherwise covered only by that miss's own marker, and the pool grows instead. One event (~2 us) at most
-  // that often per stream: a thousand a second while growing, a hundred in a steady loop. With
-  // pack_waits_for_streams only.
+  // otherwise covered only by that miss's own marker, and the pool grows instead. A large free too soon for a
+  // marker leaves one owed, which the pool's next call on that stream records once the interval has passed.
+  // One event (~2 us) at most that often per stream: a thousand a second while growing, a hundred in a steady
+  // loop. With pack_waits_for_streams only.
   std::uint32_t large_free_marker_interval_us = 1000;
   std::uint32_t free_marker_growing_window_ms = 1000;
   // Free blocks each thread keeps for itself in front of the pool's lock (ThreadCacheAdaptor): at most this
