@@ -32,11 +32,11 @@ void StreamMarks::record(std::uint8_t stream, std::chrono::steady_clock::time_po
     last_reached = it;
   }
   if (last_reached != s.markers.end()) forget_through(s, last_reached);
-  if (s.markers.size() >= kMaxOutstanding) return;
+  if (s.markers.size() >= kMaxOutstanding) return;  // still owed: a call after the interval tries again
   const MarkerId marker = backend_.record_marker(stream_ids_[stream]);
+  s.uncovered = false;  // recorded, or the backend has no markers to owe
   if (marker == kNoMarker) return;
   s.markers.emplace_back(++s.recorded, marker);
-  s.uncovered = false;
 }
 
 std::deque<std::pair<std::uint32_t, MarkerId>>::iterator StreamMarks::covering(PerStream& s,

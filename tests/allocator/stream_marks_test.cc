@@ -151,6 +151,36 @@ TEST_F(StreamMarksTest, StreamsAreIndependentAndTheDestructorGivesEveryMarkerBac
   EXPECT_EQ(backend_.released_markers, 3u);
 }
 
+// A record_if_older that records nothing leaves the stream uncovered (a marker owed) until one is recorded,
+// by a miss or by a later record_if_older; a backend without markers owes none once it was asked.
+TEST_F(StreamMarksTest, ADeclinedRecordIfOlderLeavesTheStreamUncoveredUntilAMarkerIsRecorded) {
+  StreamMarks marks(backend_, stream_ids_);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto interval = std::chrono::milliseconds(1);
+  EXPECT_FALSE(marks.uncovered(1));
+  marks.record_if_older(1, t0, interval);
+  EXPECT_FALSE(marks.uncovered(1));  // recorded
+  marks.record_if_older(1, t0 + std::chrono::microseconds(500), interval);
+  EXPECT_TRUE(marks.uncovered(1));  // declined: owed
+  EXPECT_FALSE(marks.uncovered(0));
+  EXPECT_EQ(marks.recorded_at(1), t0);
+  marks.record_if_older(1, t0 + interval, interval);
+  EXPECT_FALSE(marks.uncovered(1));
+  EXPECT_EQ(backend_.recorded_markers(), 2u);
+  marks.record_if_older(1, t0 + interval + std::chrono::microseconds(10), interval);
+  EXPECT_TRUE(marks.uncovered(1));
+  marks.record(1, t0 + interval + std::chrono::microseconds(20));  // a miss pays what was owed
+  EXPECT_FALSE(marks.uncovered(1));
+
+  backend_.markers = false;
+  StreamMarks none(backend_, stream_ids_);
+  none.record_if_older(1, t0, interval);
+  none.record_if_older(1, t0 + std::chrono::microseconds(500), interval);
+  EXPECT_TRUE(none.uncovered(1));
+  none.record_if_older(1, t0 + interval, interval);  // asked: the backend has none, so nothing is owed
+  EXPECT_FALSE(none.uncovered(1));
+}
+
 TEST_F(StreamMarksTest, ABackendWithoutMarkersCoversNothingButNeverUsedMemory) {
   backend_.markers = false;
   StreamMarks marks(backend_, stream_ids_);
