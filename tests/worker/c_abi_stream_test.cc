@@ -62,7 +62,9 @@ class CAbiStreams : public ::testing::Test {
  protected:
   void SetUp() override {
     memcoord::WorkerOptions options;
-    options.topology = memcoord::Topology{0, 0, 1, "test"};
+    // Built in place: assigning a temporary makes gcc 12 warn (-Wmaybe-uninitialized) about the optional's
+    // string in some inlining choices.
+    options.topology.emplace().source = "test";
     options.simulated_devices = 2;
     options.backend_factory =
         [this](int device) -> memcoord::Result<std::unique_ptr<memcoord::DeviceBackend>> {
@@ -195,6 +197,25 @@ TEST_F(CAbiStreams, DuringACaptureTheDevicesPoolsRecordNoMarker) {
   memcoord_torch_free(other_device, 64 << 20, 1, Stream(8));
   EXPECT_EQ(memcoord_free("side", named), 0) << memcoord_last_error();
   EXPECT_EQ(memcoord_free("side", named_before), 0) << memcoord_last_error();
+}
+
+// A named pool made while a capture routes device 0's allocations is told as the pools made before it:
+// its misses record no marker until the route ends.
+TEST_F(CAbiStreams, ANamedPoolMadeDuringACaptureRecordsNoMarkerUntilItEnds) {
+  ASSERT_EQ(memcoord_begin_allocate_to_pool(0, 1, 44, OnlyStream7, nullptr), 0) << memcoord_last_error();
+  const int before = backends_[0]->markers_asked();
+  void* first = memcoord_alloc("late", 64 << 20, 8);  // makes the pool, and misses
+  void* second = memcoord_alloc("late", 64 << 20, 8);
+  ASSERT_TRUE(first != nullptr && second != nullptr) << memcoord_last_error();
+  EXPECT_EQ(backends_[0]->markers_asked(), before);
+  ASSERT_EQ(memcoord_end_allocate_to_pool(0, 1, 44), 0) << memcoord_last_error();
+  void* after = memcoord_alloc("late", 64 << 20, 8);
+  ASSERT_NE(after, nullptr) << memcoord_last_error();
+  EXPECT_GT(backends_[0]->markers_asked(), before);
+  ASSERT_EQ(memcoord_release_pool(0, 1, 44), 0);
+  for (void* p : {first, second, after}) {
+    EXPECT_EQ(memcoord_free("late", p), 0) << memcoord_last_error();
+  }
 }
 
 // The capture check on the allocation path, with a counting check injected in place of the CUDA one

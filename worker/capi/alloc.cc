@@ -70,7 +70,10 @@ Result<memcoord::CachingPool*> NamedPool(Runtime& runtime, const char* name) {
   memcoord::PoolOptions options;
   options.name = name;
   auto created = runtime.worker->create_pool(options);
-  if (created.ok()) return created;
+  if (created.ok()) {
+    memcoord::capi::TellNewPool(runtime, runtime.primary_device, **created);  // named pools: the primary
+    return created;
+  }
   if (memcoord::CachingPool* pool = runtime.worker->pool(name)) return pool;  // made by another thread
   return created.status();
 }

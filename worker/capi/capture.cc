@@ -78,7 +78,7 @@ void CollectLocked(DeviceSlot& slot) {
 
 // Tells every pool of `device` (-1: the primary) whether a capture is underway there: while one is, none
 // of them may query an event or a stream (CachingPool::set_captures_underway). The private capture pools
-// never query. A named pool made during a capture is not told (it queries only once it misses at its mark).
+// never query. A pool made during a capture is told by TellNewPool.
 void TellPools(Runtime& runtime, int device, bool captures_underway) {
   const int on = device == -1 ? runtime.primary_device : device;
   for (const auto& [pool_device, pool] : runtime.worker->pools_with_devices()) {
@@ -211,6 +211,15 @@ Status ReleaseFromCapture(Runtime& runtime, int device, void* ptr, StreamId stre
     return s;
   }
   return missing;
+}
+
+void TellNewPool(Runtime& runtime, int device, CachingPool& pool) {
+  auto slot = SlotOf(runtime, device);
+  if (!slot.ok()) return;
+  // Under the lock Begin and the last End hold while they tell the device's pools: either that telling
+  // already saw this pool in the worker's list, or this reads the routes it left.
+  std::lock_guard lock((*slot)->captures_mu);
+  if ((*slot)->routing_captures.load(std::memory_order_relaxed) > 0) pool.set_captures_underway(true);
 }
 
 void ForEachCapturePool(Runtime& runtime, int device, const std::function<void(CachingPool&)>& visit) {

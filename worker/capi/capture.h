@@ -24,6 +24,9 @@ Status CheckNotCapturing(StreamId stream);
 // Frees (or, with free_block false, records `stream` on) `ptr` if a private pool of `device` holds it;
 // NOT_FOUND otherwise. Destroys a released private pool once its last block is freed.
 Status ReleaseFromCapture(Runtime& runtime, int device, void* ptr, StreamId stream, bool free_block);
+// A pool of `device` (-1: the primary) made after the worker may already route a capture there (a named
+// pool made mid-capture): told that captures are underway when they are, as the device's other pools were.
+void TellNewPool(Runtime& runtime, int device, CachingPool& pool);
 // Every private pool of `device` (for stats; valid while the caller holds its CallGuard and no pool is
 // released meanwhile, so callers copy what they need under the lock through this visitor).
 void ForEachCapturePool(Runtime& runtime, int device, const std::function<void(CachingPool&)>& visit);
