@@ -207,6 +207,8 @@ void CorePool::fill_stats(PoolStats& s) const {
   s.backend_released_bytes = backend_released_bytes_.load();
   s.pack_waits = pack_waits_.load();
   s.pack_stream_syncs = pack_stream_syncs_.load();
+  s.markers = markers_.load();
+  s.deferred_markers = deferred_markers_.load();
   s.pack_wait_ns = pack_wait_ns_.load();
   s.misses = misses_.load();
   s.miss_ns = miss_ns_.load();
@@ -308,7 +310,10 @@ Result<detail::Block*> CorePool::grow_mapping(detail::Arena& arena, std::size_t 
   // During a CUDA graph capture on the device an event or stream query invalidates the capture: no marker,
   // no packing (which queries); the pool grows.
   const bool capturing = captures_underway_.load(std::memory_order_acquire);
-  if (options_.pack_waits_for_streams && !capturing) marks_.record(stream, last_miss_);
+  if (options_.pack_waits_for_streams && !capturing) {
+    marks_.record(stream, last_miss_);
+    markers_.store(marks_.recorded_total());
+  }
   if (!last_resort && !capturing) pack_for(arena, placement, stream);
   const std::uint64_t before = arena.reserved_bytes();
   Result<detail::Block*> b = arena.map_and_take(placement, size, stream);
@@ -327,13 +332,17 @@ void CorePool::mark_large_free(std::size_t bytes, std::uint8_t stream) {
   if (captures_underway_.load(std::memory_order_acquire)) return;
   const auto now = std::chrono::steady_clock::now();
   marks_.record_if_older(stream, now, marker_interval(now));
+  markers_.store(marks_.recorded_total());
 }
 
 // Only streams a large free left uncovered (never set without pack_waits_for_streams and a mapping arena).
 void CorePool::mark_if_uncovered(std::uint8_t stream) {
   if (!marks_.uncovered(stream) || captures_underway_.load(std::memory_order_acquire)) return;
   const auto now = std::chrono::steady_clock::now();
+  const std::uint64_t before = marks_.recorded_total();
   marks_.record_if_older(stream, now, marker_interval(now));
+  deferred_markers_.add(marks_.recorded_total() - before);
+  markers_.store(marks_.recorded_total());
 }
 
 bool CorePool::marker_due(std::uint8_t stream) const {

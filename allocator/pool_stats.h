@@ -31,6 +31,10 @@ struct PoolStats {
   // to the stream's end when no marker covered it (that drains the GPU's queue).
   std::uint64_t pack_waits = 0;
   std::uint64_t pack_stream_syncs = 0;
+  // Markers recorded in the pool's streams (CUDA events, at misses and large frees), and of them those a
+  // large free owed and a later call on its stream recorded (stream_marks.h).
+  std::uint64_t markers = 0;
+  std::uint64_t deferred_markers = 0;
   // Misses (allocations the cache could not serve, each growing the pool) and the host time they took,
   // packing, waits and driver calls included (steady clock); pack_wait_ns is the part spent in packing waits.
   std::uint64_t misses = 0;

@@ -37,6 +37,7 @@ void StreamMarks::record(std::uint8_t stream, std::chrono::steady_clock::time_po
   s.uncovered = false;  // recorded, or the backend has no markers to owe
   if (marker == kNoMarker) return;
   s.markers.emplace_back(++s.recorded, marker);
+  ++recorded_total_;
 }
 
 std::deque<std::pair<std::uint32_t, MarkerId>>::iterator StreamMarks::covering(PerStream& s,

@@ -77,6 +77,7 @@ class StreamMarks {
   std::size_t outstanding(std::uint8_t stream) const {
     return stream < streams_.size() ? streams_[stream].markers.size() : 0;
   }
+  std::uint64_t recorded_total() const { return recorded_total_; }  // markers recorded on every stream
   std::uint32_t reached_through(std::uint8_t stream) const {
     return stream < streams_.size() ? streams_[stream].reached_through : 0;
   }
@@ -97,6 +98,7 @@ class StreamMarks {
   DeviceBackend& backend_;
   const std::vector<StreamId>& stream_ids_;
   std::vector<PerStream> streams_;  // by stream index, grown on record
+  std::uint64_t recorded_total_ = 0;
 };
 
 }  // namespace memcoord::detail

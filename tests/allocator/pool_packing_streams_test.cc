@@ -328,6 +328,7 @@ struct DeferredMarkerOutcome {
   bool driver_free_hit_refused = false;
   std::vector<MarkerId> marker_waits;
   std::uint64_t peak_reserved = 0;
+  PoolStats stats;  // after D's miss
 };
 
 DeferredMarkerOutcome RunDeferredMarker(bool trigger_is_allocation) {
@@ -365,7 +366,8 @@ DeferredMarkerOutcome RunDeferredMarker(bool trigger_is_allocation) {
     auto d = pool.allocate(96 * kMiB, kTrainingStream);  // marker 5; waits for 4 and packs A's chunks
     EXPECT_TRUE(d.ok()) << d.status().ToString();
     out.marker_waits = backend.marker_waits;
-    out.peak_reserved = pool.stats().peak_reserved_bytes;
+    out.stats = pool.stats();
+    out.peak_reserved = out.stats.peak_reserved_bytes;
     for (void* p : {small, b, d.ok() ? *d : nullptr}) {
       if (p != nullptr) {
         EXPECT_TRUE(pool.deallocate(p).ok());
@@ -382,6 +384,8 @@ TEST(PoolPackingStreams, AFreeThatRecordedNoMarkerIsCoveredByTheStreamsNextFreeA
   EXPECT_EQ(out.markers_at_trigger, 1u);
   EXPECT_EQ(out.marker_waits, std::vector<MarkerId>{4});
   EXPECT_EQ(out.peak_reserved, 160 * kMiB + 2 * kMiB);  // A's place packed (the small arena maps 2 MiB)
+  EXPECT_EQ(out.stats.markers, 5u);                     // four misses and the deferred one
+  EXPECT_EQ(out.stats.deferred_markers, 1u);
 }
 
 TEST(PoolPackingStreams, AFreeThatRecordedNoMarkerIsCoveredByTheStreamsNextAllocationAfterTheInterval) {
@@ -391,6 +395,8 @@ TEST(PoolPackingStreams, AFreeThatRecordedNoMarkerIsCoveredByTheStreamsNextAlloc
   EXPECT_EQ(out.markers_at_trigger, 1u);
   EXPECT_EQ(out.marker_waits, std::vector<MarkerId>{4});
   EXPECT_EQ(out.peak_reserved, 160 * kMiB + 2 * kMiB);
+  EXPECT_EQ(out.stats.markers, 5u);
+  EXPECT_EQ(out.stats.deferred_markers, 1u);
 }
 
 }  // namespace
