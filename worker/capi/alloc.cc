@@ -2,7 +2,8 @@
 // pool. No global lock and no pool-name comparison unless a named pool is asked for.
 // A cache hit makes no CUDA call: the capture check (a cudaStreamIsCapturing per call, which also takes a
 // driver lock every thread shares) runs only when the pool's driver-free hit refuses, i.e. only before an
-// allocation that could map memory, make a stream wait or query a stream.
+// allocation that could map memory, make a stream wait, query a stream or record the marker a large free
+// owed (at most once per marker interval per stream).
 #include <fmt/format.h>
 
 #include <cstring>
