@@ -348,7 +348,7 @@ void CorePool::mark_if_uncovered(std::uint8_t stream) {
 bool CorePool::marker_due(std::uint8_t stream) const {
   if (!marks_.uncovered(stream) || captures_underway_.load(std::memory_order_acquire)) return false;
   const auto now = std::chrono::steady_clock::now();
-  return now - marks_.recorded_at(stream) >= marker_interval(now);
+  return marks_.owed_now(stream, now, marker_interval(now));
 }
 
 std::chrono::microseconds CorePool::marker_interval(std::chrono::steady_clock::time_point now) const {

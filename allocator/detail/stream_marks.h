@@ -59,9 +59,10 @@ class StreamMarks {
   // Whether a record_if_older since `stream`'s newest marker recorded none (one load: callers ask on every
   // pool call, and record the deferred marker with record_if_older once its interval has passed).
   bool uncovered(std::uint8_t stream) const { return stream < streams_.size() && streams_[stream].uncovered; }
-  // When `stream`'s newest marker was recorded (or last declined by kMaxOutstanding).
-  std::chrono::steady_clock::time_point recorded_at(std::uint8_t stream) const {
-    return stream < streams_.size() ? streams_[stream].recorded_at : std::chrono::steady_clock::time_point{};
+  // Whether `stream` is uncovered and a record_if_older(stream, now, interval) would record now.
+  bool owed_now(std::uint8_t stream, std::chrono::steady_clock::time_point now,
+                std::chrono::steady_clock::duration interval) const {
+    return uncovered(stream) && now - streams_[stream].recorded_at >= interval;
   }
   // Whether the work before a block stamped `stamp` on `stream` has completed, as far as markers tell
   // (false when no marker covers it yet). At most one marker query; never blocks.

@@ -163,7 +163,8 @@ TEST_F(StreamMarksTest, ADeclinedRecordIfOlderLeavesTheStreamUncoveredUntilAMark
   marks.record_if_older(1, t0 + std::chrono::microseconds(500), interval);
   EXPECT_TRUE(marks.uncovered(1));  // declined: owed
   EXPECT_FALSE(marks.uncovered(0));
-  EXPECT_EQ(marks.recorded_at(1), t0);
+  EXPECT_FALSE(marks.owed_now(1, t0 + std::chrono::microseconds(900), interval));
+  EXPECT_TRUE(marks.owed_now(1, t0 + interval, interval));
   marks.record_if_older(1, t0 + interval, interval);
   EXPECT_FALSE(marks.uncovered(1));
   EXPECT_EQ(backend_.recorded_markers(), 2u);
