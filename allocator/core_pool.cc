@@ -15,18 +15,6 @@ constexpr std::size_t kMaxStreams = 64;
 // RemapPolicy::kUnderPressure: the headroom a pool earns from remapping at its high-water mark, as a
 // fraction of the bytes remapped and at most that fraction of the mark.
 constexpr std::uint64_t kHeadroomDivisor = 64;
-// RemapPolicy::kUnderPressure: a miss at the high-water mark may also unmap the other arena's free chunks,
-// but only from a surplus (free at least 1/8 of the small arena's reservation, or 1/4 of the large arena's: a
-// large arena far below its own peak, as while another model trains) and only as fast as the pool serves
-// allocations: each earns 80 KiB, banked up to 1/64 of the mark, and a miss takes from the other arena only
-// when the bank covers what it asks (whole chunks and units may release more: the bank then owes it). So a
-// program whose phases use the two arenas in turn moves memory to the phase that runs (a few driver calls a
-// phase) instead of keeping the peak of both, and a loop that alternates small and large misses unmaps at
-// most 80 KiB per allocation served (a 20 MiB unit, or ten 2 MiB chunks, per 256 allocations) plus one
-// release. The allocations counted are those the core serves (thread caches' hits are not).
-constexpr std::uint64_t kSmallSurplusDivisor = 8;
-constexpr std::uint64_t kLargeSurplusDivisor = 4;
-constexpr std::uint64_t kOtherArenaBytesPerAllocation = (20 << 20) / 256;
 // A free of a block of at least a chunk records a marker on its stream when the stream's newest is older
 // than PoolOptions::large_free_marker_interval_us while the pool grows (a miss within
 // free_marker_growing_window_ms), and kSteadyMarkerSpacing times older otherwise. Packing at the next miss
@@ -375,12 +363,12 @@ std::chrono::microseconds CorePool::marker_interval(std::chrono::steady_clock::t
 // are left. It costs driver calls (an unmap now, a map again if that memory is wanted back), so:
 //   under pressure (the backend's budget, or a device nearly full) it takes chunks from both arenas, as
 //     many as the placement needs to fit, waiting up to the chunk's marker or, with none, for the stream;
-//   otherwise only beyond the pool's own high-water mark, waiting only for a marker older than the one this
-//     miss recorded (a wait for that one would drain the GPU's queue: the pool grows instead):
-//     - within the request's arena, and (RemapPolicy::kUnderPressure) every byte moved raises the mark by
-//       1/64 of a byte, up to 1/64 of it: a pool that keeps remapping grows a little instead, and its misses
-//       stop calling the driver;
-//     - then from the other arena's surplus, at the rate pack_other_arena allows (kEveryMiss: any of it);
+//   otherwise only at the pool's own high-water mark, waiting only for a marker older than the one this
+//     miss recorded (a wait for that one would drain the GPU's queue: the pool grows instead), and only
+//     within the request's arena (a loop over
+//     small and large sizes never trades chunks between the two), and (RemapPolicy::kUnderPressure) every
+//     byte moved raises the mark by 1/64 of a byte, up to 1/64 of it: a pool that keeps remapping grows a
+//     little instead, and its misses stop calling the driver;
 //   below the high-water mark, never: the pool grows.
 // The hole's neighbours stay untouched: unmapping them would merge holes under the placement.
 void CorePool::pack_for(detail::Arena& arena, const detail::Placement& placement, std::uint8_t stream) {
@@ -401,42 +389,16 @@ void CorePool::pack_for(detail::Arena& arena, const detail::Placement& placement
   }
   const detail::ReleaseWait wait =
       waits ? detail::ReleaseWait::kWaitForOlderMarker : detail::ReleaseWait::kIdleOnly;
-  if (reserved + need <= high_water_) return;
+  const std::uint64_t mark = high_water_ + headroom_;
+  if (reserved + need <= mark) return;
   const bool every_miss = options_.remap == RemapPolicy::kEveryMiss;
-  const std::uint64_t over = reserved + need - high_water_;  // what the miss would add to the mark
-  const std::uint64_t headroom = every_miss ? 0 : headroom_;
-  std::uint64_t got = 0;
-  if (over > headroom) {
-    got = release_cached(arena, over - headroom, wait, placement.hole->prev, placement.hole->next, stream);
-    if (!every_miss) headroom_ = std::min(high_water_ / kHeadroomDivisor, headroom_ + got / kHeadroomDivisor);
-  }
-  if (got >= over) return;
+  const std::uint64_t want = reserved + need - mark;
+  std::uint64_t got = release_cached(arena, want, wait, placement.hole->prev, placement.hole->next, stream);
   if (every_miss) {
-    release_cached(other, over - got, wait, nullptr, nullptr, stream);
-  } else {
-    pack_other_arena(other, over - got, wait, stream);
-  }
-}
-
-// The other arena's share of packing without pressure (see kSmallSurplusDivisor): up to `want` bytes of its
-// free chunks while it holds a surplus, within the allowance the allocations served since have earned.
-void CorePool::pack_other_arena(detail::Arena& other, std::uint64_t want, detail::ReleaseWait wait,
-                                std::uint8_t stream) {
-  const std::uint64_t served = cache_hits_.load() + misses_.load();
-  const auto cap = static_cast<std::int64_t>(high_water_ / kHeadroomDivisor);
-  other_arena_allowance_ = std::min(
-      cap, other_arena_allowance_ +
-               static_cast<std::int64_t>((served - served_at_allowance_) * kOtherArenaBytesPerAllocation));
-  served_at_allowance_ = served;
-  const std::uint64_t divisor = &other == &small_ ? kSmallSurplusDivisor : kLargeSurplusDivisor;
-  if (other_arena_allowance_ < static_cast<std::int64_t>(want) ||
-      other.free_bytes() * divisor < other.reserved_bytes()) {
+    if (got < want) release_cached(other, want - got, wait, nullptr, nullptr, stream);
     return;
   }
-  // Whole chunks and units only: what is released may exceed `want` (a 20 MiB unit for a 2 MiB chunk), and
-  // the allowance then goes negative until allocations have earned it back.
-  other_arena_allowance_ -=
-      static_cast<std::int64_t>(release_cached(other, want, wait, nullptr, nullptr, stream));
+  headroom_ = std::min(high_water_ / kHeadroomDivisor, headroom_ + got / kHeadroomDivisor);
 }
 
 // Bytes the device lacks for mapping `need` more while keeping its reserve free (0 when it has them).

@@ -114,8 +114,6 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
   Result<detail::Block*> grow_mapping(detail::Arena& arena, std::size_t size, std::uint8_t stream,
                                       bool last_resort);
   void pack_for(detail::Arena& arena, const detail::Placement& placement, std::uint8_t stream);
-  void pack_other_arena(detail::Arena& other, std::uint64_t want, detail::ReleaseWait wait,
-                        std::uint8_t stream);
   // After a free of `bytes` on `stream` (PoolOptions::large_free_marker_interval_us).
   void mark_large_free(std::size_t bytes, std::uint8_t stream);
   // On every call on `stream`: the marker a large free deferred, once its interval has passed.
@@ -145,10 +143,6 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
   std::uint64_t high_water_ = 0;  // most reserved bytes ever (mapping arenas grow freely below it)
   // A miss may grow the pool by this much beyond the high-water mark without packing (see pack_for).
   std::uint64_t headroom_ = 0;
-  // Bytes the other arena's surplus may still give a miss at the mark, and the allocations served
-  // (cache_hits_ + misses_) when it was last topped up (pack_other_arena).
-  std::int64_t other_arena_allowance_ = 0;
-  std::uint64_t served_at_allowance_ = 0;
   std::chrono::steady_clock::time_point last_miss_{};  // when the newest miss began
   std::atomic<bool> captures_underway_{false};
 

@@ -19,13 +19,9 @@ enum class PoolGrowth {
 enum class RemapPolicy {
   // Default. Under pressure (a limit that would be exceeded, a device nearly out of free memory) packs
   // whatever idle cache the miss needs, from both arenas. Without pressure, packs only at the pool's
-  // high-water mark: within the request's arena, where each byte moved raises the mark by 1/64 of a byte (up
-  // to 1/64 of it), so that a loop that keeps missing stops calling the driver after a round or two and a
-  // loop
-  // over the same sizes after its first round; then from the other arena while it holds a surplus (free at
-  // least 1/8 of the small arena's memory or 1/4 of the large arena's), at most 80 KiB for each allocation
-  // the pool has served (a 20 MiB unit per 256), so that phases which use the two arenas in turn (two models
-  // trained alternately) move memory between them instead of holding both peaks.
+  // high-water mark and only within the request's arena, and each byte moved raises the mark by 1/64 of a
+  // byte (up to 1/64 of it): a loop that keeps missing stops calling the driver after a round or two, a loop
+  // over the same sizes after its first round.
   kUnderPressure,
   // Packs from both arenas on every miss at the high-water mark: the smallest footprint, and a driver call
   // on each such miss even in a steady loop. For comparison (benchmarks) only.
