@@ -45,7 +45,8 @@ sys.path.insert(0, str(HERE))
 sys.path.append(str(HERE.parent.parent / "python"))
 
 ALLOCATORS = ["native", "expandable", "memcoord"]
-INFORMATIONAL = {"losses within expandable's spread", "native's own loss spread"}  # printed beside the targets, not one of them
+# Printed beside the targets, not one of them.
+INFORMATIONAL = {"losses within expandable's spread", "native's own loss spread", "first steps per process"}
 GB = 1e9
 
 
@@ -238,6 +239,11 @@ def combine(runs):
     return row
 
 
+def first_steps(row):
+    """A combined row's first step in each of its processes, as "a, b, c"."""
+    return ", ".join(f"{r['first_step_ms']:.0f}" for r in row["runs"] if r.get("first_step_ms") is not None)
+
+
 def loss_diff(losses, reference):
     """The largest |difference| step by step (infinite when the runs have different lengths)."""
     if len(losses) != len(reference):
@@ -267,6 +273,12 @@ def targets(rows, tolerance):
                 diffs[other["allocator"]] = diff
                 checks.append((f"losses {other['allocator']} = native", diff <= tolerance,
                                f"max |diff| {diff:.3g}"))
+        spreads = [f"{r['allocator']} {first_steps(r)}" for r in (native, expandable, mc)
+                   if r and len(r.get("runs", [])) > 1]
+        if spreads:
+            # A first step includes the process's library set-up (cuBLAS, cuDNN), which varies by 100 ms or more
+            # between fresh processes of one configuration: the compared figures are medians of these.
+            checks.append(("first steps per process", True, "; ".join(spreads) + " ms"))
         if native and "own_loss_spread" in native:
             checks.append(("native's own loss spread", True, f"max |diff| {native['own_loss_spread']:.3g} between "
                            f"{len(native.get('runs', []))} native processes"))

@@ -87,6 +87,17 @@ class TargetsTest(unittest.TestCase):
         self.assertIn("2 native processes", checks["native's own loss spread"][1])
 
 
+    def test_first_steps_of_each_process_are_reported_not_a_target(self):
+        rows = [bench.combine([run(a, [2.0], first=f) for f in firsts])
+                for a, firsts in (("native", (700, 500)), ("expandable", (480, 440)), ("memcoord", (470, 490)))]
+        checks = checks_of(rows)
+        self.assertIn("first steps per process", bench.INFORMATIONAL)
+        self.assertEqual(checks["first steps per process"][1],
+                         "native 700, 500; expandable 480, 440; memcoord 470, 490 ms")
+        self.assertFalse(checks["first step <= expandable"][0])  # medians: 480 against 460
+        self.assertNotIn("first steps per process", checks_of([run("native", [2.0]), run("memcoord", [2.0])]))
+
+
 class FakeTorch(types.SimpleNamespace):
     """The parts of torch that make_deterministic touches, recording what it set."""
 
