@@ -3,6 +3,7 @@
 // promtool is installed), the JSON API, the history's events, and that admin actions need the admin token.
 #include <httplib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -180,11 +181,18 @@ class HttpLive : public ::testing::Test {
       ASSERT_TRUE(pool->deallocate(*block).ok());
       held_.push_back(*pool->allocate(kMiB, kDefaultStream, *pool->tag("weights")));
     }
+    // Every rank's report since its allocations: the scrape's per-rank figures (map calls) come from them.
     ASSERT_TRUE(WaitFor(
         [&] {
           ClusterView v = server_->snapshot();
-          return v.workers.size() == 2 && !v.workers[1].pools.empty() &&
-                 v.workers[1].pools[0].reserved_bytes > 0;
+          if (v.workers.size() != 2) return false;
+          for (const auto& w : v.workers) {
+            const bool reported = std::any_of(w.pools.begin(), w.pools.end(), [](const PoolUsage& p) {
+              return p.name == "default" && p.reserved_bytes > 0 && p.driver_map_calls > 0;
+            });
+            if (!reported) return false;
+          }
+          return true;
         },
         milliseconds(5000)));
   }
