@@ -312,7 +312,7 @@ Result<detail::Block*> CorePool::grow_mapping(detail::Arena& arena, std::size_t 
   const bool capturing = captures_underway_.load(std::memory_order_acquire);
   if (options_.pack_waits_for_streams && !capturing) {
     marks_.record(stream, last_miss_);
-    markers_.store(marks_.recorded_total());
+    count_markers();
   }
   if (!last_resort && !capturing) pack_for(arena, placement, stream);
   const std::uint64_t before = arena.reserved_bytes();
@@ -332,7 +332,7 @@ void CorePool::mark_large_free(std::size_t bytes, std::uint8_t stream) {
   if (captures_underway_.load(std::memory_order_acquire)) return;
   const auto now = std::chrono::steady_clock::now();
   marks_.record_if_older(stream, now, marker_interval(now));
-  markers_.store(marks_.recorded_total());
+  count_markers();
 }
 
 // Only streams a large free left uncovered (never set without pack_waits_for_streams and a mapping arena).
@@ -342,7 +342,7 @@ void CorePool::mark_if_uncovered(std::uint8_t stream) {
   const std::uint64_t before = marks_.recorded_total();
   marks_.record_if_older(stream, now, marker_interval(now));
   deferred_markers_.add(marks_.recorded_total() - before);
-  markers_.store(marks_.recorded_total());
+  count_markers();
 }
 
 bool CorePool::marker_due(std::uint8_t stream) const {
@@ -427,6 +427,8 @@ std::uint64_t CorePool::release_cached(detail::Arena& arena, std::uint64_t want,
   sync_backend_counters();
   return released;
 }
+
+void CorePool::count_markers() { markers_.store(marks_.recorded_total()); }
 
 void CorePool::account_reserved_growth(std::uint64_t bytes) {
   reserved_.add(bytes);

@@ -128,6 +128,8 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
                                const detail::Block* keep_a, const detail::Block* keep_b,
                                std::uint8_t wait_stream = 0);
   void account_reserved_growth(std::uint64_t bytes);
+  // Mirrors StreamMarks' count of recorded markers into markers_, which stats read without the lock.
+  void count_markers();
   void sync_backend_counters();
 
   DeviceBackend& backend_;

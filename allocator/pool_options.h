@@ -50,19 +50,19 @@ struct PoolOptions {
   // 0: 1/32 of the device's total memory.
   std::uint64_t device_reserve_bytes = 0;
   // Packing may unmap a free chunk only once the work queued on the streams that last used it is done. True:
-  // when the miss's own stream is the one stream that used the chunk, the host waits for that work: up to
-  // the first marker (an event the pool records on its misses, and on large frees while it is growing) after
-  // the chunk's last free. Without pressure only when that marker is older than the miss's own (so the GPU
-  // keeps the work queued after it; otherwise the pool grows a little); under pressure for any marker, or for
-  // the whole stream when no marker covers the chunk. One exception to "keeps the work queued after it": when
-  // the miss is the first call on its stream after a large free left a marker owed (see
-  // large_free_marker_interval_us), that call records the owed marker just before the miss's own, and waiting
-  // for it waits for all the work queued before the call (once per owed marker at most). Idle
-  // chunks are always taken first, and chunks of other busy streams are skipped, so an allocation never waits
-  // for another stream's work. (On a GPU the training stream is almost never idle, so a pool that packed only
-  // idle chunks would grow in real training while packing in a replay of the same events, where streams are
-  // always idle.) False: busy chunks are always skipped (pools whose streams must never be waited for, such
-  // as capture pools); no markers are recorded.
+  // when the miss's own stream is the one stream that used the chunk, the host waits for that work: up to the
+  // first marker (an event the pool records on its misses, and on its large frees at most once an interval:
+  // large_free_marker_interval_us) after the chunk's last free. Without pressure only when that marker is
+  // older than the miss's own (so the GPU keeps the work queued after it; otherwise the pool grows a little);
+  // under pressure for any marker, or for the whole stream when no marker covers the chunk. One exception to
+  // "keeps the work queued after it": when the miss is the first call on its stream after a large free left a
+  // marker owed (see large_free_marker_interval_us), that call records the owed marker just before the miss's
+  // own, and waiting for it waits for all the work queued before the call (once per owed marker at most).
+  // Idle chunks are always taken first, and chunks of other busy streams are skipped, so an allocation never
+  // waits for another stream's work. (On a GPU the training stream is almost never idle, so a pool that
+  // packed only idle chunks would grow in real training while packing in a replay of the same events, where
+  // streams are always idle.) False: busy chunks are always skipped (pools whose streams must never be waited
+  // for, such as capture pools); no markers are recorded.
   bool pack_waits_for_streams = true;
   // A free of a block of at least a chunk records a marker on its stream when the stream's newest is at
   // least this old (microseconds; 0: at every such free) while the pool is growing (a miss within the last
