@@ -73,6 +73,7 @@ ThreadCacheAdaptor::~ThreadCacheAdaptor() {
   for (std::size_t i = 0; i < slot_count_.load(std::memory_order_acquire); ++i) {
     Slot& slot = *slot_at(i);
     std::lock_guard lock(slot.mu);
+    slot.gate.exclude();   // no caller may be inside this adaptor now; the gate is closed for good
     slot.layer = nullptr;  // threads that still hold the slot leave it alone from now on
     const std::size_t n = take_all_locked(slot, blocks.data());
     for (std::size_t k = 0; k < n; ++k) {
@@ -107,7 +108,7 @@ ThreadCacheAdaptor::Slot& ThreadCacheAdaptor::bind_slot() {
     std::lock_guard lock(slots_mu_);
     const std::size_t count = slot_count_.load(std::memory_order_relaxed);
     for (std::size_t i = 1; i < count && chosen == nullptr; ++i) {
-      if (!slots_[i]->owned.load(std::memory_order_relaxed)) chosen = slots_[i];
+      if (!slots_[i]->owned.load(std::memory_order_acquire)) chosen = slots_[i];
     }
     if (chosen == nullptr && count < kMaxSlots) {
       chosen = std::make_shared<Slot>();
@@ -127,18 +128,14 @@ ThreadCacheAdaptor::Slot& ThreadCacheAdaptor::bind_slot() {
   return *chosen;
 }
 
-// REQUIRES: slot.mu held (which keeps this adaptor alive: its destructor takes every slot's lock).
+// REQUIRES: slot.mu held by the slot's exiting owner (the lock keeps this adaptor alive: its destructor takes
+// every slot's lock). Live blocks keep their entries, for the threads that will free them.
 void ThreadCacheAdaptor::release_slot(Slot& slot) {
   if (slot.shared) return;
   std::array<detail::CachedBlock, detail::kMaxCachedBlocks> blocks;
-  const std::size_t n = take_all_locked(slot, blocks.data());
-  for (std::size_t k = 0; k < n; ++k) {
-    Allocation freed;
-    Status error;
-    (void)upstream().try_deallocate(reinterpret_cast<void*>(blocks[k].address), freed, error);
-    count_cached(slot, blocks[k], /*in=*/false);
-  }
-  slot.owned.store(false, std::memory_order_relaxed);
+  return_to_pool_locked(slot, blocks.data(), take_all_locked(slot, blocks.data()));
+  drop_freed_elsewhere(slot);
+  slot.owned.store(false, std::memory_order_release);
 }
 
 bool ThreadCacheAdaptor::try_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out,
@@ -169,9 +166,20 @@ bool ThreadCacheAdaptor::try_allocate_cached(std::size_t bytes, StreamId stream,
 
 bool ThreadCacheAdaptor::take_cached(Slot& slot, std::size_t bytes, StreamId stream, TagId tag,
                                      Allocation& out) {
-  // Nothing that size can be cached, or nothing is (only this thread adds to its slot): no lock.
+  // Nothing that size can be cached, or nothing is (only the owner adds to its slot): no guard at all.
   if (bytes > limits_.max_block_bytes || slot.cached_blocks.load() == 0) return false;
-  std::lock_guard lock(slot.mu);
+  if (slot.gate.try_enter()) {  // the shared slot caches nothing, so only an owner gets here
+    const bool hit = take_cached_owned(slot, bytes, stream, tag, out);
+    slot.gate.leave();
+    return hit;
+  }
+  std::lock_guard lock(slot.mu);  // an intruder held the gate: after it, under the lock
+  return take_cached_owned(slot, bytes, stream, tag, out);
+}
+
+// REQUIRES: the caller owns `slot`, inside its gate or holding its lock.
+bool ThreadCacheAdaptor::take_cached_owned(Slot& slot, std::size_t bytes, StreamId stream, TagId tag,
+                                           Allocation& out) {
   for (std::size_t i = slot.cached_count; i-- > 0;) {  // newest first
     const detail::CachedBlock b = slot.cached[i];
     if (b.requested != bytes || b.stream != stream || b.tag != tag) continue;
@@ -181,7 +189,7 @@ bool ThreadCacheAdaptor::take_cached(Slot& slot, std::size_t bytes, StreamId str
     slot.entry_bytes -= b.size;
     count_cached(slot, b, /*in=*/false);
     slot.hits.add(1);
-    slot.live.insert(b.address, detail::LiveBlock{b.size, b.requested, stream, tag, false});
+    slot.table.find(b.address)->state.store(detail::EntryState::kLive);  // a cached block has its entry
     out = Allocation{reinterpret_cast<void*>(b.address), b.size, b.requested, stream, tag};
     return true;
   }
@@ -190,41 +198,86 @@ bool ThreadCacheAdaptor::take_cached(Slot& slot, std::size_t bytes, StreamId str
 
 void ThreadCacheAdaptor::track(Slot& slot, const Allocation& a) {
   std::lock_guard lock(slot.mu);
-  slot.live.insert(reinterpret_cast<std::uintptr_t>(a.ptr),
-                   detail::LiveBlock{a.size, a.requested, a.stream, a.tag, false});
+  drop_freed_elsewhere(slot);  // the pool may hand back an address whose old entry still waits here
+  const auto key = reinterpret_cast<std::uintptr_t>(a.ptr);
+  const detail::BlockEntry entry{a.size, a.requested, a.stream, a.tag, detail::EntryState::kLive, false};
+  if (detail::BlockEntry* stale = slot.table.find(key)) {
+    *stale = entry;  // not reachable while the invariants hold (every such entry was just dropped)
+  } else {
+    slot.table.insert(key, entry);
+  }
 }
 
-bool ThreadCacheAdaptor::keeps(const Slot& slot, const detail::LiveBlock& block) const {
-  return !slot.shared && !block.recorded && block.size <= limits_.max_block_bytes &&
+// REQUIRES: slot.mu held. Erases the entries other threads marked freed (skipping any the pool has since
+// handed back to this slot, which track() made live again).
+void ThreadCacheAdaptor::drop_freed_elsewhere(Slot& slot) {
+  for (std::uintptr_t key : slot.freed_elsewhere) {
+    const detail::BlockEntry* e = slot.table.find(key);
+    detail::BlockEntry dropped;
+    if (e != nullptr && e->state.load() == detail::EntryState::kFreedElsewhere)
+      slot.table.erase(key, dropped);
+  }
+  slot.freed_elsewhere.clear();
+}
+
+bool ThreadCacheAdaptor::keeps(const Slot& slot, const detail::BlockEntry& block) const {
+  return !slot.shared && !block.recorded.load() && block.size <= limits_.max_block_bytes &&
          block.size <= limits_.max_bytes && caching_.load(std::memory_order_relaxed);
 }
 
+bool ThreadCacheAdaptor::has_room(const Slot& slot, std::size_t size) const {
+  return slot.cached_count < detail::kMaxCachedBlocks && slot.entry_bytes + size <= limits_.max_bytes;
+}
+
 bool ThreadCacheAdaptor::try_deallocate(void* ptr, Allocation& freed, Status& error) {
-  if (ptr == nullptr) {  // never a key of the live tables
+  if (ptr == nullptr) {  // never a key of the tables
     error = InvalidArgument(fmt::format("{}: free of a null pointer", owner_));
     return false;
   }
   const auto key = reinterpret_cast<std::uintptr_t>(ptr);
   Slot& own = my_slot();
-  detail::LiveBlock block;
+  if (!own.shared && own.gate.try_enter()) {
+    const bool kept = keep_owned(own, key, freed);
+    own.gate.leave();
+    if (kept) return true;
+  }
+  return deallocate_locked(own, key, freed, error);
+}
+
+// REQUIRES: the caller owns `slot`, inside its gate. Caches a live block of this slot when it has room, as
+// the common free does; false (nothing changed) for anything else.
+bool ThreadCacheAdaptor::keep_owned(Slot& slot, std::uintptr_t key, Allocation& freed) {
+  detail::BlockEntry* e = slot.table.find(key);
+  if (e == nullptr || e->state.load() != detail::EntryState::kLive || !keeps(slot, *e) ||
+      !has_room(slot, e->size)) {
+    return false;
+  }
+  e->state.store(detail::EntryState::kCached);
+  push_cached(slot, detail::CachedBlock{key, e->size, e->requested, e->stream, e->tag});
+  freed = Allocation{reinterpret_cast<void*>(key), e->size, e->requested, e->stream, e->tag};
+  return true;
+}
+
+// Every free the gate did not finish: a block this slot does not keep, a full cache, another thread's block,
+// a pointer nobody handed out, or a free while an intruder held the gate.
+bool ThreadCacheAdaptor::deallocate_locked(Slot& own, std::uintptr_t key, Allocation& freed, Status& error) {
+  void* const ptr = reinterpret_cast<void*>(key);
+  detail::BlockEntry block;
   bool found = false;
-  bool kept = false;
   {
     std::lock_guard lock(own.mu);
-    found = own.live.erase(key, block);
-    if (found && keeps(own, block) && own.cached_count < detail::kMaxCachedBlocks &&
-        own.entry_bytes + block.size <= limits_.max_bytes) {
+    drop_freed_elsewhere(own);
+    detail::BlockEntry* e = own.table.find(key);
+    found = e != nullptr && e->state.load() == detail::EntryState::kLive;
+    if (found) block = *e;
+    if (found && keeps(own, block)) {
+      make_room_locked(own, block.size);
+      own.table.find(key)->state.store(detail::EntryState::kCached);  // found again: evictions move entries
       push_cached(own, detail::CachedBlock{key, block.size, block.requested, block.stream, block.tag});
-      kept = true;
+      freed = Allocation{ptr, block.size, block.requested, block.stream, block.tag};
+      return true;
     }
-  }
-  if (!kept && found && keeps(own, block)) {
-    cache_making_room(own, detail::CachedBlock{key, block.size, block.requested, block.stream, block.tag});
-    kept = true;
-  }
-  if (kept) {
-    freed = Allocation{ptr, block.size, block.requested, block.stream, block.tag};
-    return true;
+    if (found) own.table.erase(key, block);
   }
   if (!found && !take_live(own, key, block)) {
     error = NotFound(fmt::format(
@@ -233,62 +286,77 @@ bool ThreadCacheAdaptor::try_deallocate(void* ptr, Allocation& freed, Status& er
     return false;
   }
   // Another thread's block, or one this layer does not keep: the pool takes it back. (A block of another
-  // thread is not cached here: it was found in that thread's table, and keeping the common path to one lock
-  // matters more than caching cross-thread frees.)
+  // thread is not cached here: keeping frees into one's own cache to the gate matters more than caching
+  // cross-thread frees.)
   return upstream().try_deallocate(ptr, freed, error);
 }
 
-// REQUIRES: slot.mu held and room for `b`.
+// REQUIRES: room for `b`, and the caller owns `slot` inside its gate or holds its lock.
 void ThreadCacheAdaptor::push_cached(Slot& slot, const detail::CachedBlock& b) {
   slot.cached[slot.cached_count++] = b;
   slot.entry_bytes += b.size;
   count_cached(slot, b, /*in=*/true);
 }
 
-// A full cache (rare, so out of the common path): the oldest blocks go back to the pool, after the lock.
-void ThreadCacheAdaptor::cache_making_room(Slot& slot, const detail::CachedBlock& b) {
+// REQUIRES: slot.mu held by its owner (or by a thread that excluded it). A full cache (rare, so off the
+// gate's path): the oldest blocks go back to the pool until `size` more bytes fit.
+void ThreadCacheAdaptor::make_room_locked(Slot& slot, std::size_t size) {
   std::array<detail::CachedBlock, detail::kMaxCachedBlocks> evicted;
   std::size_t evicted_count = 0;
-  {
-    std::lock_guard lock(slot.mu);
-    while (slot.cached_count == detail::kMaxCachedBlocks || slot.entry_bytes + b.size > limits_.max_bytes) {
-      evicted[evicted_count++] = slot.cached[0];
-      slot.entry_bytes -= slot.cached[0].size;
-      std::copy(slot.cached.begin() + 1, slot.cached.begin() + static_cast<std::ptrdiff_t>(slot.cached_count),
-                slot.cached.begin());
-      --slot.cached_count;
-    }
-    push_cached(slot, b);
+  while (!has_room(slot, size)) {
+    const detail::CachedBlock oldest = slot.cached[0];
+    std::copy(slot.cached.begin() + 1, slot.cached.begin() + static_cast<std::ptrdiff_t>(slot.cached_count),
+              slot.cached.begin());
+    --slot.cached_count;
+    slot.entry_bytes -= oldest.size;
+    detail::BlockEntry dropped;
+    slot.table.erase(oldest.address, dropped);
+    evicted[evicted_count++] = oldest;
   }
-  if (evicted_count > 0) give_back(slot, evicted.data(), evicted_count);
+  return_to_pool_locked(slot, evicted.data(), evicted_count);
 }
 
-bool ThreadCacheAdaptor::take_live(Slot& own, std::uintptr_t key, detail::LiveBlock& block) {
+// Another thread's live block: marked freed in that thread's table, which its owner drops later (only the
+// owner changes a table's shape while it may be inside its gate).
+bool ThreadCacheAdaptor::take_live(Slot& own, std::uintptr_t key, detail::BlockEntry& block) {
   const std::size_t count = slot_count_.load(std::memory_order_acquire);
   for (std::size_t i = 0; i < count; ++i) {
     Slot& slot = *slot_at(i);
     if (&slot == &own) continue;
     std::lock_guard lock(slot.mu);
-    if (slot.live.erase(key, block)) return true;
+    detail::BlockEntry* e = slot.table.find(key);
+    // The exchange fails only if the owner cached the block meanwhile: a double free racing itself.
+    if (e == nullptr ||
+        !e->state.exchange_if(detail::EntryState::kLive, detail::EntryState::kFreedElsewhere)) {
+      continue;
+    }
+    block = *e;
+    slot.freed_elsewhere.push_back(key);
+    return true;
   }
   return false;
 }
 
-void ThreadCacheAdaptor::give_back(Slot& slot, const detail::CachedBlock* blocks, std::size_t count) {
+// REQUIRES: slot.mu held, and the owner excluded or the caller its owner. Returns `count` blocks already
+// taken out of the slot's cache to upstream, then drops them from its counters: in between the users'
+// figures read low (never high, so no reader and no peak check sees memory that was never allocated).
+void ThreadCacheAdaptor::return_to_pool_locked(Slot& slot, const detail::CachedBlock* blocks,
+                                               std::size_t count) {
   for (std::size_t k = 0; k < count; ++k) {
     Allocation freed;
     Status error;
     (void)upstream().try_deallocate(reinterpret_cast<void*>(blocks[k].address), freed, error);
   }
-  // Dropped from the counters only now: in between, the users' figures read low (never high, so no reader
-  // and no peak check sees memory that was never allocated).
-  std::lock_guard lock(slot.mu);
   for (std::size_t k = 0; k < count; ++k) count_cached(slot, blocks[k], /*in=*/false);
 }
 
 std::size_t ThreadCacheAdaptor::take_all_locked(Slot& slot, detail::CachedBlock* out) {
   const std::size_t n = slot.cached_count;
   std::copy(slot.cached.begin(), slot.cached.begin() + static_cast<std::ptrdiff_t>(n), out);
+  for (std::size_t k = 0; k < n; ++k) {
+    detail::BlockEntry dropped;
+    slot.table.erase(out[k].address, dropped);
+  }
   slot.cached_count = 0;
   slot.entry_bytes = 0;
   return n;
@@ -299,12 +367,13 @@ void ThreadCacheAdaptor::flush() {
   const std::size_t count = slot_count_.load(std::memory_order_acquire);
   for (std::size_t i = 0; i < count; ++i) {
     Slot& slot = *slot_at(i);
-    std::size_t n = 0;
-    {
-      std::lock_guard lock(slot.mu);
-      n = take_all_locked(slot, blocks.data());
-    }
-    if (n > 0) give_back(slot, blocks.data(), n);
+    if (slot.cached_blocks.load() == 0) continue;  // most slots, most of the time: no membarrier for them
+    std::lock_guard lock(slot.mu);
+    slot.gate.exclude();
+    const std::size_t n = take_all_locked(slot, blocks.data());
+    return_to_pool_locked(slot, blocks.data(), n);
+    drop_freed_elsewhere(slot);
+    slot.gate.admit();
   }
 }
 
@@ -324,10 +393,11 @@ Status ThreadCacheAdaptor::do_record_stream(void* ptr, StreamId stream) {
     Slot& slot = i == 0 ? own : *slot_at(i - 1);
     if (i > 0 && &slot == &own) continue;
     std::lock_guard lock(slot.mu);
-    if (detail::LiveBlock* b = slot.live.find(key)) {
+    detail::BlockEntry* b = slot.table.find(key);
+    if (b != nullptr && b->state.load() == detail::EntryState::kLive) {
       found = true;
       same_stream = b->stream == stream;
-      if (!same_stream) b->recorded = true;  // its reuse will need a device-side wait: not cached
+      if (!same_stream) b->recorded.store(true);  // its reuse will need a device-side wait: not cached
     }
   }
   if (!found) return NotFound(fmt::format("{}: record_stream on {} which is not a live block", owner_, ptr));
@@ -347,7 +417,8 @@ Result<std::size_t> ThreadCacheAdaptor::block_size(const void* ptr) {
   for (std::size_t i = 0; i < count; ++i) {
     Slot& slot = *slot_at(i);
     std::lock_guard lock(slot.mu);
-    if (const detail::LiveBlock* b = slot.live.find(key)) return b->size;
+    const detail::BlockEntry* b = slot.table.find(key);
+    if (b != nullptr && b->state.load() == detail::EntryState::kLive) return b->size;
   }
   return NotFound(fmt::format("{} is not a live block of {}", ptr, owner_));
 }
@@ -497,24 +568,42 @@ Status ThreadCacheAdaptor::check_invariants(std::uint64_t below_live_blocks) {
   for (std::size_t i = 0; i < count; ++i) {
     Slot& slot = *slot_at(i);
     std::lock_guard lock(slot.mu);
-    std::uint64_t bytes = 0, requested = 0;
-    for (std::size_t k = 0; k < slot.cached_count; ++k) {
-      bytes += slot.cached[k].size;
-      requested += slot.cached[k].requested;
-    }
-    if (bytes != slot.entry_bytes || bytes != slot.cached_bytes.load() ||
-        requested != slot.cached_requested.load() || slot.cached_count != slot.cached_blocks.load()) {
-      return Internal(fmt::format("{}: thread cache slot {} disagrees with its counters", owner_, i));
-    }
-    if (bytes > limits_.max_bytes || (slot.shared && slot.cached_count != 0)) {
-      return Internal(fmt::format("{}: thread cache slot {} holds more than its limits", owner_, i));
-    }
-    tracked += slot.live.size() + slot.cached_count;
+    slot.gate.exclude();
+    const Status status = check_slot_locked(slot, i, tracked);
+    slot.gate.admit();
+    MEMCOORD_RETURN_IF_ERROR(status);
   }
   if (tracked != below_live_blocks) {
     return Internal(fmt::format("{}: {} blocks live or cached in thread caches, {} live below", owner_,
                                 tracked, below_live_blocks));
   }
+  return Status::Ok();
+}
+
+// REQUIRES: slot.mu held and the owner excluded. Adds the slot's live and cached blocks to `tracked`.
+Status ThreadCacheAdaptor::check_slot_locked(const Slot& slot, std::size_t i, std::uint64_t& tracked) const {
+  std::uint64_t bytes = 0, requested = 0;
+  for (std::size_t k = 0; k < slot.cached_count; ++k) {
+    bytes += slot.cached[k].size;
+    requested += slot.cached[k].requested;
+  }
+  if (bytes != slot.entry_bytes || bytes != slot.cached_bytes.load() ||
+      requested != slot.cached_requested.load() || slot.cached_count != slot.cached_blocks.load()) {
+    return Internal(fmt::format("{}: thread cache slot {} disagrees with its counters", owner_, i));
+  }
+  if (bytes > limits_.max_bytes || (slot.shared && slot.cached_count != 0)) {
+    return Internal(fmt::format("{}: thread cache slot {} holds more than its limits", owner_, i));
+  }
+  std::uint64_t live = 0, cached = 0;
+  slot.table.for_each([&](std::uintptr_t, const detail::BlockEntry& e) {
+    live += e.state.load() == detail::EntryState::kLive ? 1 : 0;
+    cached += e.state.load() == detail::EntryState::kCached ? 1 : 0;
+  });
+  if (cached != slot.cached_count) {
+    return Internal(fmt::format("{}: thread cache slot {} caches {} blocks and its table marks {} cached",
+                                owner_, i, slot.cached_count, cached));
+  }
+  tracked += live + cached;
   return Status::Ok();
 }
 

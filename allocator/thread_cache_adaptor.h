@@ -23,14 +23,19 @@
 //     live blocks per thread slot (a free on another thread finds the block in its allocator's slot).
 //     Unknown or already-freed pointers are NOT_FOUND here (null: INVALID_ARGUMENT) and never reach the
 //     pool below.
-// Cost: a hit takes the thread's own slot lock once (one atomic exchange on a line that thread holds) and
-// reads a few lines nobody writes in a steady loop; a block the layer does not keep (larger than
-// max_block_bytes, or recorded) pays that lock and a table update on top of the pool's own path.
-// Lock order: a slot's lock, then the pool's (a thread's exit and the destructor return blocks under the
-// slot's lock); never a slot's lock under the pool's.
-// Thread safety: every call is thread-safe. Each thread claims a slot (its lock is uncontended unless
-// another thread frees a block of this thread's or a flush runs); beyond kMaxSlots threads share one slot
-// that caches nothing. A thread's cache goes back to the pool when the thread exits.
+// Cost: a hit, and a free of the thread's own block into its cache, take no lock and make no atomic
+// read-modify-write: they run inside the slot's OwnerGate (plain stores and loads on lines that thread
+// holds; no CPU fence where the kernel offers membarrier) and look the block up in the slot's table. A
+// block the layer does not keep (larger than max_block_bytes, or recorded), a block from the pool and a full
+// cache take the slot's lock as well as the pool's path. A free of another thread's block takes that
+// thread's slot lock and leaves its table entry for that thread to drop. A flush (trim, empty_cache, an
+// out-of-memory retry) costs one membarrier() per slot that caches something.
+// Lock order: a slot's lock, then the pool's (evictions, flushes, a thread's exit and the destructor return
+// blocks under the slot's lock); never a slot's lock under the pool's.
+// Thread safety: every call is thread-safe. Each thread claims a slot; beyond kMaxSlots threads share one
+// slot that caches nothing and always takes its lock. A thread's cache goes back to the pool when the thread
+// exits. Freeing one pointer twice at the same instant from two threads is not detected (one of the two
+// frees may be lost or the block cached twice); a double free in any other order is NOT_FOUND.
 // Ownership: does not own `upstream` or the live figures it reads, which must outlive it. Destroying it
 // returns every cached block to `upstream`; threads may outlive it.
 #pragma once
@@ -105,18 +110,25 @@ class ThreadCacheAdaptor final : public DirectHooks<ThreadCacheAdaptor, Resource
   Slot& bind_slot();
   // A cached block for exactly (bytes, stream, tag), made live in `slot`; false when none.
   bool take_cached(Slot& slot, std::size_t bytes, StreamId stream, TagId tag, Allocation& out);
+  bool take_cached_owned(Slot& slot, std::size_t bytes, StreamId stream, TagId tag, Allocation& out);
+  // A block from upstream becomes live in `slot`'s table.
   void track(Slot& slot, const Allocation& a);
-  // Removes `key` from the live table of `own` or of any other slot; false when no slot has it.
-  bool take_live(Slot& own, std::uintptr_t key, detail::LiveBlock& block);
-  bool keeps(const Slot& slot, const detail::LiveBlock& block) const;
-  // Returns `count` blocks taken out of `slot` to upstream, then drops them from its counters.
-  void give_back(Slot& slot, const detail::CachedBlock* blocks, std::size_t count);
-  // REQUIRES: slot.mu held. Empties the slot's cache into `out` (counters untouched); returns how many.
+  void drop_freed_elsewhere(Slot& slot);
+  bool keep_owned(Slot& slot, std::uintptr_t key, Allocation& freed);
+  bool deallocate_locked(Slot& own, std::uintptr_t key, Allocation& freed, Status& error);
+  // Marks `key` freed in the table of a slot other than `own` that holds it live; false when none does.
+  bool take_live(Slot& own, std::uintptr_t key, detail::BlockEntry& block);
+  bool keeps(const Slot& slot, const detail::BlockEntry& block) const;
+  bool has_room(const Slot& slot, std::size_t size) const;
+  void make_room_locked(Slot& slot, std::size_t size);
+  void return_to_pool_locked(Slot& slot, const detail::CachedBlock* blocks, std::size_t count);
+  // REQUIRES: slot.mu held and the owner excluded (or the caller the owner). Empties the slot's cache into
+  // `out` and drops those blocks from its table (counters untouched); returns how many.
   static std::size_t take_all_locked(Slot& slot, detail::CachedBlock* out);
+  Status check_slot_locked(const Slot& slot, std::size_t i, std::uint64_t& tracked) const;
   void check_peaks(const Slot& slot);
   void count_cached(Slot& slot, const detail::CachedBlock& b, bool in);
   void push_cached(Slot& slot, const detail::CachedBlock& b);
-  void cache_making_room(Slot& slot, const detail::CachedBlock& b);
   std::int64_t visible(const detail::Counter& below, detail::Counter Slot::*cached) const;
   void release_slot(Slot& slot);  // a thread exits: its cache goes back, the slot may be claimed again
   Slot* slot_at(std::size_t i) const { return raw_[i].load(std::memory_order_acquire); }

@@ -2,7 +2,7 @@
 // backward-shift deletion, so a lookup costs one or two cache lines, never allocates, and needs no
 // tombstones. The table doubles when half full. Keys are never 0 (0 marks an empty slot; callers check).
 // Blocks are 512-aligned, so the hash drops the constant low bits before a Fibonacci multiply. Not
-// thread-safe (the owner's lock guards it). Used by PointerMap (the pool's live blocks) and LiveTable (a
+// thread-safe (the owner's lock guards it). Used by PointerMap (the pool's live blocks) and BlockTable (a
 // thread cache's).
 #pragma once
 

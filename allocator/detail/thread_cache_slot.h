@@ -1,7 +1,12 @@
 // ThreadCacheSlot: one thread's share of a ThreadCacheAdaptor: the free blocks it keeps for that thread and
-// the table of live blocks allocated through it. SpinLock: the slot's lock, taken by its owner on every call
-// (uncontended: nobody else touches the slot except a cross-thread free, a flush or the pool's destruction,
-// so it costs one atomic exchange on a line the owner holds).
+// the table of the blocks handed out through it. Two guards:
+//   - `gate` (OwnerGate): the owning thread's cache hits and its frees into its own cache run inside it, with
+//     no atomic read-modify-write (see owner_gate.h). They touch the cache, the counters, and entries' state
+//     in the table, never the table's shape.
+//   - `mu` (SpinLock): everything else. Another thread freeing or recording one of this slot's blocks looks
+//     it up under `mu`; the owner takes `mu` to change the table's shape (a block from the pool, a block
+//     going back to it) and whenever the gate is closed. A thread that needs the cache or the counters
+//     (a flush, the adaptor's destruction, an invariant check) takes `mu` and then excludes the owner.
 #pragma once
 
 #include <array>
@@ -9,9 +14,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <thread>
+#include <vector>
 
+#include "allocator/detail/block_table.h"
 #include "allocator/detail/counter.h"
-#include "allocator/detail/live_table.h"
+#include "allocator/detail/owner_gate.h"
 #include "allocator/memory_resource.h"
 
 namespace memcoord {
@@ -50,13 +57,17 @@ constexpr std::uint32_t kFloorWindow = 1024;
 
 struct alignas(64) ThreadCacheSlot {
   SpinLock mu;
-  // mu guards the following.
-  ThreadCacheAdaptor* layer = nullptr;  // nullptr once the adaptor is destroyed (threads may outlive it)
+  OwnerGate gate;
+  // Under mu; nullptr once the adaptor is destroyed (threads may outlive it).
+  ThreadCacheAdaptor* layer = nullptr;
+  // The owner's, inside the gate or under mu (others: under mu with the owner excluded).
   std::array<CachedBlock, kMaxCachedBlocks> cached;  // oldest first
   std::size_t cached_count = 0;
   std::size_t entry_bytes = 0;  // bytes in `cached` (the counters also hold blocks on their way out)
-  LiveTable live;
-  // Written under mu; read by anyone (stats, peak checks) without it.
+  BlockTable table;             // every block handed out through this slot and not yet back in the pool
+  // Under mu: entries other threads marked freed, for the owner to drop.
+  std::vector<std::uintptr_t> freed_elsewhere;
+  // Written by the owner (or an intruder); read by anyone (stats, peak checks) without a guard.
   Counter cached_bytes, cached_requested, cached_blocks, hits;
   // Floors: cached_bytes (cached_requested) never drops below floor_bytes (floor_requested) without the
   // floor being lowered first, and a floor is raised only to the least its figure was over the last
@@ -64,8 +75,8 @@ struct alignas(64) ThreadCacheSlot {
   // load bounds what every other thread caches (ThreadCacheAdaptor::check_peaks).
   Counter floor_bytes, floor_requested;
   std::array<Counter, kMaxTags> cached_tag_bytes, cached_tag_blocks;  // [kUntagged] unused
-  std::uint64_t window_min_bytes = 0, window_min_requested = 0;       // guarded by mu
-  std::uint32_t window_changes = 0;                                   // guarded by mu
+  std::uint64_t window_min_bytes = 0, window_min_requested = 0;       // as `cached`
+  std::uint32_t window_changes = 0;                                   // as `cached`
   std::atomic<bool> owned{false};  // bound to a running thread (claimed under the adaptor's slots_mu_)
   bool shared = false;             // the slot of threads beyond kMaxSlots: never owned, caches nothing
 };

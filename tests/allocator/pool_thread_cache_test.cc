@@ -237,5 +237,32 @@ TEST(PoolThreadCache, LimitsAndOutOfMemorySeeThroughThreadCaches) {
   EXPECT_TRUE(pool.check_invariants().ok());
 }
 
+// A block freed by another thread goes back to the pool while its entry waits in the allocating thread's
+// table (only that thread reshapes its table). The pool may hand the same address to that thread again:
+// the stale entry is dropped, the block is live once, and it is cached and reused as any other.
+TEST(PoolThreadCache, AnAddressFreedByAnotherThreadCanComeBackToItsFirstThread) {
+  VirtualBackend backend(64 * kGiB);
+  CachingPool pool(backend);
+  void* first = *pool.allocate(4096);
+  std::thread other([&] { EXPECT_TRUE(pool.deallocate(first).ok()); });
+  other.join();
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+  EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
+  void* again = *pool.allocate(4096);
+  EXPECT_EQ(again, first);  // the pool's best fit: the block the other thread gave back
+  EXPECT_EQ(*pool.block_size(again), 4096u);
+  EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
+  ASSERT_TRUE(pool.deallocate(again).ok());  // into this thread's cache
+  EXPECT_EQ(pool.deallocate(again).code(), StatusCode::kNotFound);
+  const std::uint64_t hits = pool.stats().cache_hits;
+  EXPECT_EQ(*pool.allocate(4096), first);  // a hit
+  EXPECT_EQ(pool.stats().cache_hits, hits + 1);
+  EXPECT_EQ(pool.stats().live_blocks, 1u);
+  std::thread third([&] { EXPECT_TRUE(pool.deallocate(first).ok()); });
+  third.join();
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+  EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
+}
+
 }  // namespace
 }  // namespace memcoord
