@@ -71,6 +71,8 @@ class CachingPool::Impl {
     return error;
   }
 
+  bool free_cached(void* ptr, StreamId stream) { return cache_.try_free_cached(ptr, stream); }
+
   Status record_stream(void* ptr, StreamId stream) { return cache_.record_stream(ptr, stream); }
 
   TrimResult trim(std::uint64_t target) {
@@ -282,6 +284,7 @@ void* CachingPool::allocate_cached(std::size_t bytes, StreamId stream, TagId tag
   return impl_->allocate_cached(bytes, stream, tag);
 }
 Status CachingPool::deallocate(void* ptr) { return impl_->deallocate(ptr); }
+bool CachingPool::free_cached(void* ptr, StreamId stream) { return impl_->free_cached(ptr, stream); }
 Status CachingPool::record_stream(void* ptr, StreamId stream) { return impl_->record_stream(ptr, stream); }
 TrimResult CachingPool::trim(std::uint64_t target_bytes) { return impl_->trim(target_bytes); }
 Status CachingPool::set_limit(std::uint64_t limit_bytes) { return impl_->set_limit(limit_bytes); }

@@ -74,6 +74,11 @@ class CachingPool {
   void* allocate_cached(std::size_t bytes, StreamId stream = kDefaultStream, TagId tag = kUntagged);
   // REQUIRES: ptr came from this pool and is live; otherwise NOT_FOUND and nothing changes.
   Status deallocate(void* ptr);
+  // The free deallocate() would do when it takes no lock: `ptr` is a live block this thread allocated, its
+  // thread cache keeps it, and `stream` is the block's own stream or kDefaultStream (nothing to record).
+  // False otherwise (nothing changed, nothing reported: call deallocate(), after record_stream when the
+  // stream differs). For the C ABI's hot path, where a Status costs more than the free.
+  bool free_cached(void* ptr, StreamId stream = kDefaultStream);
   // Marks a live block as used on `stream` too: when freed, it is reused only after that stream's work.
   Status record_stream(void* ptr, StreamId stream);
 

@@ -180,12 +180,11 @@ bool ThreadCacheAdaptor::take_cached(Slot& slot, std::size_t bytes, StreamId str
 // REQUIRES: the caller owns `slot`, inside its gate or holding its lock.
 bool ThreadCacheAdaptor::take_cached_owned(Slot& slot, std::size_t bytes, StreamId stream, TagId tag,
                                            Allocation& out) {
-  for (std::size_t i = slot.cached_count; i-- > 0;) {  // newest first
-    const detail::CachedBlock b = slot.cached[i];
-    if (b.requested != bytes || b.stream != stream || b.tag != tag) continue;
-    // Close the gap, oldest-first order kept (a few 40-byte entries: a loop, not a memmove call).
-    for (std::size_t k = i + 1; k < slot.cached_count; ++k) slot.cached[k - 1] = slot.cached[k];
-    --slot.cached_count;
+  for (std::size_t i = slot.cached_count; i-- > 0;) {  // the last cached first, unless a hit moved it
+    const detail::CachedBlock& entry = slot.cached[i];
+    if (entry.requested != bytes || entry.stream != stream || entry.tag != tag) continue;
+    const detail::CachedBlock b = entry;
+    slot.cached[i] = slot.cached[--slot.cached_count];
     slot.entry_bytes -= b.size;
     count_cached(slot, b, /*in=*/false);
     slot.hits.add(1);
@@ -237,19 +236,28 @@ bool ThreadCacheAdaptor::try_deallocate(void* ptr, Allocation& freed, Status& er
   const auto key = reinterpret_cast<std::uintptr_t>(ptr);
   Slot& own = my_slot();
   if (!own.shared && own.gate.try_enter()) {
-    const bool kept = keep_owned(own, key, freed);
+    const bool kept = keep_owned(own, key, kDefaultStream, freed);
     own.gate.leave();
     if (kept) return true;
   }
   return deallocate_locked(own, key, freed, error);
 }
 
-// REQUIRES: the caller owns `slot`, inside its gate. Caches a live block of this slot when it has room, as
-// the common free does; false (nothing changed) for anything else.
-bool ThreadCacheAdaptor::keep_owned(Slot& slot, std::uintptr_t key, Allocation& freed) {
+bool ThreadCacheAdaptor::try_free_cached(void* ptr, StreamId stream) {
+  Slot& own = my_slot();
+  if (own.shared || !own.gate.try_enter()) return false;
+  Allocation freed;
+  const bool kept = keep_owned(own, reinterpret_cast<std::uintptr_t>(ptr), stream, freed);
+  own.gate.leave();
+  return kept;
+}
+
+// REQUIRES: the caller owns `slot`, inside its gate. Caches a live block of this slot when it has room and
+// `stream` is kDefaultStream or the block's own, as the common free does; false (nothing changed) otherwise.
+bool ThreadCacheAdaptor::keep_owned(Slot& slot, std::uintptr_t key, StreamId stream, Allocation& freed) {
   detail::BlockEntry* e = slot.table.find(key);
   if (e == nullptr || e->state.load() != detail::EntryState::kLive || !keeps(slot, *e) ||
-      !has_room(slot, e->size)) {
+      !has_room(slot, e->size) || (stream != kDefaultStream && stream != e->stream)) {
     return false;
   }
   e->state.store(detail::EntryState::kCached);
@@ -293,7 +301,9 @@ bool ThreadCacheAdaptor::deallocate_locked(Slot& own, std::uintptr_t key, Alloca
 
 // REQUIRES: room for `b`, and the caller owns `slot` inside its gate or holds its lock.
 void ThreadCacheAdaptor::push_cached(Slot& slot, const detail::CachedBlock& b) {
-  slot.cached[slot.cached_count++] = b;
+  detail::CachedBlock& entry = slot.cached[slot.cached_count++];
+  entry = b;
+  entry.seq = slot.next_seq++;
   slot.entry_bytes += b.size;
   count_cached(slot, b, /*in=*/true);
 }
@@ -304,10 +314,12 @@ void ThreadCacheAdaptor::make_room_locked(Slot& slot, std::size_t size) {
   std::array<detail::CachedBlock, detail::kMaxCachedBlocks> evicted;
   std::size_t evicted_count = 0;
   while (!has_room(slot, size)) {
-    const detail::CachedBlock oldest = slot.cached[0];
-    std::copy(slot.cached.begin() + 1, slot.cached.begin() + static_cast<std::ptrdiff_t>(slot.cached_count),
-              slot.cached.begin());
-    --slot.cached_count;
+    std::size_t at = 0;
+    for (std::size_t k = 1; k < slot.cached_count; ++k) {
+      if (slot.next_seq - slot.cached[k].seq > slot.next_seq - slot.cached[at].seq) at = k;
+    }
+    const detail::CachedBlock oldest = slot.cached[at];
+    slot.cached[at] = slot.cached[--slot.cached_count];
     slot.entry_bytes -= oldest.size;
     detail::BlockEntry dropped;
     slot.table.erase(oldest.address, dropped);

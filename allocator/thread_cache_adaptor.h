@@ -79,6 +79,9 @@ class ThreadCacheAdaptor final : public DirectHooks<ThreadCacheAdaptor, Resource
   bool try_allocate(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error);
   bool try_deallocate(void* ptr, Allocation& freed, Status& error);
   bool try_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out);
+  // A free into this thread's own cache, taken only inside the slot's gate: `ptr` is live in this thread's
+  // slot, kept, there is room, and `stream` is the block's own or kDefaultStream. False: nothing changed.
+  bool try_free_cached(void* ptr, StreamId stream);
 
   // Returns every thread's cached blocks to `upstream`.
   void flush();
@@ -114,7 +117,7 @@ class ThreadCacheAdaptor final : public DirectHooks<ThreadCacheAdaptor, Resource
   // A block from upstream becomes live in `slot`'s table.
   void track(Slot& slot, const Allocation& a);
   void drop_freed_elsewhere(Slot& slot);
-  bool keep_owned(Slot& slot, std::uintptr_t key, Allocation& freed);
+  bool keep_owned(Slot& slot, std::uintptr_t key, StreamId stream, Allocation& freed);
   bool deallocate_locked(Slot& own, std::uintptr_t key, Allocation& freed, Status& error);
   // Marks `key` freed in the table of a slot other than `own` that holds it live; false when none does.
   bool take_live(Slot& own, std::uintptr_t key, detail::BlockEntry& block);

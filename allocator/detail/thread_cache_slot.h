@@ -50,6 +50,7 @@ struct CachedBlock {
   std::size_t requested = 0;
   StreamId stream = kDefaultStream;
   TagId tag = kUntagged;
+  std::uint32_t seq = 0;  // when it was cached (ThreadCacheSlot::next_seq): the oldest goes first
 };
 
 constexpr std::size_t kMaxCachedBlocks = 16;
@@ -61,7 +62,8 @@ struct alignas(64) ThreadCacheSlot {
   // Under mu; nullptr once the adaptor is destroyed (threads may outlive it).
   ThreadCacheAdaptor* layer = nullptr;
   // The owner's, inside the gate or under mu (others: under mu with the owner excluded).
-  std::array<CachedBlock, kMaxCachedBlocks> cached;  // oldest first
+  std::array<CachedBlock, kMaxCachedBlocks> cached;  // in no order (a hit moves the last into its place)
+  std::uint32_t next_seq = 0;                        // wraps; ages compare as next_seq - seq
   std::size_t cached_count = 0;
   std::size_t entry_bytes = 0;  // bytes in `cached` (the counters also hold blocks on their way out)
   BlockTable table;             // every block handed out through this slot and not yet back in the pool

@@ -264,5 +264,35 @@ TEST(PoolThreadCache, AnAddressFreedByAnotherThreadCanComeBackToItsFirstThread) 
   EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
 }
 
+// free_cached (the C ABI's lock-free free) takes only what the thread cache keeps: this thread's small block
+// freed on its own stream or the default one. Anything else is declined with nothing changed, and
+// deallocate() then frees it as before.
+TEST(PoolThreadCache, FreeCachedTakesOnlyWhatThisThreadsCacheKeeps) {
+  VirtualBackend backend(64 * kGiB);
+  CachingPool pool(backend);
+  constexpr StreamId kSide = 0x77;
+  void* own = *pool.allocate(4096, kSide);
+  void* large = *pool.allocate(4 * kMiB);
+  void* others = nullptr;
+  std::thread other([&] { others = *pool.allocate(4096); });
+  other.join();
+  int unknown = 0;
+  EXPECT_FALSE(pool.free_cached(&unknown));
+  EXPECT_FALSE(pool.free_cached(large));      // larger than a thread cache keeps
+  EXPECT_FALSE(pool.free_cached(others));     // another thread's block
+  EXPECT_FALSE(pool.free_cached(own, 0x78));  // a stream the block was not allocated on: record first
+  EXPECT_EQ(pool.stats().live_blocks, 3u);    // nothing changed
+  EXPECT_TRUE(pool.free_cached(own, kSide));  // its own stream
+  EXPECT_EQ(pool.stats().live_blocks, 2u);
+  EXPECT_FALSE(pool.free_cached(own, kSide));  // already freed: declined, and deallocate says so
+  EXPECT_EQ(pool.deallocate(own).code(), StatusCode::kNotFound);
+  EXPECT_EQ(*pool.allocate(4096, kSide), own);  // the cached block, reused on its stream
+  EXPECT_TRUE(pool.free_cached(own));           // kDefaultStream: the block's own stream is implied
+  ASSERT_TRUE(pool.deallocate(large).ok());
+  ASSERT_TRUE(pool.deallocate(others).ok());
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+  EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
+}
+
 }  // namespace
 }  // namespace memcoord

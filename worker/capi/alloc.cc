@@ -1,5 +1,7 @@
 // Allocation entry points (memcoord.h): one CallGuard, one acquire load for the device's pool, then the
-// pool. No global lock and no pool-name comparison unless a named pool is asked for.
+// pool. No global lock and no pool-name comparison unless a named pool is asked for. PyTorch's malloc and
+// free try the thread cache first (CachingPool::allocate_cached, free_cached: no Result or Status built)
+// and take the full path only when it declines.
 // A cache hit makes no CUDA call: the capture check (a cudaStreamIsCapturing per call, which also takes a
 // driver lock every thread shares) runs only when the pool's driver-free hit refuses, i.e. only before an
 // allocation that could map memory, make a stream wait, query a stream or record the marker a large free
@@ -25,6 +27,16 @@ using memcoord::capi::Runtime;
 
 bool IsDefaultName(const char* pool) { return pool == nullptr || std::strcmp(pool, "default") == 0; }
 
+// The device's default pool when it exists and no capture routes allocations (one acquire load each), so
+// that a thread-cache hit or free needs nothing else; nullptr sends the call down the full path.
+memcoord::CachingPool* PoolWithoutCaptures(Runtime& runtime, int device) {
+  if (device == -1) device = runtime.primary_device;
+  if (device < 0 || device >= memcoord::capi::kMaxDevices) return nullptr;
+  const auto& d = runtime.devices[device];
+  if (d.routing_captures.load(std::memory_order_acquire) > 0) return nullptr;
+  return d.default_pool.load(std::memory_order_acquire);
+}
+
 Result<void*> AllocateOnDevice(Runtime& runtime, int device, std::size_t bytes, StreamId stream) {
   if (device == -1) device = runtime.primary_device;
   if (device >= 0 && device < memcoord::capi::kMaxDevices &&
@@ -46,6 +58,9 @@ Status FreeInto(memcoord::CachingPool& pool, void* ptr, StreamId stream) {
 
 Status FreeOnDevice(Runtime& runtime, int device, void* ptr, StreamId stream) {
   if (ptr == nullptr) return memcoord::InvalidArgument("free of a NULL pointer");
+  if (memcoord::CachingPool* pool = PoolWithoutCaptures(runtime, device)) {
+    if (pool->free_cached(ptr, stream)) return memcoord::Status::Ok();
+  }
   MEMCOORD_ASSIGN_OR_RETURN(memcoord::CachingPool * pool, memcoord::capi::DevicePool(runtime, device));
   Status status = FreeInto(*pool, ptr, stream);
   if (status.code() != memcoord::StatusCode::kNotFound) return status;
@@ -172,6 +187,10 @@ void* memcoord_torch_malloc(ptrdiff_t size, int device, void* stream) {
           fmt::format("memcoord_torch_malloc: size must be positive, got {}", static_cast<long long>(size))));
       return nullptr;
     }
+    if (memcoord::CachingPool* pool = PoolWithoutCaptures(*guard.runtime(), device)) {
+      void* hit = pool->allocate_cached(static_cast<std::size_t>(size), reinterpret_cast<StreamId>(stream));
+      if (hit != nullptr) return hit;
+    }
     return ReturnBlock(AllocateOnDevice(*guard.runtime(), device, static_cast<std::size_t>(size),
                                         reinterpret_cast<StreamId>(stream)));
   });
@@ -181,6 +200,9 @@ void memcoord_torch_free(void* ptr, ptrdiff_t /*size*/, int device, void* stream
   Boundary("memcoord_torch_free", 0, [&] {
     CallGuard guard;
     if (guard.runtime() == nullptr) return FailNotInitialized("memcoord_torch_free");
+    if (memcoord::CachingPool* pool = PoolWithoutCaptures(*guard.runtime(), device)) {
+      if (ptr != nullptr && pool->free_cached(ptr, reinterpret_cast<StreamId>(stream))) return 0;
+    }
     return ReturnStatus(FreeOnDevice(*guard.runtime(), device, ptr, reinterpret_cast<StreamId>(stream)));
   });
 }
