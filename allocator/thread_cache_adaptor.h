@@ -23,9 +23,11 @@
 //     live blocks per thread slot (a free on another thread finds the block in its allocator's slot).
 //     Unknown or already-freed pointers are NOT_FOUND here (null: INVALID_ARGUMENT) and never reach the
 //     pool below.
-// Cost: a hit, and a free of the thread's own block into its cache, take no lock and make no atomic
-// read-modify-write: they run inside the slot's OwnerGate (plain stores and loads on lines that thread
-// holds; no CPU fence where the kernel offers membarrier) and look the block up in the slot's table. A
+// Cost: a hit, and a free of the thread's own block into its cache, take no lock: they run inside the slot's
+// OwnerGate (plain stores and loads on lines that thread holds; no CPU fence where the kernel offers
+// membarrier) and look the block up in the slot's table. In a steady loop they make no atomic
+// read-modify-write either; a hit that sets a new peak, and a cache floor that moves (see
+// thread_cache_slot.h), make one on a shared figure. A
 // block the layer does not keep (larger than max_block_bytes, or recorded), a block from the pool and a full
 // cache take the slot's lock as well as the pool's path. A free of another thread's block takes that
 // thread's slot lock and leaves its table entry for that thread to drop. A flush (trim, empty_cache, an

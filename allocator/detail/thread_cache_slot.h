@@ -1,8 +1,8 @@
 // ThreadCacheSlot: one thread's share of a ThreadCacheAdaptor: the free blocks it keeps for that thread and
 // the table of the blocks handed out through it. Two guards:
-//   - `gate` (OwnerGate): the owning thread's cache hits and its frees into its own cache run inside it, with
-//     no atomic read-modify-write (see owner_gate.h). They touch the cache, the counters, and entries' state
-//     in the table, never the table's shape.
+//   - `gate` (OwnerGate): the owning thread's cache hits and its frees into its own cache run inside it, and
+//     the gate itself costs no atomic read-modify-write (see owner_gate.h). They touch the cache, the
+//     counters, and entries' state in the table, never the table's shape.
 //   - `mu` (SpinLock): everything else. Another thread freeing or recording one of this slot's blocks looks
 //     it up under `mu`; the owner takes `mu` to change the table's shape (a block from the pool, a block
 //     going back to it) and whenever the gate is closed. A thread that needs the cache or the counters
