@@ -32,6 +32,10 @@ void FenceEveryThread() noexcept;
 
 class OwnerGate {
  public:
+  // `asymmetric`: the owner relies on the intruders' membarrier (only where it is registered); false makes
+  // the owner pay a seq_cst fence, as without membarrier (tests use it to run that path).
+  explicit OwnerGate(bool asymmetric = AsymmetricFencesAvailable()) : asymmetric_(asymmetric) {}
+
   bool try_enter() noexcept {
 #if defined(__SANITIZE_THREAD__)
     owner_inside_.store(true, std::memory_order_seq_cst);
@@ -70,7 +74,7 @@ class OwnerGate {
   void admit() noexcept { intruder_.store(false, std::memory_order_release); }
 
  private:
-  const bool asymmetric_ = AsymmetricFencesAvailable();
+  const bool asymmetric_;
   std::atomic<bool> owner_inside_{false};  // written by the owner only
   std::atomic<bool> intruder_{false};      // written by intruders only, under their lock
 };

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -27,8 +28,11 @@ TEST(OwnerGate, AnExcludedOwnerIsTurnedAwayUntilAdmitted) {
   gate.leave();
 }
 
-TEST(OwnerGate, OwnerAndIntrudersNeverOverlap) {
-  OwnerGate gate;
+class OwnerGateModes : public ::testing::TestWithParam<bool> {};
+
+// Both owner paths: relying on membarrier (where the kernel offers it) and paying a seq_cst fence.
+TEST_P(OwnerGateModes, OwnerAndIntrudersNeverOverlap) {
+  OwnerGate gate(GetParam() && AsymmetricFencesAvailable());
   std::mutex intruders;  // serializes intruders; the owner takes it when the gate turns it away
   std::uint64_t counter = 0;
   std::uint64_t turned_away = 0;
@@ -69,6 +73,11 @@ TEST(OwnerGate, OwnerAndIntrudersNeverOverlap) {
   EXPECT_EQ(counter, kOwnerRounds + kIntruders * kIntruderRounds);
   EXPECT_LE(turned_away, kOwnerRounds);
 }
+
+INSTANTIATE_TEST_SUITE_P(OwnerGate, OwnerGateModes, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& mode) {
+                           return mode.param ? std::string("Membarrier") : std::string("Fences");
+                         });
 
 }  // namespace
 }  // namespace memcoord::detail
