@@ -19,8 +19,9 @@
 //   - Trims release everything: flush() returns every thread's cache to the pool; trim() flushes first. A
 //     failed allocation (RESOURCE_EXHAUSTED) flushes and retries once, so an out-of-memory never leaves
 //     memory in a cache.
-//   - deallocate/record_stream/block_size know exactly the blocks handed out through this layer: a table of
-//     live blocks per thread slot (a free on another thread finds the block in its allocator's slot).
+//   - deallocate/record_stream/block_size know exactly the blocks handed out through this layer: a table per
+//     thread slot of the blocks it handed out, live or cached (a free on another thread finds the block in
+//     its allocator's slot).
 //     Unknown or already-freed pointers are NOT_FOUND here (null: INVALID_ARGUMENT) and never reach the
 //     pool below.
 // Cost: a hit, and a free of the thread's own block into its cache, take no lock: they run inside the slot's
