@@ -374,12 +374,17 @@ std::size_t ThreadCacheAdaptor::take_all_locked(Slot& slot, detail::CachedBlock*
   return n;
 }
 
-void ThreadCacheAdaptor::flush() {
+void ThreadCacheAdaptor::flush() { flush_slots(/*skip_empty=*/true); }
+
+// skip_empty: a slot that caches nothing when looked at costs no membarrier (most slots, most of the time);
+// an owner caching at that instant keeps its block, as with any call that runs concurrently. Turning caching
+// off must not leave such a block behind, so set_caching(false) excludes every owner.
+void ThreadCacheAdaptor::flush_slots(bool skip_empty) {
   std::array<detail::CachedBlock, detail::kMaxCachedBlocks> blocks;
   const std::size_t count = slot_count_.load(std::memory_order_acquire);
   for (std::size_t i = 0; i < count; ++i) {
     Slot& slot = *slot_at(i);
-    if (slot.cached_blocks.load() == 0) continue;  // most slots, most of the time: no membarrier for them
+    if (skip_empty && slot.cached_blocks.load() == 0) continue;
     std::lock_guard lock(slot.mu);
     slot.gate.exclude();
     const std::size_t n = take_all_locked(slot, blocks.data());
@@ -391,7 +396,7 @@ void ThreadCacheAdaptor::flush() {
 
 void ThreadCacheAdaptor::set_caching(bool on) {
   caching_.store(on, std::memory_order_relaxed);
-  if (!on) flush();
+  if (!on) flush_slots(/*skip_empty=*/false);
 }
 
 Status ThreadCacheAdaptor::do_record_stream(void* ptr, StreamId stream) {

@@ -112,6 +112,7 @@ class ThreadCacheAdaptor final : public DirectHooks<ThreadCacheAdaptor, Resource
   Status do_record_stream(void* ptr, StreamId stream) override;
   TrimResult do_trim(std::uint64_t target_bytes) override;
 
+  void flush_slots(bool skip_empty);
   Slot& my_slot();
   Slot& bind_slot();
   // A cached block for exactly (bytes, stream, tag), made live in `slot`; false when none.
