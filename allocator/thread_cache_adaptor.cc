@@ -75,12 +75,7 @@ ThreadCacheAdaptor::~ThreadCacheAdaptor() {
     std::lock_guard lock(slot.mu);
     slot.gate.exclude();   // no caller may be inside this adaptor now; the gate is closed for good
     slot.layer = nullptr;  // threads that still hold the slot leave it alone from now on
-    const std::size_t n = take_all_locked(slot, blocks.data());
-    for (std::size_t k = 0; k < n; ++k) {
-      Allocation freed;
-      Status error;
-      (void)upstream().try_deallocate(reinterpret_cast<void*>(blocks[k].address), freed, error);
-    }
+    return_to_pool_locked(slot, blocks.data(), take_all_locked(slot, blocks.data()));
   }
 }
 
@@ -235,35 +230,31 @@ bool ThreadCacheAdaptor::try_deallocate(void* ptr, Allocation& freed, Status& er
   }
   const auto key = reinterpret_cast<std::uintptr_t>(ptr);
   Slot& own = my_slot();
-  if (!own.shared && own.gate.try_enter()) {
-    const bool kept = keep_owned(own, key, kDefaultStream, freed);
-    own.gate.leave();
-    if (kept) return true;
-  }
+  if (free_into_own_cache(own, key, kDefaultStream, freed)) return true;
   return deallocate_locked(own, key, freed, error);
 }
 
 bool ThreadCacheAdaptor::try_free_cached(void* ptr, StreamId stream) {
-  Slot& own = my_slot();
-  if (own.shared || !own.gate.try_enter()) return false;
   Allocation freed;
-  const bool kept = keep_owned(own, reinterpret_cast<std::uintptr_t>(ptr), stream, freed);
-  own.gate.leave();
-  return kept;
+  return free_into_own_cache(my_slot(), reinterpret_cast<std::uintptr_t>(ptr), stream, freed);
 }
 
-// REQUIRES: the caller owns `slot`, inside its gate. Caches a live block of this slot when it has room and
-// `stream` is kDefaultStream or the block's own, as the common free does; false (nothing changed) otherwise.
-bool ThreadCacheAdaptor::keep_owned(Slot& slot, std::uintptr_t key, StreamId stream, Allocation& freed) {
-  detail::BlockEntry* e = slot.table.find(key);
-  if (e == nullptr || e->state.load() != detail::EntryState::kLive || !keeps(slot, *e) ||
-      !has_room(slot, e->size) || (stream != kDefaultStream && stream != e->stream)) {
-    return false;
+// The common free, inside the slot's gate: a live block of this thread's own slot goes into its cache when
+// the slot keeps it and has room, and `stream` is kDefaultStream or the block's own. False (nothing changed)
+// otherwise, or when the gate is closed or the slot is the shared one.
+bool ThreadCacheAdaptor::free_into_own_cache(Slot& own, std::uintptr_t key, StreamId stream,
+                                             Allocation& freed) {
+  if (own.shared || !own.gate.try_enter()) return false;
+  detail::BlockEntry* e = own.table.find(key);
+  const bool kept = e != nullptr && e->state.load() == detail::EntryState::kLive && keeps(own, *e) &&
+                    has_room(own, e->size) && (stream == kDefaultStream || stream == e->stream);
+  if (kept) {
+    e->state.store(detail::EntryState::kCached);
+    push_cached(own, detail::CachedBlock{key, e->size, e->requested, e->stream, e->tag});
+    freed = Allocation{reinterpret_cast<void*>(key), e->size, e->requested, e->stream, e->tag};
   }
-  e->state.store(detail::EntryState::kCached);
-  push_cached(slot, detail::CachedBlock{key, e->size, e->requested, e->stream, e->tag});
-  freed = Allocation{reinterpret_cast<void*>(key), e->size, e->requested, e->stream, e->tag};
-  return true;
+  own.gate.leave();
+  return kept;
 }
 
 // Every free the gate did not finish: a block this slot does not keep, a full cache, another thread's block,

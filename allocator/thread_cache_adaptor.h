@@ -121,7 +121,7 @@ class ThreadCacheAdaptor final : public DirectHooks<ThreadCacheAdaptor, Resource
   // A block from upstream becomes live in `slot`'s table.
   void track(Slot& slot, const Allocation& a);
   void drop_freed_elsewhere(Slot& slot);
-  bool keep_owned(Slot& slot, std::uintptr_t key, StreamId stream, Allocation& freed);
+  bool free_into_own_cache(Slot& own, std::uintptr_t key, StreamId stream, Allocation& freed);
   bool deallocate_locked(Slot& own, std::uintptr_t key, Allocation& freed, Status& error);
   // Marks `key` freed in the table of a slot other than `own` that holds it live; false when none does.
   bool take_live(Slot& own, std::uintptr_t key, detail::BlockEntry& block);

@@ -1,7 +1,8 @@
 // Allocation entry points (memcoord.h): one CallGuard, one acquire load for the device's pool, then the
-// pool. No global lock and no pool-name comparison unless a named pool is asked for. PyTorch's malloc and
-// free try the thread cache first (CachingPool::allocate_cached, free_cached: no Result or Status built)
-// and take the full path only when it declines.
+// pool. No global lock and no pool-name comparison unless a named pool is asked for. Allocations and frees
+// on a device's default pool (PyTorch's malloc and free among them) try the thread cache first
+// (CachingPool::allocate_cached, free_cached: no Result or Status built) and take the full path only when
+// it declines.
 // A cache hit makes no CUDA call: the capture check (a cudaStreamIsCapturing per call, which also takes a
 // driver lock every thread shares) runs only when the pool's driver-free hit refuses, i.e. only before an
 // allocation that could map memory, make a stream wait, query a stream or record the marker a large free
@@ -37,14 +38,19 @@ memcoord::CachingPool* PoolWithoutCaptures(Runtime& runtime, int device) {
   return d.default_pool.load(std::memory_order_acquire);
 }
 
-Result<void*> AllocateOnDevice(Runtime& runtime, int device, std::size_t bytes, StreamId stream) {
+// The full path: capture routing, the pool made on first use, and the capture check before the pool may
+// reach the driver. `cache_tried`: the caller already asked the device's default pool for a cached block.
+Result<void*> AllocateOnDevice(Runtime& runtime, int device, std::size_t bytes, StreamId stream,
+                               bool cache_tried = false) {
   if (device == -1) device = runtime.primary_device;
   if (device >= 0 && device < memcoord::capi::kMaxDevices &&
       runtime.devices[device].routing_captures.load(std::memory_order_acquire) > 0) {
     if (auto routed = memcoord::capi::AllocateForCapture(runtime, device, bytes, stream)) return *routed;
   }
   MEMCOORD_ASSIGN_OR_RETURN(memcoord::CachingPool * pool, memcoord::capi::DevicePool(runtime, device));
-  if (void* hit = pool->allocate_cached(bytes, stream)) return hit;
+  if (!cache_tried) {
+    if (void* hit = pool->allocate_cached(bytes, stream)) return hit;
+  }
   if (runtime.capture_check != nullptr) MEMCOORD_RETURN_IF_ERROR(runtime.capture_check(stream));
   return pool->allocate(bytes, stream);
 }
@@ -58,9 +64,6 @@ Status FreeInto(memcoord::CachingPool& pool, void* ptr, StreamId stream) {
 
 Status FreeOnDevice(Runtime& runtime, int device, void* ptr, StreamId stream) {
   if (ptr == nullptr) return memcoord::InvalidArgument("free of a NULL pointer");
-  if (memcoord::CachingPool* pool = PoolWithoutCaptures(runtime, device)) {
-    if (pool->free_cached(ptr, stream)) return memcoord::Status::Ok();
-  }
   MEMCOORD_ASSIGN_OR_RETURN(memcoord::CachingPool * pool, memcoord::capi::DevicePool(runtime, device));
   Status status = FreeInto(*pool, ptr, stream);
   if (status.code() != memcoord::StatusCode::kNotFound) return status;
@@ -102,6 +105,34 @@ void* ReturnBlock(const Result<void*>& block) {
 
 int ReturnStatus(const Status& status) { return status.ok() ? 0 : Fail(status); }
 
+// The full paths behind AllocateBlock and FreeBlock, kept out of line: their Result and Status objects would
+// otherwise give the hit path a large stack frame to set up.
+[[gnu::noinline]] void* AllocateAfterMiss(Runtime& runtime, int device, std::size_t bytes, StreamId stream,
+                                          bool cache_tried) {
+  return ReturnBlock(AllocateOnDevice(runtime, device, bytes, stream, cache_tried));
+}
+[[gnu::noinline]] int FreeAfterMiss(Runtime& runtime, int device, void* ptr, StreamId stream) {
+  return ReturnStatus(FreeOnDevice(runtime, device, ptr, stream));
+}
+
+// The entry points' allocation and free on a device: a thread-cache hit first, which builds no Result or
+// Status, then the full path (without asking the cache twice). Errors go to memcoord_last_error().
+void* AllocateBlock(Runtime& runtime, int device, std::size_t bytes, StreamId stream) {
+  memcoord::CachingPool* pool = PoolWithoutCaptures(runtime, device);
+  if (pool != nullptr) {
+    if (void* hit = pool->allocate_cached(bytes, stream)) return hit;
+  }
+  return AllocateAfterMiss(runtime, device, bytes, stream, /*cache_tried=*/pool != nullptr);
+}
+
+int FreeBlock(Runtime& runtime, int device, void* ptr, StreamId stream) {
+  if (ptr != nullptr) {
+    memcoord::CachingPool* pool = PoolWithoutCaptures(runtime, device);
+    if (pool != nullptr && pool->free_cached(ptr, stream)) return 0;
+  }
+  return FreeAfterMiss(runtime, device, ptr, stream);
+}
+
 Status RecordStreamAnywhere(Runtime& runtime, void* ptr, StreamId stream) {
   if (ptr == nullptr) return memcoord::InvalidArgument("memcoord_record_stream: NULL pointer");
   Status status =
@@ -127,7 +158,7 @@ void* memcoord_alloc(const char* pool, size_t bytes, uintptr_t stream) {
     CallGuard guard;
     Runtime* runtime = guard.runtime();
     if (runtime == nullptr) return (FailNotInitialized("memcoord_alloc"), nullptr);
-    if (IsDefaultName(pool)) return ReturnBlock(AllocateOnDevice(*runtime, -1, bytes, stream));
+    if (IsDefaultName(pool)) return AllocateBlock(*runtime, -1, bytes, stream);
     auto named = NamedPool(*runtime, pool);
     if (!named.ok()) return ReturnBlock(named.status());
     return ReturnBlock((*named)->allocate(bytes, stream));
@@ -141,7 +172,7 @@ int memcoord_free(const char* pool, void* ptr) {
     if (runtime == nullptr) return FailNotInitialized("memcoord_free");
     if (ptr == nullptr) return Fail(memcoord::InvalidArgument("memcoord_free: NULL pointer"));
     if (pool == nullptr) return ReturnStatus(FreeAnywhere(*runtime, ptr, memcoord::kDefaultStream));
-    if (IsDefaultName(pool)) return ReturnStatus(FreeOnDevice(*runtime, -1, ptr, memcoord::kDefaultStream));
+    if (IsDefaultName(pool)) return FreeBlock(*runtime, -1, ptr, memcoord::kDefaultStream);
     memcoord::CachingPool* named = runtime->worker->pool(pool);
     if (named == nullptr) {
       return Fail(memcoord::NotFound(fmt::format("memcoord_free: no pool named '{}'", pool)));
@@ -154,7 +185,7 @@ void* memcoord_device_alloc(int device, size_t bytes, uintptr_t stream) {
   return Boundary("memcoord_device_alloc", static_cast<void*>(nullptr), [&]() -> void* {
     CallGuard guard;
     if (guard.runtime() == nullptr) return (FailNotInitialized("memcoord_device_alloc"), nullptr);
-    return ReturnBlock(AllocateOnDevice(*guard.runtime(), device, bytes, stream));
+    return AllocateBlock(*guard.runtime(), device, bytes, stream);
   });
 }
 
@@ -162,7 +193,7 @@ int memcoord_device_free(int device, void* ptr, uintptr_t stream) {
   return Boundary("memcoord_device_free", 13, [&] {
     CallGuard guard;
     if (guard.runtime() == nullptr) return FailNotInitialized("memcoord_device_free");
-    return ReturnStatus(FreeOnDevice(*guard.runtime(), device, ptr, stream));
+    return FreeBlock(*guard.runtime(), device, ptr, stream);
   });
 }
 
@@ -187,12 +218,8 @@ void* memcoord_torch_malloc(ptrdiff_t size, int device, void* stream) {
           fmt::format("memcoord_torch_malloc: size must be positive, got {}", static_cast<long long>(size))));
       return nullptr;
     }
-    if (memcoord::CachingPool* pool = PoolWithoutCaptures(*guard.runtime(), device)) {
-      void* hit = pool->allocate_cached(static_cast<std::size_t>(size), reinterpret_cast<StreamId>(stream));
-      if (hit != nullptr) return hit;
-    }
-    return ReturnBlock(AllocateOnDevice(*guard.runtime(), device, static_cast<std::size_t>(size),
-                                        reinterpret_cast<StreamId>(stream)));
+    return AllocateBlock(*guard.runtime(), device, static_cast<std::size_t>(size),
+                         reinterpret_cast<StreamId>(stream));
   });
 }
 
@@ -200,10 +227,7 @@ void memcoord_torch_free(void* ptr, ptrdiff_t /*size*/, int device, void* stream
   Boundary("memcoord_torch_free", 0, [&] {
     CallGuard guard;
     if (guard.runtime() == nullptr) return FailNotInitialized("memcoord_torch_free");
-    if (memcoord::CachingPool* pool = PoolWithoutCaptures(*guard.runtime(), device)) {
-      if (ptr != nullptr && pool->free_cached(ptr, reinterpret_cast<StreamId>(stream))) return 0;
-    }
-    return ReturnStatus(FreeOnDevice(*guard.runtime(), device, ptr, reinterpret_cast<StreamId>(stream)));
+    return FreeBlock(*guard.runtime(), device, ptr, reinterpret_cast<StreamId>(stream));
   });
 }
 
