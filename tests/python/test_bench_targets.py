@@ -86,7 +86,6 @@ class TargetsTest(unittest.TestCase):
         self.assertIn("native's own loss spread", bench.INFORMATIONAL)
         self.assertIn("2 native processes", checks["native's own loss spread"][1])
 
-
     def test_first_steps_of_each_process_are_reported_not_a_target(self):
         rows = [bench.combine([run(a, [2.0], first=f) for f in firsts])
                 for a, firsts in (("native", (700, 500)), ("expandable", (480, 440)), ("memcoord", (470, 490)))]
