@@ -24,7 +24,7 @@
 
 namespace memcoord::detail {
 
-// True when this process registered for expedited private membarrier (tried once, at library load).
+// True when this process registered for expedited private membarrier (common/membarrier.h).
 bool AsymmetricFencesAvailable() noexcept;
 // Runs a full barrier on every running thread of the process (membarrier), or this thread's seq_cst fence
 // when membarrier is not available.

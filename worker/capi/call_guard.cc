@@ -9,20 +9,17 @@
 // every running thread of the process, so each call either has made its slot store visible before the scan
 // or will load the null pointer. Without membarrier (old kernels, seccomp) and under ThreadSanitizer (which
 // cannot see membarrier) both sides use seq_cst.
-#include <linux/membarrier.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <thread>
 
+#include "common/membarrier.h"
 #include "worker/capi/runtime.h"
 
 namespace memcoord::capi {
 
 namespace guard {
 std::atomic<Runtime*> g_runtime{nullptr};
-bool g_asymmetric = false;  // set by RegisterMembarrier when the library loads
+bool g_asymmetric = false;  // set when the library loads (g_registered below)
 thread_local constinit HazardSlot* t_hazard __attribute__((tls_model("initial-exec"))) = nullptr;
 }  // namespace guard
 
@@ -35,24 +32,13 @@ HazardSlot g_slots[kSlots];
 // Calls in flight on threads without a slot, and the runtime each such call may hold (any published one).
 std::atomic<std::uint64_t> g_overflow_calls{0};
 
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kMayUseMembarrier = false;
-#else
-constexpr bool kMayUseMembarrier = true;
-#endif
-
-// Registered once per process; true when shutdown can fence every thread with membarrier().
-bool RegisterMembarrier() noexcept {
-  if (!kMayUseMembarrier) return false;
-  const long supported = ::syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-  if (supported < 0 || (supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return false;
-  return ::syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
-}
-const bool g_registered = (guard::g_asymmetric = RegisterMembarrier());
+// Registered when the library loads; g_asymmetric is a plain bool so the inlined call side reads it with one
+// load (the allocator's OwnerGate asks the same registration, common/membarrier.h).
+const bool g_registered = (guard::g_asymmetric = memcoord::MembarrierRegistered());
 
 // Without membarrier both sides are seq_cst already (the exchange and the scan's loads), so nothing more.
 void FenceEveryThread() noexcept {
-  if (guard::g_asymmetric) (void)::syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+  if (guard::g_asymmetric) memcoord::MembarrierEveryThread();
 }
 
 // Gives the thread's slot back when it exits; touched only when the slot is claimed (its destructor makes
