@@ -60,7 +60,7 @@
 namespace memcoord {
 
 struct ThreadCacheLimits {
-  std::size_t max_bytes = 4 << 20;        // per thread; 0 caches nothing (blocks are still tracked)
+  std::size_t max_bytes = 2 << 20;        // per thread; 0 caches nothing (blocks are still tracked)
   std::size_t max_block_bytes = 1 << 20;  // larger blocks always go back to the pool
 };
 

@@ -237,6 +237,31 @@ TEST(PoolThreadCache, LimitsAndOutOfMemorySeeThroughThreadCaches) {
   EXPECT_TRUE(pool.check_invariants().ok());
 }
 
+// What a thread caches is memory the pool maps again for another thread, so a thread keeps at most one small
+// chunk's worth by default (PoolOptions::thread_cache_bytes, 2 MiB): after one thread frees four 1 MiB
+// blocks, a second thread asking for four more makes the pool map one chunk (2 MiB), not two (4 MiB of caches
+// would keep all four).
+TEST(PoolThreadCache, AThreadCachesAtMostOneSmallChunkByDefault) {
+  VirtualBackend backend(64 * kGiB);
+  CachingPool pool(backend);
+  ASSERT_EQ(PoolOptions{}.thread_cache_bytes, 2 * kMiB);
+  std::vector<void*> kept;
+  std::thread holder([&] {  // a thread's cache goes back when it exits: the check runs while it lives
+    std::vector<void*> blocks;
+    for (int i = 0; i < 4; ++i) blocks.push_back(*pool.allocate(kMiB));
+    for (void* p : blocks) ASSERT_TRUE(pool.deallocate(p).ok());
+    const std::uint64_t reserved = pool.stats().reserved_bytes;
+    std::thread second([&] {
+      for (int i = 0; i < 4; ++i) kept.push_back(*pool.allocate(kMiB));
+    });
+    second.join();
+    EXPECT_EQ(pool.stats().reserved_bytes - reserved, 2 * kMiB) << "the holder cached more than one chunk";
+  });
+  holder.join();
+  for (void* p : kept) ASSERT_TRUE(pool.deallocate(p).ok());
+  EXPECT_TRUE(pool.check_invariants().ok());
+}
+
 // A block freed by another thread goes back to the pool while its entry waits in the allocating thread's
 // table (only that thread reshapes its table). The pool may hand the same address to that thread again:
 // the stale entry is dropped, the block is live once, and it is cached and reused as any other.
