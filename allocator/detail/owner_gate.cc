@@ -1,15 +1,11 @@
 #include "allocator/detail/owner_gate.h"
 
-#include "common/membarrier.h"
-
 namespace memcoord::detail {
-
-bool AsymmetricFencesAvailable() noexcept { return MembarrierRegistered(); }
 
 void FenceEveryThread() noexcept {
 #if !defined(__SANITIZE_THREAD__)  // (the gate uses seq_cst operations there instead)
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (AsymmetricFencesAvailable()) MembarrierEveryThread();
+  if (MembarrierRegistered()) MembarrierEveryThread();
 #endif
 }
 

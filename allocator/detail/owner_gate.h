@@ -22,19 +22,19 @@
 #include <atomic>
 #include <thread>
 
+#include "common/membarrier.h"
+
 namespace memcoord::detail {
 
-// True when this process registered for expedited private membarrier (common/membarrier.h).
-bool AsymmetricFencesAvailable() noexcept;
-// Runs a full barrier on every running thread of the process (membarrier), or this thread's seq_cst fence
-// when membarrier is not available.
+// A seq_cst fence on this thread, then, where membarrier is registered (common/membarrier.h), a full barrier
+// on every running thread of the process.
 void FenceEveryThread() noexcept;
 
 class OwnerGate {
  public:
   // `asymmetric`: the owner relies on the intruders' membarrier (only where it is registered); false makes
   // the owner pay a seq_cst fence, as without membarrier (tests use it to run that path).
-  explicit OwnerGate(bool asymmetric = AsymmetricFencesAvailable()) : asymmetric_(asymmetric) {}
+  explicit OwnerGate(bool asymmetric = MembarrierRegistered()) : asymmetric_(asymmetric) {}
 
   bool try_enter() noexcept {
 #if defined(__SANITIZE_THREAD__)
@@ -63,8 +63,7 @@ class OwnerGate {
     auto inside = [this] { return owner_inside_.load(std::memory_order_seq_cst); };
 #else
     intruder_.store(true, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    FenceEveryThread();
+    FenceEveryThread();  // its own seq_cst fence first, then the owner's side
     auto inside = [this] { return owner_inside_.load(std::memory_order_acquire); };
 #endif
     for (int spins = 0; inside(); ++spins) {

@@ -32,7 +32,7 @@ class OwnerGateModes : public ::testing::TestWithParam<bool> {};
 
 // Both owner paths: relying on membarrier (where the kernel offers it) and paying a seq_cst fence.
 TEST_P(OwnerGateModes, OwnerAndIntrudersNeverOverlap) {
-  OwnerGate gate(GetParam() && AsymmetricFencesAvailable());
+  OwnerGate gate(GetParam() && MembarrierRegistered());
   std::mutex intruders;  // serializes intruders; the owner takes it when the gate turns it away
   std::uint64_t counter = 0;
   std::uint64_t turned_away = 0;
