@@ -1,0 +1,50 @@
+"""The CUDA driver's memory calls this process made, as bench/gpu/driver_call_timer.so counts them when it is
+LD_PRELOADed (it wraps cuMemCreate, cuMemMap, cuMemSetAccess, cuMemUnmap, cuMemRelease, cudaMalloc and
+cudaFree for PyTorch's allocators and memcoord alike, and beside them cudaMemGetInfo and the event and stream
+calls, which the training itself makes too). Without it, read() returns None."""
+
+import ctypes
+
+# The calls that get and give back device memory: the allocator's driver cost.
+MEMORY_CALLS = ("cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemRelease", "cudaMalloc", "cudaFree")
+
+
+def read():
+    """{call name: (calls, ms)} so far, or None when the timer is not loaded."""
+    try:
+        lib = ctypes.CDLL(None)
+        kinds = lib.driver_call_timer_kinds()
+    except (AttributeError, OSError):
+        return None
+    lib.driver_call_timer_names.restype = ctypes.POINTER(ctypes.c_char_p)
+    names = lib.driver_call_timer_names()
+    calls = (ctypes.c_ulonglong * kinds)()
+    ns = (ctypes.c_ulonglong * kinds)()
+    lib.driver_call_timer_read(calls, ns)
+    return {names[i].decode(): (int(calls[i]), ns[i] / 1e6) for i in range(kinds)}
+
+
+def since(before, after):
+    """after - before, per call (either may be None: then None)."""
+    if before is None or after is None:
+        return None
+    return {k: (after[k][0] - before[k][0], after[k][1] - before[k][1]) for k in after}
+
+
+def memory_ms(figures):
+    """Milliseconds in the memory calls (MEMORY_CALLS) of a read()/since() dict."""
+    return sum(ms for k, (_, ms) in figures.items() if k in MEMORY_CALLS)
+
+
+def summary(figures):
+    """One phrase: the memory calls' total and each call made, then the other calls, e.g.
+    "41.2 ms in memory calls: 812 cuMemCreate (20.1 ms), ...; beside them: 256 cudaMemGetInfo (1.2 ms)"."""
+    if figures is None:
+        return "driver timer not loaded"
+    made = [(k, c, ms) for k, (c, ms) in figures.items() if c and k in MEMORY_CALLS]
+    other = [(k, c, ms) for k, (c, ms) in figures.items() if c and k not in MEMORY_CALLS]
+    text = f"{memory_ms(figures):.1f} ms in memory calls: " + (
+        ", ".join(f"{c} {k} ({ms:.1f} ms)" for k, c, ms in made) if made else "none")
+    if other:
+        text += "; beside them: " + ", ".join(f"{c} {k} ({ms:.1f} ms)" for k, c, ms in other)
+    return text
