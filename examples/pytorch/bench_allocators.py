@@ -18,6 +18,7 @@ Usage: bench_allocators.py [--workloads a,b] [--allocators native,expandable,mem
                            [--trace-dir DIR]   (memcoord runs also record DIR/WORKLOAD/rank0.default.trace.gz)
                            [--repeat N]        (N fresh processes per configuration: median times, highest memory)
                            [--deterministic]   (deterministic kernels: the losses check becomes meaningful bit for bit)
+                           [--driver-timer SO] (bench/gpu/driver_call_timer.so preloaded: each first step's driver calls)
 
 Losses and --deterministic: PyTorch's default kernels are not deterministic (atomics in attention and
 embedding backward passes, cuBLAS's split-K reductions), so two native processes differ in the last bits and
@@ -123,6 +124,7 @@ def child(workload_name, allocator, steps, deterministic=False):
         enabled = memcoord.enable()
     import torch
 
+    import driver_timer
     import workloads
 
     phase("imports")
@@ -137,12 +139,16 @@ def child(workload_name, allocator, steps, deterministic=False):
     steps = steps or workloads.STEPS[workload_name]
     times, losses, device_peak = [], [], 0
     first_step_driver = None
+    timer_before = driver_timer.read()
+    first_step_timer = None
     for i in range(steps):
         torch.cuda.synchronize()
         started = time.perf_counter()
         losses.append(workload.step(i))
         torch.cuda.synchronize()
         times.append((time.perf_counter() - started) * 1000)
+        if i == 0:
+            first_step_timer = driver_timer.since(timer_before, driver_timer.read())
         if i == 0 and allocator == "memcoord":
             first_step_driver = memcoord_driver_figures()
         free, _ = torch.cuda.mem_get_info()
@@ -162,6 +168,9 @@ def child(workload_name, allocator, steps, deterministic=False):
         "first_step_ms": times[0],
         "losses": losses,
         "step_ms": [round(t, 2) for t in times],
+        # The driver's memory calls of the first step, whatever the allocator (bench/gpu/driver_call_timer.so
+        # preloaded: --driver-timer), else None.
+        "first_step_driver_calls": first_step_timer,
     }
     if nondeterministic is not None:
         result["deterministic"] = True
@@ -187,8 +196,10 @@ def child(workload_name, allocator, steps, deterministic=False):
     return 0
 
 
-def run_config(workload, allocator, steps, timeout, trace_dir=None, deterministic=False):
+def run_config(workload, allocator, steps, timeout, trace_dir=None, deterministic=False, driver_timer_lib=None):
     env = dict(os.environ)
+    if driver_timer_lib:
+        env["LD_PRELOAD"] = str(Path(driver_timer_lib).resolve())
     env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     env.pop("MEMCOORD_TRACE_DIR", None)
     if trace_dir and allocator == "memcoord":
@@ -229,7 +240,8 @@ def combine(runs):
         row["first_step_ms"] = statistics.median(r["first_step_ms"] for r in ok)
         for key in ("device_bytes", "peak_reserved_bytes", "peak_allocated_bytes"):
             row[key] = max(r[key] for r in ok)
-        row["runs"] = [{k: r.get(k) for k in ("median_step_ms", "first_step_ms", "device_bytes", "step_ms", "error")}
+        row["runs"] = [{k: r.get(k) for k in ("median_step_ms", "first_step_ms", "device_bytes", "step_ms", "error",
+                                               "first_step_driver_calls")}
                        for r in runs]
         # The same configuration in two fresh processes: how far its losses drift by themselves.
         row["own_loss_spread"] = max((max((abs(a - b) for a, b in zip(r["losses"], ok[0]["losses"])), default=0.0)
@@ -321,6 +333,9 @@ def main():
     parser.add_argument("--trace-dir", help="memcoord runs record their pools' traces under DIR/WORKLOAD/")
     parser.add_argument("--repeat", type=int, default=1,
                         help="fresh processes per configuration (times: median over them; memory: highest)")
+    parser.add_argument("--driver-timer", metavar="SO",
+                        help="bench/gpu/driver_call_timer.so, preloaded into every process: each first step's "
+                             "driver memory calls and their time, for every allocator")
     parser.add_argument("--deterministic", action="store_true",
                         help="deterministic kernels in every run, so losses compare bit for bit (see above)")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
@@ -336,6 +351,7 @@ def main():
     if not torch.cuda.is_available():
         print("bench_allocators: no GPU")
         return 77
+    import driver_timer  # noqa: F401 (the summary lines below)
     import workloads
 
     if args.repeat < 1 or args.repeat > 20:
@@ -356,7 +372,7 @@ def main():
         for _ in range(args.repeat):
             for allocator in allocators:
                 runs_of[allocator].append(run_config(name, allocator, args.steps, args.timeout, args.trace_dir,
-                                                     args.deterministic))
+                                                     args.deterministic, args.driver_timer))
         for allocator in allocators:
             row = combine(runs_of[allocator])
             rows.append(row)
@@ -373,6 +389,10 @@ def main():
                                and "error" not in r), None)
                 if native is not None and allocator != "native":
                     driver += f"; losses vs native: max |diff| {loss_diff(row['losses'], native['losses']):.3g}"
+                timed = [r.get("first_step_driver_calls") for r in row.get("runs", [row])]
+                if any(t is not None for t in timed):
+                    driver += "; first step's driver calls per process: " + " | ".join(
+                        driver_timer.summary(t) for t in timed)
                 odd = row.get("nondeterministic_ops")
                 odd = f"; nondeterministic ops warned: {odd}" if odd else ""
                 print(f"{name} {allocator}: device {row['device_bytes'] / GB:.2f} GB (context "

@@ -69,13 +69,19 @@ part_train() {
   grep -q "^train: .*(fell)" "$out/train-launch.log" || rc=1
   return $rc
 }
+# The driver-call timer (bench/gpu/driver_call_timer.c), built here when a C compiler is present: the benches
+# then report each first step's driver calls for every allocator.
+timer_args=()
+if cc -O2 -shared -fPIC -o "$state/driver_call_timer.so" bench/gpu/driver_call_timer.c -ldl 2> "$out/timer-build.log"; then
+  timer_args=(--driver-timer "$state/driver_call_timer.so")
+fi
 part_bench1() {
   python3 examples/pytorch/bench_allocators.py --workloads gpt2_fp32,gpt2_bf16_varlen,resnet50_amp \
-    --repeat 2 --json "$out/bench1.json" 2>&1 | tee "$out/bench1.log" | sed -n '/== allocators/,$p'
+    --repeat 2 "${timer_args[@]}" --json "$out/bench1.json" 2>&1 | tee "$out/bench1.log" | sed -n '/== allocators/,$p'
 }
 part_bench2() {
-  python3 examples/pytorch/bench_allocators.py --workloads llama_1b,alternating --repeat 2 --json "$out/bench2.json" 2>&1 |
-    tee "$out/bench2.log" | sed -n '/== allocators/,$p'
+  python3 examples/pytorch/bench_allocators.py --workloads llama_1b,alternating --repeat 2 "${timer_args[@]}" \
+    --json "$out/bench2.json" 2>&1 | tee "$out/bench2.log" | sed -n '/== allocators/,$p'
 }
 part_losses() {
   python3 examples/pytorch/bench_allocators.py --deterministic --steps 6 --json "$out/losses.json" 2>&1 |

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""What a real training run's allocations cost each allocator through PyTorch, with no kernels running.
+
+Replays an allocation trace (bench/traces/*.trace.gz: `a|f ADDR SIZE STREAM` lines recorded from real PyTorch
+training) through torch.empty and del, in a fresh process per allocator (native, expandable_segments:True,
+memcoord on cuda-vmm), twice over: the cold pass is what a first training step asks of the allocator (the
+pool grows from empty: the driver's cost), the warm pass is the steady state (cache hits). Every event runs on
+the default stream (the traces' side streams are ignored) and nothing touches the memory, so the figures are
+the allocator's own cost plus Python's fixed cost per event, which is the same for every allocator.
+
+Printed per trace and allocator, median of --repeat processes: each pass's milliseconds, the peak reserved
+bytes, and (with bench/gpu/driver_call_timer.so preloaded, see --timer) the driver calls and their time in the
+cold pass. Memcoord runs also report their pool's misses and the host time they took.
+
+Usage: replay_cost.py [--traces gpt2_fp32,...] [--allocators native,expandable,memcoord] [--repeat 3]
+                      [--timer PATH/driver_call_timer.so] [--json F]
+"""
+
+import argparse
+import gzip
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TRACES = HERE.parent.parent / "bench" / "traces"
+sys.path.insert(0, str(HERE))
+sys.path.append(str(HERE.parent.parent / "python"))
+import driver_timer  # noqa: E402
+
+ALLOCATORS = ["native", "expandable", "memcoord"]
+
+
+def read_events(path):
+    """[(True, addr, size) for an allocation, (False, addr, 0) for a free], in order."""
+    events = []
+    with gzip.open(path, "rt") as f:
+        for line in f:
+            if not line or line[0] not in "af":
+                continue
+            kind, addr, size, _stream = line.split()
+            events.append((kind == "a", addr, int(size)))
+    return events
+
+
+def miss_figures():
+    import memcoord
+
+    misses, miss_ms, units = 0, 0.0, 0
+    for document in memcoord._snapshot_documents([0]):
+        for pool in document.get("pools", []):
+            stats = pool.get("stats", {})
+            misses += stats.get("misses", 0)
+            miss_ms += stats.get("miss_ns", 0) / 1e6
+            units += stats.get("backend_allocations", 0)
+    return {"misses": misses, "miss_ms": round(miss_ms, 2), "units_mapped": units}
+
+
+def child(trace, allocator):
+    if allocator == "memcoord":
+        import memcoord
+
+        os.environ.setdefault("MEMCOORD_BACKEND", "cuda-vmm")
+        memcoord.enable()
+    import torch
+
+    events = read_events(TRACES / f"{trace}.trace.gz")
+    torch.cuda.set_device(0)
+    torch.empty(1, dtype=torch.uint8, device="cuda")  # the context and the allocator's set-up, untimed (freed at once)
+    torch.cuda.synchronize()
+    result = {"trace": trace, "allocator": allocator, "events": len(events), "passes": []}
+    for _ in range(2):
+        live = {}
+        before = driver_timer.read()
+        own_before = miss_figures() if allocator == "memcoord" else None
+        started = time.perf_counter()
+        for is_alloc, addr, size in events:
+            if is_alloc:
+                live[addr] = torch.empty(size, dtype=torch.uint8, device="cuda")
+            else:
+                live.pop(addr, None)
+        live.clear()
+        torch.cuda.synchronize()
+        elapsed = (time.perf_counter() - started) * 1000
+        passed = {"ms": round(elapsed, 2), "driver": driver_timer.since(before, driver_timer.read())}
+        if own_before is not None:
+            own = miss_figures()
+            passed["pool"] = {k: round(own[k] - own_before[k], 2) for k in own}
+        result["passes"].append(passed)
+    result["peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
+    print("RESULT " + json.dumps(result), flush=True)
+    return 0
+
+
+def run_child(trace, allocator, timer):
+    env = dict(os.environ)
+    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    if allocator == "expandable":
+        env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    if timer:
+        env["LD_PRELOAD"] = str(Path(timer).resolve())
+    env.setdefault("NCCL_NVLS_ENABLE", "0")
+    proc = subprocess.run([sys.executable, __file__, "--child", trace, allocator], capture_output=True, text=True,
+                          timeout=300, env=env)
+    out = proc.stdout + proc.stderr
+    line = next((l for l in out.splitlines() if l.startswith("RESULT ")), None)
+    if line is None:
+        return {"trace": trace, "allocator": allocator, "error": f"exit {proc.returncode}: {out.strip()[-600:]}"}
+    return json.loads(line[len("RESULT "):])
+
+
+def driver_ms(passed):
+    d = passed.get("driver")
+    return None if d is None else driver_timer.memory_ms(d)
+
+
+def driver_calls(passed):
+    d = passed.get("driver")
+    return None if d is None else sum(c for k, (c, _) in d.items() if k in driver_timer.MEMORY_CALLS)
+
+
+def print_row(trace, allocator, runs):
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        print(f"{trace:<18} {allocator:<11} error: {runs[0]['error']}", flush=True)
+        return
+    med = lambda f: statistics.median(f(r) for r in ok)  # noqa: E731
+    cold = med(lambda r: r["passes"][0]["ms"])
+    warm = med(lambda r: r["passes"][1]["ms"])
+    line = (f"{trace:<18} {allocator:<11} cold {cold:8.1f} ms  warm {warm:7.1f} ms  "
+            f"reserved {max(r['peak_reserved_bytes'] for r in ok) / 2**20:9.0f} MiB")
+    if driver_ms(ok[0]["passes"][0]) is not None:
+        line += (f"  cold driver {med(lambda r: driver_ms(r['passes'][0])):6.1f} ms in "
+                 f"{int(med(lambda r: driver_calls(r['passes'][0])))} calls")
+    if "pool" in ok[0]["passes"][0]:
+        pool = ok[0]["passes"][0]["pool"]
+        line += f"  (pool: {pool['misses']:.0f} misses {pool['miss_ms']:.1f} ms, {pool['units_mapped']:.0f} units)"
+    line += "  per process cold: " + ", ".join(f"{r['passes'][0]['ms']:.0f}" for r in ok)
+    if ok[0]["passes"][0].get("driver") is not None:
+        line += "\n    first process, cold pass: " + driver_timer.summary(ok[0]["passes"][0]["driver"])
+    print(line, flush=True)
+
+
+def main():
+    if len(sys.argv) >= 2 and sys.argv[1] == "--child":
+        return child(sys.argv[2], sys.argv[3])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--traces", default="gpt2_fp32,gpt2_bf16_varlen,resnet50_amp,alternating")
+    parser.add_argument("--allocators", default=",".join(ALLOCATORS))
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--timer", help="bench/gpu/driver_call_timer.so, preloaded into every process")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    allocators = args.allocators.split(",")
+    for a in allocators:
+        if a not in ALLOCATORS:
+            parser.error(f"unknown allocator '{a}'; accepted: {', '.join(ALLOCATORS)}")
+    every = []
+    for trace in args.traces.split(","):
+        if not (TRACES / f"{trace}.trace.gz").exists():
+            parser.error(f"no trace {TRACES / (trace + '.trace.gz')}")
+        runs = {a: [] for a in allocators}
+        for _ in range(args.repeat):  # interleaved, so drift in the machine falls on every allocator alike
+            for a in allocators:
+                runs[a].append(run_child(trace, a, args.timer))
+        for a in allocators:
+            print_row(trace, a, runs[a])
+            every.extend(runs[a])
+    if args.json:
+        Path(args.json).write_text(json.dumps(every, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
