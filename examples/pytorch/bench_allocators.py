@@ -47,7 +47,8 @@ sys.path.append(str(HERE.parent.parent / "python"))
 
 ALLOCATORS = ["native", "expandable", "memcoord"]
 # Printed beside the targets, not one of them.
-INFORMATIONAL = {"losses within expandable's spread", "native's own loss spread", "first steps per process"}
+INFORMATIONAL = {"losses within expandable's spread", "native's own loss spread", "first steps per process",
+                 "first step's driver calls <= expandable's"}
 GB = 1e9
 
 
@@ -251,6 +252,17 @@ def combine(runs):
     return row
 
 
+def first_step_driver_ms(row):
+    """The median over a row's processes of the first step's milliseconds in driver memory calls (None without
+    the driver timer)."""
+    import driver_timer
+
+    timed = [r.get("first_step_driver_calls") for r in row.get("runs", [row])]
+    if not timed or any(t is None for t in timed):
+        return None
+    return statistics.median(driver_timer.memory_ms(t) for t in timed)
+
+
 def first_steps(row):
     """A combined row's first step in each of its processes, as "a, b, c"."""
     return ", ".join(f"{r['first_step_ms']:.0f}" for r in row["runs"] if r.get("first_step_ms") is not None)
@@ -291,6 +303,12 @@ def targets(rows, tolerance):
             # A first step includes the process's library set-up (cuBLAS, cuDNN), which varies by 100 ms or more
             # between fresh processes of one configuration: the compared figures are medians of these.
             checks.append(("first steps per process", True, "; ".join(spreads) + " ms"))
+        timed = {r["allocator"]: first_step_driver_ms(r) for r in (expandable, mc) if r}
+        if timed.get("memcoord") is not None and timed.get("expandable") is not None:
+            # The part of the first step that is the allocator's own driver cost (--driver-timer), which the
+            # processes' set-up noise above does not blur: medians over the processes.
+            checks.append(("first step's driver calls <= expandable's", timed["memcoord"] <= timed["expandable"],
+                           f"{timed['memcoord']:.1f} vs {timed['expandable']:.1f} ms of memory calls"))
         if native and "own_loss_spread" in native:
             checks.append(("native's own loss spread", True, f"max |diff| {native['own_loss_spread']:.3g} between "
                            f"{len(native.get('runs', []))} native processes"))

@@ -96,6 +96,44 @@ class TargetsTest(unittest.TestCase):
         self.assertFalse(checks["first step <= expandable"][0])  # medians: 480 against 460
         self.assertNotIn("first steps per process", checks_of([run("native", [2.0]), run("memcoord", [2.0])]))
 
+    def test_first_step_driver_calls_are_compared_by_their_median_not_a_target(self):
+        def timed(allocator, first_step_ms_of_calls):
+            runs = []
+            for ms in first_step_ms_of_calls:
+                r = run(allocator, [2.0])
+                # memory calls count, the event query beside them does not
+                r["first_step_driver_calls"] = {"cuMemCreate": [100, ms / 4], "cuMemSetAccess": [100, 3 * ms / 4],
+                                                "cudaEventQuery": [50, 100.0]}
+                runs.append(r)
+            return bench.combine(runs)
+
+        rows = [timed("native", (10.0, 12.0)), timed("expandable", (40.0, 30.0, 36.0)),
+                timed("memcoord", (37.0, 41.0, 35.0))]
+        checks = checks_of(rows)
+        name = "first step's driver calls <= expandable's"
+        self.assertIn(name, bench.INFORMATIONAL)
+        self.assertEqual(checks[name], (False, "37.0 vs 36.0 ms of memory calls"))
+        # Without the timer (or with one process untimed) there is nothing to compare.
+        self.assertNotIn(name, checks_of([run("native", [2.0]), run("expandable", [2.0]), run("memcoord", [2.0])]))
+        untimed = run("memcoord", [2.0])
+        self.assertNotIn(name, checks_of([rows[1], bench.combine([untimed, untimed])]))
+
+    def test_driver_timer_flag_preloads_the_timer(self):
+        recorded = {}
+
+        def fake_run(command, capture_output, text, timeout, env):
+            recorded.update(env=env)
+            return types.SimpleNamespace(stdout="RESULT " + json.dumps({"workload": "w", "losses": [1.0]}) + "\n",
+                                         stderr="", returncode=0)
+
+        real = bench.subprocess.run
+        bench.subprocess.run = fake_run
+        try:
+            bench.run_config("w", "expandable", 3, 60, driver_timer_lib="timer.so")
+        finally:
+            bench.subprocess.run = real
+        self.assertEqual(recorded["env"]["LD_PRELOAD"], os.path.abspath("timer.so"))
+
 
 class FakeTorch(types.SimpleNamespace):
     """The parts of torch that make_deterministic touches, recording what it set."""
