@@ -3,8 +3,11 @@
 // driver cost can be set side by side in one real run. LD_PRELOAD it; it interposes the runtime's
 // cudaGetDriverEntryPoint and cudaGetDriverEntryPointByVersion (through which PyTorch and memcoord both fetch
 // cuMemCreate and the rest), cudaMalloc/cudaFree (the native allocator's segments) and the runtime calls an
-// allocator makes beside them on its slow path (cudaMemGetInfo, event record/query/synchronize, stream
-// synchronize), wrapping each call named below with a clock. Failed calls are counted like the others.
+// allocator makes beside them on its slow path (cudaMemGetInfo, events, stream queries and waits, the current
+// device), wrapping each call named below with a clock. PyTorch itself makes the beside calls too (it asks
+// for the current device on every operation), so those are compared between allocators, not read alone, and
+// are timed only with DRIVER_CALL_TIMER_BESIDE=1 (else forwarded as they are).
+// Failed calls are counted like the others.
 //
 // What it does not see: a library that reads libcuda's symbols with dlsym on its own handle; a libcudart
 // that is not in the global scope (loaded RTLD_LOCAL before anything loaded it globally: the forwarding
@@ -39,6 +42,12 @@ enum {
   kEventQuery,
   kEventSynchronize,
   kStreamSynchronize,
+  kGetDevice,
+  kSetDevice,
+  kEventCreateWithFlags,
+  kEventDestroy,
+  kStreamWaitEvent,
+  kStreamQuery,
   DCT_KINDS
 };
 static const char* const kNames[DCT_KINDS] = {"cuMemCreate",
@@ -52,7 +61,13 @@ static const char* const kNames[DCT_KINDS] = {"cuMemCreate",
                                               "cudaEventRecord",
                                               "cudaEventQuery",
                                               "cudaEventSynchronize",
-                                              "cudaStreamSynchronize"};
+                                              "cudaStreamSynchronize",
+                                              "cudaGetDevice",
+                                              "cudaSetDevice",
+                                              "cudaEventCreateWithFlags",
+                                              "cudaEventDestroy",
+                                              "cudaStreamWaitEvent",
+                                              "cudaStreamQuery"};
 // What a wrapped runtime call returns when no runtime follows this library: cudaErrorCallRequiresNewerDriver.
 enum { kNoRuntime = 36 };
 static atomic_ullong g_calls[DCT_KINDS];
@@ -171,17 +186,27 @@ int cudaGetDriverEntryPoint(const char* symbol, void** fn, unsigned long long fl
   return r;
 }
 
-// A runtime call timed in place: NAME(PARAMS) forwards ARGS to the next definition of NAME.
-#define TIMED_RUNTIME_CALL(kind, name, params, args)      \
-  int name params {                                       \
-    typedef int(*Fn) params;                              \
-    static Fn real;                                       \
-    if (real == NULL) real = (Fn)dlsym(RTLD_NEXT, #name); \
-    if (real == NULL) return kNoRuntime;                  \
-    const unsigned long long t = now_ns();                \
-    const int r = real args;                              \
-    account(kind, t);                                     \
-    return r;                                             \
+// Whether the beside calls are timed (DRIVER_CALL_TIMER_BESIDE=1): PyTorch makes some of them on every
+// operation, so off by default they are forwarded untimed and the timer does not slow a training step.
+static int g_time_beside;
+__attribute__((constructor)) static void read_environment(void) {
+  const char* env = getenv("DRIVER_CALL_TIMER_BESIDE");
+  g_time_beside = env != NULL && strcmp(env, "1") == 0;
+}
+
+// A runtime call timed in place: NAME(PARAMS) forwards ARGS to the next definition of NAME; a beside call
+// (kind >= kMemGetInfo) only when g_time_beside.
+#define TIMED_RUNTIME_CALL(kind, name, params, args)             \
+  int name params {                                              \
+    typedef int(*Fn) params;                                     \
+    static Fn real;                                              \
+    if (real == NULL) real = (Fn)dlsym(RTLD_NEXT, #name);        \
+    if (real == NULL) return kNoRuntime;                         \
+    if (kind >= kMemGetInfo && !g_time_beside) return real args; \
+    const unsigned long long t = now_ns();                       \
+    const int r = real args;                                     \
+    account(kind, t);                                            \
+    return r;                                                    \
   }
 
 TIMED_RUNTIME_CALL(kMalloc, cudaMalloc, (void** ptr, size_t size), (ptr, size))
@@ -191,6 +216,14 @@ TIMED_RUNTIME_CALL(kEventRecord, cudaEventRecord, (void* event, void* stream), (
 TIMED_RUNTIME_CALL(kEventQuery, cudaEventQuery, (void* event), (event))
 TIMED_RUNTIME_CALL(kEventSynchronize, cudaEventSynchronize, (void* event), (event))
 TIMED_RUNTIME_CALL(kStreamSynchronize, cudaStreamSynchronize, (void* stream), (stream))
+TIMED_RUNTIME_CALL(kGetDevice, cudaGetDevice, (int* device), (device))
+TIMED_RUNTIME_CALL(kSetDevice, cudaSetDevice, (int device), (device))
+TIMED_RUNTIME_CALL(kEventCreateWithFlags, cudaEventCreateWithFlags, (void** event, unsigned int flags),
+                   (event, flags))
+TIMED_RUNTIME_CALL(kEventDestroy, cudaEventDestroy, (void* event), (event))
+TIMED_RUNTIME_CALL(kStreamWaitEvent, cudaStreamWaitEvent, (void* stream, void* event, unsigned int flags),
+                   (stream, event, flags))
+TIMED_RUNTIME_CALL(kStreamQuery, cudaStreamQuery, (void* stream), (stream))
 
 __attribute__((destructor)) static void report(void) {
   const char* env = getenv("DRIVER_CALL_TIMER_REPORT");

@@ -1,7 +1,8 @@
 """The CUDA driver's memory calls this process made, as bench/gpu/driver_call_timer.so counts them when it is
 LD_PRELOADed (it wraps cuMemCreate, cuMemMap, cuMemSetAccess, cuMemUnmap, cuMemRelease, cudaMalloc and
-cudaFree for PyTorch's allocators and memcoord alike, and beside them cudaMemGetInfo and the event and stream
-calls, which the training itself makes too). Without it, read() returns None."""
+cudaFree for PyTorch's allocators and memcoord alike; with DRIVER_CALL_TIMER_BESIDE=1 also the calls beside them,
+cudaMemGetInfo, events, stream queries and the current device, which the training itself makes too). Without it,
+read() returns None."""
 
 import ctypes
 

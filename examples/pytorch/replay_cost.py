@@ -103,6 +103,7 @@ def run_child(trace, allocator, timer):
         env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     if timer:
         env["LD_PRELOAD"] = str(Path(timer).resolve())
+        env["DRIVER_CALL_TIMER_BESIDE"] = "1"  # no training step to slow down: the calls beside are wanted too
     env.setdefault("NCCL_NVLS_ENABLE", "0")
     proc = subprocess.run([sys.executable, __file__, "--child", trace, allocator], capture_output=True, text=True,
                           timeout=300, env=env)

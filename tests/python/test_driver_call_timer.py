@@ -5,7 +5,8 @@ the fake loaded RTLD_GLOBAL behind it, the order a real run has (the preload fir
 Checked, since the GPU benches trust these counts: the driver entry points fetched through
 cudaGetDriverEntryPointByVersion / cudaGetDriverEntryPoint come back wrapped when they are ours (cuMemCreate
 counted with its time, arguments and results passed through) and untouched otherwise (another driver
-function, an unknown name); runtime calls (cudaMemGetInfo, cudaMalloc, cudaFree) are counted in place;
+function, an unknown name); runtime calls (cudaMemGetInfo, cudaMalloc, cudaFree) are counted in place, the
+beside calls (cudaMemGetInfo here) only with DRIVER_CALL_TIMER_BESIDE=1 and forwarded untimed without it;
 driver_timer.read() and summary() report the totals, and read() is None without the preload;
 DRIVER_CALL_TIMER_REPORT=1 prints the totals at exit."""
 
@@ -138,7 +139,8 @@ class DriverCallTimerTest(unittest.TestCase):
         cls.dir.cleanup()
 
     def child(self, preload=True, **env):
-        environment = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "DRIVER_CALL_TIMER_REPORT")}
+        environment = {k: v for k, v in os.environ.items()
+                       if k not in ("LD_PRELOAD", "DRIVER_CALL_TIMER_REPORT", "DRIVER_CALL_TIMER_BESIDE")}
         environment.update(env)
         if preload:
             environment["LD_PRELOAD"] = str(self.timer)
@@ -148,7 +150,7 @@ class DriverCallTimerTest(unittest.TestCase):
         return json.loads(done.stdout), done.stderr
 
     def test_wrapped_calls_are_counted_and_timed_and_others_pass_through(self):
-        out, _ = self.child()
+        out, _ = self.child(DRIVER_CALL_TIMER_BESIDE="1")
         seen, figures = out["seen"], out["figures"]
         self.assertIsNotNone(figures, "read() found no timer in a process that preloads it")
         # Ours come back wrapped, yet the fake still runs underneath: its results and handles come through.
@@ -175,6 +177,14 @@ class DriverCallTimerTest(unittest.TestCase):
         self.assertGreaterEqual(out["memory_ms"], ms)
         self.assertIn("3 cuMemCreate", out["summary"])
         self.assertIn("beside them: 2 cudaMemGetInfo", out["summary"])  # not a memory call
+
+    def test_beside_calls_are_forwarded_untimed_by_default(self):
+        # PyTorch makes some beside calls on every operation: by default they pass through uncounted.
+        out, _ = self.child()
+        self.assertEqual(out["seen"]["meminfo"], [0, 0, 1 << 20, 1 << 30])
+        self.assertEqual(out["figures"]["cudaMemGetInfo"], [0, 0.0])
+        self.assertEqual(out["figures"]["cuMemCreate"][0], 3)  # memory calls are always timed
+        self.assertEqual(out["figures"]["cudaMalloc"][0], 1)
 
     def test_read_is_none_without_the_preload(self):
         out, _ = self.child(preload=False)
