@@ -59,11 +59,13 @@ void CudaStreamOps::give_back_event(void* event) {
 Status CudaStreamOps::wait_for(StreamId waiter, StreamId producer) {
   if (waiter == producer) return Status::Ok();  // stream order already covers it
   MEMCOORD_ASSIGN_OR_RETURN(void* event, take_event());
-  Status status = CudaRuntimeStatus(cudaEventRecord(AsEvent(event), AsStream(producer)),
-                                    fmt::format("cudaEventRecord(stream {:#x})", producer));
-  if (status.ok()) {
-    status = CudaRuntimeStatus(cudaStreamWaitEvent(AsStream(waiter), AsEvent(event), 0),
-                               fmt::format("cudaStreamWaitEvent(stream {:#x})", waiter));
+  // The call's name is formatted only when it failed: this runs on every cross-stream reuse.
+  Status status;
+  cudaError_t error = cudaEventRecord(AsEvent(event), AsStream(producer));
+  if (error != cudaSuccess) {
+    status = CudaRuntimeStatus(error, fmt::format("cudaEventRecord(stream {:#x})", producer));
+  } else if ((error = cudaStreamWaitEvent(AsStream(waiter), AsEvent(event), 0)) != cudaSuccess) {
+    status = CudaRuntimeStatus(error, fmt::format("cudaStreamWaitEvent(stream {:#x})", waiter));
   }
   give_back_event(event);  // safe at once: the wait captured the event's state when it was queued
   return status;
@@ -89,10 +91,10 @@ MarkerId CudaStreamOps::record_marker(StreamId stream) {
     spdlog::warn("{}", event.status().ToString());
     return kNoMarker;
   }
-  const Status recorded = CudaRuntimeStatus(cudaEventRecord(AsEvent(*event), AsStream(stream)),
-                                            fmt::format("cudaEventRecord(stream {:#x})", stream));
-  if (!recorded.ok()) {
-    spdlog::warn("{}", recorded.ToString());
+  const cudaError_t error = cudaEventRecord(AsEvent(*event), AsStream(stream));
+  if (error != cudaSuccess) {  // the name is formatted only then: a marker is recorded on every miss
+    spdlog::warn("{}",
+                 CudaRuntimeStatus(error, fmt::format("cudaEventRecord(stream {:#x})", stream)).ToString());
     give_back_event(*event);
     return kNoMarker;
   }
