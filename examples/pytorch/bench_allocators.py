@@ -44,6 +44,7 @@ sys.path.insert(0, str(HERE))
 # The source tree's package only when none is installed: an installed one carries the shim pip built, where
 # the source tree's would build it again at the first enable() (a JIT build, ~18 s of the first process).
 sys.path.append(str(HERE.parent.parent / "python"))
+import driver_timer  # noqa: E402 (beside this file; no torch)
 
 ALLOCATORS = ["native", "expandable", "memcoord"]
 # Printed beside the targets, not one of them.
@@ -125,7 +126,6 @@ def child(workload_name, allocator, steps, deterministic=False):
         enabled = memcoord.enable()
     import torch
 
-    import driver_timer
     import workloads
 
     phase("imports")
@@ -200,7 +200,7 @@ def child(workload_name, allocator, steps, deterministic=False):
 def run_config(workload, allocator, steps, timeout, trace_dir=None, deterministic=False, driver_timer_lib=None):
     env = dict(os.environ)
     if driver_timer_lib:
-        env["LD_PRELOAD"] = str(Path(driver_timer_lib).resolve())
+        driver_timer.preload(env, driver_timer_lib)
     env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     env.pop("MEMCOORD_TRACE_DIR", None)
     if trace_dir and allocator == "memcoord":
@@ -255,8 +255,6 @@ def combine(runs):
 def first_step_driver_ms(row):
     """The median over a row's processes of the first step's milliseconds in driver memory calls (None without
     the driver timer)."""
-    import driver_timer
-
     timed = [r.get("first_step_driver_calls") for r in row.get("runs", [row])]
     if not timed or any(t is None for t in timed):
         return None
@@ -369,7 +367,6 @@ def main():
     if not torch.cuda.is_available():
         print("bench_allocators: no GPU")
         return 77
-    import driver_timer  # noqa: F401 (the summary lines below)
     import workloads
 
     if args.repeat < 1 or args.repeat > 20:

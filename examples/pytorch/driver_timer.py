@@ -5,9 +5,16 @@ cudaMemGetInfo, events, stream queries and the current device, which the trainin
 read() returns None."""
 
 import ctypes
+import os
 
 # The calls that get and give back device memory: the allocator's driver cost.
 MEMORY_CALLS = ("cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemRelease", "cudaMalloc", "cudaFree")
+
+
+def preload(env, lib):
+    """Puts the timer library `lib` first in env's LD_PRELOAD (after it, whatever was preloaded already)."""
+    path = os.path.abspath(lib)
+    env["LD_PRELOAD"] = path + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
 
 
 def read():
@@ -35,6 +42,11 @@ def since(before, after):
 def memory_ms(figures):
     """Milliseconds in the memory calls (MEMORY_CALLS) of a read()/since() dict."""
     return sum(ms for k, (_, ms) in figures.items() if k in MEMORY_CALLS)
+
+
+def memory_calls(figures):
+    """How many memory calls (MEMORY_CALLS) a read()/since() dict counts."""
+    return sum(c for k, (c, _) in figures.items() if k in MEMORY_CALLS)
 
 
 def summary(figures):

@@ -31,6 +31,7 @@ TRACES = HERE.parent.parent / "bench" / "traces"
 sys.path.insert(0, str(HERE))
 sys.path.append(str(HERE.parent.parent / "python"))
 import driver_timer  # noqa: E402
+from bench_allocators import memcoord_driver_figures  # noqa: E402
 
 ALLOCATORS = ["native", "expandable", "memcoord"]
 
@@ -45,19 +46,6 @@ def read_events(path):
             kind, addr, size, _stream = line.split()
             events.append((kind == "a", addr, int(size)))
     return events
-
-
-def miss_figures():
-    import memcoord
-
-    misses, miss_ms, units = 0, 0.0, 0
-    for document in memcoord._snapshot_documents([0]):
-        for pool in document.get("pools", []):
-            stats = pool.get("stats", {})
-            misses += stats.get("misses", 0)
-            miss_ms += stats.get("miss_ns", 0) / 1e6
-            units += stats.get("backend_allocations", 0)
-    return {"misses": misses, "miss_ms": round(miss_ms, 2), "units_mapped": units}
 
 
 def child(trace, allocator):
@@ -76,7 +64,7 @@ def child(trace, allocator):
     for _ in range(2):
         live = {}
         before = driver_timer.read()
-        own_before = miss_figures() if allocator == "memcoord" else None
+        own_before = memcoord_driver_figures() if allocator == "memcoord" else None
         started = time.perf_counter()
         for is_alloc, addr, size in events:
             if is_alloc:
@@ -88,7 +76,7 @@ def child(trace, allocator):
         elapsed = (time.perf_counter() - started) * 1000
         passed = {"ms": round(elapsed, 2), "driver": driver_timer.since(before, driver_timer.read())}
         if own_before is not None:
-            own = miss_figures()
+            own = memcoord_driver_figures()
             passed["pool"] = {k: round(own[k] - own_before[k], 2) for k in own}
         result["passes"].append(passed)
     result["peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
@@ -102,7 +90,7 @@ def run_child(trace, allocator, timer):
     if allocator == "expandable":
         env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     if timer:
-        env["LD_PRELOAD"] = str(Path(timer).resolve())
+        driver_timer.preload(env, timer)
         env["DRIVER_CALL_TIMER_BESIDE"] = "1"  # no training step to slow down: the calls beside are wanted too
     env.setdefault("NCCL_NVLS_ENABLE", "0")
     proc = subprocess.run([sys.executable, __file__, "--child", trace, allocator], capture_output=True, text=True,
@@ -121,7 +109,7 @@ def driver_ms(passed):
 
 def driver_calls(passed):
     d = passed.get("driver")
-    return None if d is None else sum(c for k, (c, _) in d.items() if k in driver_timer.MEMORY_CALLS)
+    return None if d is None else driver_timer.memory_calls(d)
 
 
 def print_row(trace, allocator, runs):

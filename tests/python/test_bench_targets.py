@@ -127,12 +127,25 @@ class TargetsTest(unittest.TestCase):
                                          stderr="", returncode=0)
 
         real = bench.subprocess.run
+        real_preload = os.environ.get("LD_PRELOAD")
         bench.subprocess.run = fake_run
         try:
+            os.environ.pop("LD_PRELOAD", None)
             bench.run_config("w", "expandable", 3, 60, driver_timer_lib="timer.so")
+            self.assertEqual(recorded["env"]["LD_PRELOAD"], os.path.abspath("timer.so"))
+            os.environ["LD_PRELOAD"] = "/opt/other.so"  # what the user preloads stays, after the timer
+            bench.run_config("w", "expandable", 3, 60, driver_timer_lib="timer.so")
+            self.assertEqual(recorded["env"]["LD_PRELOAD"], os.path.abspath("timer.so") + ":/opt/other.so")
         finally:
             bench.subprocess.run = real
-        self.assertEqual(recorded["env"]["LD_PRELOAD"], os.path.abspath("timer.so"))
+            os.environ.pop("LD_PRELOAD", None)
+            if real_preload is not None:
+                os.environ["LD_PRELOAD"] = real_preload
+
+    def test_memory_calls_and_their_time_leave_the_calls_beside_out(self):
+        figures = {"cuMemCreate": (3, 1.5), "cudaMalloc": (2, 4.0), "cudaMemGetInfo": (9, 7.0)}
+        self.assertEqual(bench.driver_timer.memory_calls(figures), 5)
+        self.assertEqual(bench.driver_timer.memory_ms(figures), 5.5)
 
 
 class FakeTorch(types.SimpleNamespace):
