@@ -33,6 +33,7 @@ CorePool::CorePool(DeviceBackend& backend, PoolOptions options)
     : backend_(backend),
       options_(std::move(options)),
       marks_(backend, stream_ids_),
+      device_free_(options_.device_reserve_bytes),
       small_(backend, arena_config(/*small=*/true), slab_, stream_ids_, &marks_),
       large_(backend, arena_config(/*small=*/false), slab_, stream_ids_, &marks_) {
   stream_ids_.reserve(kMaxStreams);
@@ -129,7 +130,10 @@ detail::Block* CorePool::take_or_grow(std::size_t bytes, std::size_t size, std::
   }
   last_miss_ = std::chrono::steady_clock::now();
   Result<detail::Block*> grown = grow(arena, size, stream, /*last_resort=*/false);
-  if (!grown.ok()) grown = grow(arena, size, stream, /*last_resort=*/true);
+  if (!grown.ok()) {
+    device_free_.invalidate();  // the device had less than the reading said: read it again next time
+    grown = grow(arena, size, stream, /*last_resort=*/true);
+  }
   misses_.add(1);
   miss_ns_.add(static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - last_miss_)
@@ -401,14 +405,11 @@ void CorePool::pack_for(detail::Arena& arena, const detail::Placement& placement
   headroom_ = std::min(high_water_ / kHeadroomDivisor, headroom_ + got / kHeadroomDivisor);
 }
 
-// Bytes the device lacks for mapping `need` more while keeping its reserve free (0 when it has them).
-// Asks the backend (cudaMemGetInfo on CUDA, ~5 us) only on a miss that is about to map anyway.
+// Bytes the device lacks for mapping `need` more while keeping its reserve free (0 when it has them). Only a
+// miss that is about to map asks, and it asks the backend (cudaMemGetInfo on CUDA) only when the last reading
+// is old or the device is near its reserve (device_free_reading.h).
 std::uint64_t CorePool::device_shortfall(std::uint64_t need) {
-  const DeviceInfo info = backend_.device_info();
-  const std::uint64_t reserve =
-      options_.device_reserve_bytes != 0 ? options_.device_reserve_bytes : info.total_bytes / 32;
-  const std::uint64_t wanted = need + reserve;
-  return info.free_bytes >= wanted ? 0 : wanted - info.free_bytes;
+  return device_free_.shortfall(backend_, need, reserved_.current.load(), last_miss_);
 }
 
 void CorePool::release_everything_cached() {

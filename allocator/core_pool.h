@@ -10,7 +10,8 @@
 // the pool places the request where it needs the fewest new chunks and maps them. It packs (unmaps whole idle
 // free units elsewhere in the cache and maps memory where the request goes, instead of growing) under
 // pressure and, sparingly, at its own high-water mark: see RemapPolicy. Pressure is the device nearly full
-// (device_info().free_bytes against device_reserve_bytes) or a budget the backend enforces
+// (device_info().free_bytes against device_reserve_bytes; a reading is reused for up to 50 ms while it leaves
+// twice the reserve to spare, see detail/device_free_reading.h) or a budget the backend enforces
 // (DeviceBackend::bytes_over_budget, which a LimitAdaptor reports). On a segment backend it grows by whole
 // segments, as PyTorch's native allocator does.
 //
@@ -39,6 +40,7 @@
 #include "allocator/detail/arena.h"
 #include "allocator/detail/block.h"
 #include "allocator/detail/counter.h"
+#include "allocator/detail/device_free_reading.h"
 #include "allocator/detail/pointer_map.h"
 #include "allocator/memory_resource.h"
 #include "allocator/pool_options.h"
@@ -139,6 +141,7 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
   detail::BlockSlab slab_;
   detail::PointerMap live_;
   detail::StreamMarks marks_;  // before the arenas, which hold a pointer to it
+  detail::DeviceFreeReading device_free_;
   detail::Arena small_;
   detail::Arena large_;
   std::uint64_t allocated_bytes_ = 0;

@@ -47,7 +47,9 @@ struct PoolOptions {
   // Address space reserved per arena range on mapping backends; 0: twice the device's total memory.
   std::uint64_t address_range_bytes = 0;
   // A miss that would leave the device with less free memory than this packs the cache first (pressure);
-  // 0: 1/32 of the device's total memory.
+  // 0: 1/32 of the device's total memory. The device's free memory is read on a miss that maps, at most every
+  // 50 ms while the device has twice this to spare beyond the miss (what the pool maps itself is counted in
+  // between): detail/device_free_reading.h.
   std::uint64_t device_reserve_bytes = 0;
   // Packing may unmap a free chunk only once the work queued on the streams that last used it is done. True:
   // when the miss's own stream is the one stream that used the chunk, the host waits for that work: up to the
