@@ -78,6 +78,12 @@ def memcoord_driver_figures():
     return figures
 
 
+def figures_since(before, after):
+    """What a memcoord_driver_figures() dict counted between two readings."""
+    return {k: round(v - before.get(k, 0), 3) if isinstance(v, float) else v - before.get(k, 0)
+            for k, v in after.items()}
+
+
 def driver_summary(figures):
     """One phrase for a memcoord_driver_figures() dict."""
     return (f"{figures['misses']} misses ({figures.get('miss_ms', 0.0):.1f} ms), {figures['units_mapped']} units "
@@ -140,6 +146,8 @@ def child(workload_name, allocator, steps, deterministic=False):
     steps = steps or workloads.STEPS[workload_name]
     times, losses, device_peak = [], [], 0
     first_step_driver = None
+    # memcoord's figures count from the process's start: what building the model did is taken away.
+    driver_before = memcoord_driver_figures() if allocator == "memcoord" else None
     timer_before = driver_timer.read()
     first_step_timer = None
     for i in range(steps):
@@ -151,7 +159,7 @@ def child(workload_name, allocator, steps, deterministic=False):
         if i == 0:
             first_step_timer = driver_timer.since(timer_before, driver_timer.read())
         if i == 0 and allocator == "memcoord":
-            first_step_driver = memcoord_driver_figures()
+            first_step_driver = figures_since(driver_before, memcoord_driver_figures())
         free, _ = torch.cuda.mem_get_info()
         device_peak = max(device_peak, total - free - context_used)
     phase("steps")
@@ -244,6 +252,9 @@ def combine(runs):
         row["runs"] = [{k: r.get(k) for k in ("median_step_ms", "first_step_ms", "device_bytes", "step_ms", "error",
                                                "first_step_driver_calls")}
                        for r in runs]
+        for kept, r in zip(row["runs"], runs):
+            if (r.get("memcoord") or {}).get("first_step") is not None:
+                kept["memcoord_first_step"] = r["memcoord"]["first_step"]
         # The same configuration in two fresh processes: how far its losses drift by themselves.
         row["own_loss_spread"] = max((max((abs(a - b) for a, b in zip(r["losses"], ok[0]["losses"])), default=0.0)
                                       for r in ok[1:]), default=0.0)
@@ -396,8 +407,11 @@ def main():
             else:
                 own = row.get("memcoord") or {}
                 driver = ""
-                if own.get("first_step"):
-                    driver = f"; first step: {driver_summary(own['first_step'])}"
+                first = [r["memcoord_first_step"] for r in row.get("runs", []) if r.get("memcoord_first_step")]
+                if not first and own.get("first_step"):
+                    first = [own["first_step"]]
+                if first:
+                    driver = "; first step (per process): " + " | ".join(driver_summary(f) for f in first)
                 if own.get("all_steps"):
                     driver += f"; all steps: {driver_summary(own['all_steps'])}"
                 native = next((r for r in rows if r["workload"] == name and r["allocator"] == "native"

@@ -50,6 +50,19 @@ class CombineTest(unittest.TestCase):
         self.assertAlmostEqual(row["own_loss_spread"], 0.0004, places=9)
         self.assertEqual(len(row["runs"]), 3)
 
+    def test_each_processs_own_first_step_figures_are_kept(self):
+        a, b = run("memcoord", [1.0]), run("memcoord", [1.0])
+        a["memcoord"] = {"first_step": {"misses": 3, "pack_waits": 1}}
+        b["memcoord"] = {"first_step": {"misses": 5, "pack_waits": 0}}
+        row = bench.combine([a, b, run("memcoord", [1.0])])
+        self.assertEqual([r.get("memcoord_first_step") for r in row["runs"]],
+                         [{"misses": 3, "pack_waits": 1}, {"misses": 5, "pack_waits": 0}, None])
+
+    def test_first_step_figures_leave_out_what_came_before_it(self):
+        before = {"misses": 40, "miss_ms": 10.5, "pack_waits": 1}
+        after = {"misses": 140, "miss_ms": 33.25, "pack_waits": 1}
+        self.assertEqual(bench.figures_since(before, after), {"misses": 100, "miss_ms": 22.75, "pack_waits": 0})
+
     def test_one_run_has_no_spread_and_a_failed_run_is_counted(self):
         self.assertNotIn("own_loss_spread", bench.combine([run("native", [1.0])]))
         row = bench.combine([run("memcoord", [1.0]), {"workload": "w", "allocator": "memcoord", "error": "x"}])
