@@ -368,7 +368,8 @@ std::chrono::microseconds CorePool::marker_interval(std::chrono::steady_clock::t
 //   under pressure (the backend's budget, or a device nearly full) it takes chunks from both arenas, as
 //     many as the placement needs to fit, waiting up to the chunk's marker or, with none, for the stream;
 //   otherwise only at the pool's own high-water mark, waiting only for a marker older than the one this
-//     miss recorded (a wait for that one would drain the GPU's queue: the pool grows instead), and only
+//     miss recorded (a wait for that one would drain the GPU's queue: the pool grows instead, unless it
+//     would grow by kDrainShortfallUnits units or more: drain_for_large_shortfall), and only
 //     within the request's arena (a loop over
 //     small and large sizes never trades chunks between the two), and (RemapPolicy::kUnderPressure) every
 //     byte moved raises the mark by 1/64 of a byte, up to 1/64 of it: a pool that keeps remapping grows a
@@ -398,11 +399,29 @@ void CorePool::pack_for(detail::Arena& arena, const detail::Placement& placement
   const bool every_miss = options_.remap == RemapPolicy::kEveryMiss;
   const std::uint64_t want = reserved + need - mark;
   std::uint64_t got = release_cached(arena, want, wait, placement.hole->prev, placement.hole->next, stream);
+  got += drain_for_large_shortfall(arena, placement, want - std::min(want, got), stream);
   if (every_miss) {
     if (got < want) release_cached(other, want - got, wait, nullptr, nullptr, stream);
     return;
   }
   headroom_ = std::min(high_water_ / kHeadroomDivisor, headroom_ + got / kHeadroomDivisor);
+}
+
+// At the mark, when what older markers proved done still leaves the pool to grow by at least
+// kDrainShortfallUnits units and this stream's own free units hold that much, the pool waits for the miss's
+// own marker (all the work queued on the stream before the miss) and packs them. Without this, the footprint
+// depends on where the large frees' markers happened to fall: replays of bench/traces at --gpu-lag 200 with
+// no marker at frees peak 456-1,466 MiB higher on alternating, gpt2_fp32 and varlen; with it, alternating
+// and gpt2_fp32 peak as the replays that record one at every free do, varlen 52 MiB above them. Smaller
+// shortfalls grow instead (a drain costs the GPU's queue; growing a unit or three costs ~50 us a unit).
+// Returns the bytes released.
+std::uint64_t CorePool::drain_for_large_shortfall(detail::Arena& arena, const detail::Placement& placement,
+                                                  std::uint64_t shortfall, std::uint8_t stream) {
+  const std::uint64_t threshold = kDrainShortfallUnits * arena.map_unit_bytes();
+  if (!options_.pack_waits_for_streams || shortfall < threshold) return 0;
+  if (arena.own_stream_free_units(stream, placement.hole->prev, placement.hole->next) < threshold) return 0;
+  return release_cached(arena, shortfall, detail::ReleaseWait::kWaitForStream, placement.hole->prev,
+                        placement.hole->next, stream);
 }
 
 // Bytes the device lacks for mapping `need` more while keeping its reserve free (0 when it has them). Only a

@@ -124,6 +124,10 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
   bool marker_due(std::uint8_t stream) const;
   // How old a stream's newest marker must be for another (growing: the interval; steady: ten times it).
   std::chrono::microseconds marker_interval(std::chrono::steady_clock::time_point now) const;
+  // At the mark, a shortfall of at least this many units is packed by waiting for the miss's own marker.
+  static constexpr std::uint64_t kDrainShortfallUnits = 4;
+  std::uint64_t drain_for_large_shortfall(detail::Arena& arena, const detail::Placement& placement,
+                                          std::uint64_t shortfall, std::uint8_t stream);
   std::uint64_t device_shortfall(std::uint64_t need);
   void release_everything_cached();
   std::uint64_t release_cached(detail::Arena& arena, std::uint64_t want, detail::ReleaseWait wait,

@@ -55,7 +55,9 @@ struct PoolOptions {
   // when the miss's own stream is the one stream that used the chunk, the host waits for that work: up to the
   // first marker (an event the pool records on its misses, and on its large frees at most once an interval:
   // large_free_marker_interval_us) after the chunk's last free. Without pressure only when that marker is
-  // older than the miss's own (so the GPU keeps the work queued after it; otherwise the pool grows a little);
+  // older than the miss's own (so the GPU keeps the work queued after it; otherwise the pool grows a little,
+  // or, when it would grow by 4 units or more and the stream's free units hold that much, waits for the
+  // miss's own marker: CorePool::drain_for_large_shortfall);
   // under pressure for any marker, or for the whole stream when no marker covers the chunk. One exception to
   // "keeps the work queued after it": when the miss is the first call on its stream after a large free left a
   // marker owed (see large_free_marker_interval_us), that call records the owed marker just before the miss's

@@ -401,6 +401,22 @@ std::uint64_t Arena::release_pass(std::uint64_t want_bytes, ReleaseWait wait, co
   return released;
 }
 
+std::uint64_t Arena::own_stream_free_units(std::uint8_t stream, const Block* keep_a,
+                                           const Block* keep_b) const {
+  if (!config_.mapping || stream >= free_.size()) return 0;
+  std::uint64_t bytes = 0;
+  free_[stream]->for_each_largest_first([&](Block* b) {
+    if (b->size < config_.chunk_bytes) return false;  // the rest are smaller
+    if (b == keep_a || b == keep_b || (b->wait_mask & ~(1ULL << stream)) != 0) return true;
+    std::uintptr_t lo = 0;
+    std::uintptr_t hi = 0;
+    whole_units_in(b, lo, hi);
+    if (hi > lo) bytes += hi - lo;
+    return true;
+  });
+  return bytes;
+}
+
 std::uint64_t Arena::release_block(Block* b, std::uint64_t want_bytes) {
   if (!config_.mapping) {
     Segment& seg = segments_[b->segment];

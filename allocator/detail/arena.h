@@ -14,6 +14,7 @@
 // Not thread-safe: the owning pool's mutex guards every call. Blocks come from the pool's BlockSlab.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -101,6 +102,11 @@ class Arena {
   // touched (a placement's hole neighbours, so the hole itself stays as planned). Returns the bytes released.
   std::uint64_t release_free_memory(std::uint64_t want_bytes, ReleaseWait wait, const Block* keep_a = nullptr,
                                     const Block* keep_b = nullptr, std::uint8_t wait_stream = 0);
+  // Whole mapped units inside free blocks whose one user is `stream` (idle or not; `keep_a`/`keep_b` left
+  // out): what release_free_memory could release for `stream` with ReleaseWait::kWaitForStream. O(free blocks
+  // of at least a chunk on that stream); mapping arenas only (0 otherwise).
+  std::uint64_t own_stream_free_units(std::uint8_t stream, const Block* keep_a = nullptr,
+                                      const Block* keep_b = nullptr) const;
   // Synchronizes every stream that owns cached memory here, then merges adjacent free blocks of different
   // streams (once their streams are idle, ownership no longer matters). `keep_a`/`keep_b` are never merged
   // (so never recycled). Trim and OOM recovery only.
@@ -124,6 +130,7 @@ class Arena {
   std::uint64_t pack_wait_ns() const { return pack_wait_ns_; }  // host time in those waits (steady clock)
   bool mapping() const { return config_.mapping; }
   std::size_t chunk_bytes() const { return config_.chunk_bytes; }
+  std::size_t map_unit_bytes() const { return std::max(config_.map_unit_bytes, config_.chunk_bytes); }
 
   // Appends every live segment with its blocks (streams as backend ids). For snapshots; O(blocks).
   void snapshot(std::vector<SegmentSnapshot>& out) const;
