@@ -8,9 +8,10 @@
 // backend is asked again. So what this pool maps itself is always counted, and memory taken by anyone else
 // (another process, another pool, cudaMalloc beside the pool) is seen at the latest max_age after the
 // reading, and sooner whenever it matters: for a miss to map while the device is short, others must have
-// taken more than the reserve since a reading younger than max_age. Should they have, the mapping itself
-// fails and the pool's last-resort pass runs, as it would if the memory had been taken just after a fresh
-// reading. Not thread-safe: the owning pool's lock guards every call.
+// taken more than the reserve since a reading younger than max_age. Should they have, the miss maps without
+// packing first and leaves the device below its reserve until the next reading; if the device cannot hold the
+// mapping at all, the mapping fails, the pool's last-resort pass runs, and the reading is invalidated.
+// Not thread-safe: the owning pool's lock guards every call.
 #pragma once
 
 #include <chrono>
@@ -26,7 +27,7 @@ class DeviceFreeReading {
   static constexpr std::chrono::milliseconds kDefaultMaxAge{50};
 
   // `reserve_bytes`: the free memory a miss leaves the device (0: 1/32 of its total).
-  DeviceFreeReading(std::uint64_t reserve_bytes, std::chrono::nanoseconds max_age = kDefaultMaxAge)
+  explicit DeviceFreeReading(std::uint64_t reserve_bytes, std::chrono::nanoseconds max_age = kDefaultMaxAge)
       : reserve_option_(reserve_bytes), max_age_(max_age) {}
 
   // Bytes the device lacks for mapping `need` more while keeping the reserve free (0 when it has them).
