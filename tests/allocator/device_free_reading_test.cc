@@ -20,39 +20,29 @@ namespace {
 using detail::DeviceFreeReading;
 using Clock = DeviceFreeReading::Clock;
 
-// A device whose free memory the test sets (`free_bytes`), counting how often it is read.
-class SetFreeBackend final : public BackendAdaptor {
+// Counts how often the device is read. It reports what the virtual device below says, or, with `set_free`,
+// exactly `free_bytes` of 32 GiB (so the default reserve is 1 GiB).
+class CountingBackend final : public BackendAdaptor {
  public:
-  explicit SetFreeBackend(DeviceBackend& upstream) : BackendAdaptor(upstream) {}
+  explicit CountingBackend(DeviceBackend& upstream) : BackendAdaptor(upstream) {}
   DeviceInfo device_info() override {
     ++reads;
     DeviceInfo info = upstream().device_info();
-    info.total_bytes = 32 * kGiB;  // reserve: 1 GiB
-    info.free_bytes = free_bytes;
+    if (set_free) {
+      info.total_bytes = 32 * kGiB;
+      info.free_bytes = free_bytes;
+    }
     return info;
   }
+  bool set_free = false;
   std::uint64_t free_bytes = 0;
   int reads = 0;
 };
 
-// Over a virtual device, counting reads and taking `others_bytes` away from what it reports free, as another
-// process would.
-class OthersUseBackend final : public BackendAdaptor {
- public:
-  explicit OthersUseBackend(DeviceBackend& upstream) : BackendAdaptor(upstream) {}
-  DeviceInfo device_info() override {
-    ++reads;
-    DeviceInfo info = upstream().device_info();
-    info.free_bytes = info.free_bytes > others_bytes ? info.free_bytes - others_bytes : 0;
-    return info;
-  }
-  std::uint64_t others_bytes = 0;
-  int reads = 0;
-};
-
 struct ReadingTest : ::testing::Test {
+  ReadingTest() { backend.set_free = true; }
   VirtualBackend device{64 * kGiB};
-  SetFreeBackend backend{device};
+  CountingBackend backend{device};
   const Clock::time_point t0 = Clock::now();
 };
 
@@ -109,7 +99,7 @@ TEST(PoolDeviceReadings, AGrowingPoolReadsTheDeviceOncePerMaxAgeNotOncePerMiss) 
   Result<Trace> trace = ReadTrace(std::string(MEMCOORD_TRACE_DIR) + "/gpt2_fp32.trace.gz");
   ASSERT_TRUE(trace.ok()) << trace.status().ToString();
   VirtualBackend device(80 * kGiB);
-  OthersUseBackend backend(device);
+  CountingBackend backend(device);
   CachingPool pool(backend);
   const int reads_at_start = backend.reads;  // the constructor sizes its address ranges from the total
   const auto started = Clock::now();
@@ -127,7 +117,7 @@ TEST(PoolDeviceReadings, AGrowingPoolReadsTheDeviceOncePerMaxAgeNotOncePerMiss) 
 // took; when a mapping then fails, A's next miss reads the device again instead of trusting the reading.
 TEST(PoolDeviceReadings, AFailedMappingMakesTheNextMissReadTheDevice) {
   VirtualBackend device(8 * kGiB);
-  OthersUseBackend backend_a(device);
+  CountingBackend backend_a(device);
   CachingPool a(backend_a);
   CachingPool b(device);
   const int reads_at_start = backend_a.reads;  // the constructor sizes its address ranges from the total
