@@ -145,7 +145,7 @@ TEST(PoolPackingStreams, ABlockCoveredOnlyByTheMissesOwnMarkerIsNotDrainedForAtT
 // A shortfall of at least four units (80 MiB) that the stream's own free units can cover is worth one drain:
 // only D's own marker covers A (no marker at frees), yet D waits for it and takes A's 200 MiB instead of
 // growing by 240 MiB. Without this the footprint depended on where the frees' markers fell: on the H200 one
-// of three alternating GPT-2/ResNet-50 processes reserved 490 MB more than the other two.
+// of three alternating GPT-2/ResNet-50 processes reserved 478 MB more than the other two.
 TEST(PoolPackingStreams, ALargeShortfallAtTheMarkWaitsForTheMissesOwnMarkerInsteadOfGrowing) {
   testing::StreamTestBackend backend;
   PoolOptions options;
