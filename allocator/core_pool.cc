@@ -211,6 +211,7 @@ void CorePool::fill_stats(PoolStats& s) const {
   s.backend_released_bytes = backend_released_bytes_.load();
   s.pack_waits = pack_waits_.load();
   s.pack_stream_syncs = pack_stream_syncs_.load();
+  s.pack_drains = pack_drains_.load();
   s.markers = markers_.load();
   s.deferred_markers = deferred_markers_.load();
   s.pack_wait_ns = pack_wait_ns_.load();
@@ -420,6 +421,7 @@ std::uint64_t CorePool::drain_for_large_shortfall(detail::Arena& arena, const de
   const std::uint64_t threshold = kDrainShortfallUnits * arena.map_unit_bytes();
   if (!options_.pack_waits_for_streams || shortfall < threshold) return 0;
   if (arena.own_stream_free_units(stream, placement.hole->prev, placement.hole->next) < threshold) return 0;
+  pack_drains_.add(1);
   return release_cached(arena, shortfall, detail::ReleaseWait::kWaitForStream, placement.hole->prev,
                         placement.hole->next, stream);
 }

@@ -158,8 +158,8 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
   // Written by the serialized calls, read by fill_stats from anywhere.
   detail::Gauge reserved_;
   detail::Counter cache_hits_, backend_allocations_, backend_frees_, backend_allocated_bytes_,
-      backend_released_bytes_, pack_waits_, pack_stream_syncs_, pack_wait_ns_, markers_, deferred_markers_,
-      misses_, miss_ns_, trims_, trimmed_bytes_;
+      backend_released_bytes_, pack_waits_, pack_stream_syncs_, pack_drains_, pack_wait_ns_, markers_,
+      deferred_markers_, misses_, miss_ns_, trims_, trimmed_bytes_;
 };
 
 }  // namespace memcoord

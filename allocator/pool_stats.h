@@ -31,6 +31,10 @@ struct PoolStats {
   // to the stream's end when no marker covered it (that drains the GPU's queue).
   std::uint64_t pack_waits = 0;
   std::uint64_t pack_stream_syncs = 0;
+  // Misses at the high-water mark that waited for their own marker (all the stream's work queued before the
+  // miss) to pack a shortfall of 4 units or more (CorePool::drain_for_large_shortfall); their waits are among
+  // pack_waits.
+  std::uint64_t pack_drains = 0;
   // Markers recorded in the pool's streams (CUDA events, at misses and large frees), and of them those a
   // large free owed and a later call on its stream recorded (stream_marks.h).
   std::uint64_t markers = 0;

@@ -57,12 +57,13 @@ def memcoord_driver_figures():
     """What memcoord's pools on device 0 did on their misses so far: misses and the host time they took
     (packing, waits and driver calls), units mapped and unmapped (one driver allocation each), packing's host
     waits for a busy block and their time, those of them that synchronized the whole stream (no marker
-    covered the block; each drains the GPU's queue), and the markers recorded (deferred: owed by a large free
-    that came too soon for its own, recorded at a later call)."""
+    covered the block; each drains the GPU's queue), the misses that waited for their own marker to pack a large
+    shortfall (pack_drains), and the markers recorded (deferred: owed by a large free that came too soon for its
+    own, recorded at a later call)."""
     import memcoord
 
     figures = {"misses": 0, "miss_ms": 0.0, "units_mapped": 0, "units_unmapped": 0, "pack_waits": 0,
-               "pack_wait_ms": 0.0, "pack_stream_syncs": 0, "markers": 0, "deferred_markers": 0}
+               "pack_wait_ms": 0.0, "pack_stream_syncs": 0, "pack_drains": 0, "markers": 0, "deferred_markers": 0}
     for document in memcoord._snapshot_documents([0]):
         for pool in document.get("pools", []):
             stats = pool.get("stats", {})
@@ -75,6 +76,7 @@ def memcoord_driver_figures():
             figures["pack_stream_syncs"] += stats.get("pack_stream_syncs", 0)
             figures["markers"] += stats.get("markers", 0)
             figures["deferred_markers"] += stats.get("deferred_markers", 0)
+            figures["pack_drains"] += stats.get("pack_drains", 0)
     return figures
 
 
@@ -88,7 +90,8 @@ def driver_summary(figures):
     """One phrase for a memcoord_driver_figures() dict."""
     return (f"{figures['misses']} misses ({figures.get('miss_ms', 0.0):.1f} ms), {figures['units_mapped']} units "
             f"mapped, {figures['units_unmapped']} unmapped, {figures['pack_waits']} packing waits "
-            f"({figures.get('pack_wait_ms', 0.0):.1f} ms; {figures['pack_stream_syncs']} of them whole-stream), "
+            f"({figures.get('pack_wait_ms', 0.0):.1f} ms; {figures['pack_stream_syncs']} of them whole-stream, "
+            f"{figures.get('pack_drains', 0)} for a miss's own marker), "
             f"{figures.get('markers', 0)} markers ({figures.get('deferred_markers', 0)} deferred)")
 
 

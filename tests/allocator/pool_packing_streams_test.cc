@@ -74,6 +74,7 @@ struct Outcome {
   std::vector<MarkerId> marker_waits;
   std::uint64_t pack_waits = 0;  // as the pool's stats count them
   std::uint64_t pack_stream_syncs = 0;
+  std::uint64_t pack_drains = 0;
   std::size_t markers_recorded = 0;
   std::size_t markers_released = 0;  // after the pool is gone
 };
@@ -96,7 +97,7 @@ Outcome RunHighWaterMiss(const HighWaterMiss& how) {
   EXPECT_TRUE(d.ok()) << d.status().ToString();
   const PoolStats stats = scene.pool->stats();
   Outcome outcome{stats.peak_reserved_bytes, scene.synchronizations(), scene.backend.marker_waits,
-                  stats.pack_waits, stats.pack_stream_syncs};
+                  stats.pack_waits,          stats.pack_stream_syncs,  stats.pack_drains};
   scene.close(d);
   outcome.markers_recorded = scene.backend.recorded_markers();
   outcome.markers_released = scene.backend.released_markers;
@@ -113,6 +114,7 @@ TEST(PoolPackingStreams, WaitsForTheMarkerOfTheBusyBlocksFreeAndPacksInsteadOfGr
   EXPECT_EQ(packed.marker_waits, std::vector<MarkerId>{3});
   EXPECT_EQ(packed.synchronizations, 0u);
   EXPECT_EQ(packed.pack_waits, 1u);
+  EXPECT_EQ(packed.pack_drains, 0u);  // marker 3 is older than D's own
   EXPECT_EQ(packed.pack_stream_syncs, 0u);
   EXPECT_EQ(packed.markers_released, packed.markers_recorded);  // every event goes back
 }
@@ -162,6 +164,7 @@ TEST(PoolPackingStreams, ALargeShortfallAtTheMarkWaitsForTheMissesOwnMarkerInste
   EXPECT_EQ(stats.peak_reserved_bytes, 304 * kMiB);           // B 64 + D 240; growing would have reached 504
   EXPECT_EQ(backend.marker_waits, std::vector<MarkerId>{3});  // D's own marker, once
   EXPECT_EQ(stats.pack_waits, 1u);
+  EXPECT_EQ(stats.pack_drains, 1u);
   EXPECT_EQ(stats.pack_stream_syncs, 0u);
   EXPECT_EQ(std::count(backend.synchronized.begin(), backend.synchronized.end(), kTrainingStream), 0);
   EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
@@ -187,6 +190,7 @@ TEST(PoolPackingStreams, ALargeShortfallIsNotDrainedForWithAnotherStreamsFreeUni
   EXPECT_GE(pool.stats().peak_reserved_bytes, 500 * kMiB);
   EXPECT_TRUE(backend.marker_waits.empty());
   EXPECT_EQ(pool.stats().pack_waits, 0u);
+  EXPECT_EQ(pool.stats().pack_drains, 0u);
   ASSERT_TRUE(pool.deallocate(b).ok());
   ASSERT_TRUE(pool.deallocate(*d).ok());
 }

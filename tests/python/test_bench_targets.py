@@ -33,10 +33,10 @@ class SummaryTest(unittest.TestCase):
 
     def test_driver_summary_names_misses_waits_and_their_time(self):
         line = bench.driver_summary({"misses": 12, "miss_ms": 3.25, "units_mapped": 30, "units_unmapped": 4,
-                                     "pack_waits": 2, "pack_wait_ms": 1.5, "pack_stream_syncs": 0, "markers": 40,
-                                     "deferred_markers": 3})
+                                     "pack_waits": 2, "pack_wait_ms": 1.5, "pack_stream_syncs": 0, "pack_drains": 1,
+                                     "markers": 40, "deferred_markers": 3})
         self.assertEqual(line, "12 misses (3.2 ms), 30 units mapped, 4 unmapped, 2 packing waits (1.5 ms; 0 of "
-                               "them whole-stream), 40 markers (3 deferred)")
+                               "them whole-stream, 1 for a miss's own marker), 40 markers (3 deferred)")
 
 
 class CombineTest(unittest.TestCase):

@@ -36,6 +36,7 @@ nlohmann::json StatsJson(const PoolStats& s) {
           {"backend_released_bytes", s.backend_released_bytes},
           {"pack_waits", s.pack_waits},
           {"pack_stream_syncs", s.pack_stream_syncs},
+          {"pack_drains", s.pack_drains},
           {"markers", s.markers},
           {"deferred_markers", s.deferred_markers},
           {"pack_wait_ns", s.pack_wait_ns},
