@@ -31,7 +31,7 @@ TRACES = HERE.parent.parent / "bench" / "traces"
 sys.path.insert(0, str(HERE))
 sys.path.append(str(HERE.parent.parent / "python"))
 import driver_timer  # noqa: E402
-from bench_allocators import memcoord_driver_figures  # noqa: E402
+from bench_allocators import figures_since, memcoord_driver_figures  # noqa: E402
 
 ALLOCATORS = ["native", "expandable", "memcoord"]
 
@@ -76,8 +76,7 @@ def child(trace, allocator):
         elapsed = (time.perf_counter() - started) * 1000
         passed = {"ms": round(elapsed, 2), "driver": driver_timer.since(before, driver_timer.read())}
         if own_before is not None:
-            own = memcoord_driver_figures()
-            passed["pool"] = {k: round(own[k] - own_before[k], 2) for k in own}
+            passed["pool"] = figures_since(own_before, memcoord_driver_figures())
         result["passes"].append(passed)
     result["peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
     print("RESULT " + json.dumps(result), flush=True)
