@@ -95,6 +95,21 @@ def driver_summary(figures):
             f"{figures.get('markers', 0)} markers ({figures.get('deferred_markers', 0)} deferred)")
 
 
+def later_steps(run):
+    """One phrase for what a process's steps after the first cost in the allocator's misses: the driver's memory
+    calls (with the timer) and, for memcoord, its misses and packing waits; None when nothing was recorded."""
+    parts = []
+    timed = run.get("step_driver") or []
+    if len(timed) > 1:
+        parts.append(f"{sum(c for c, _ in timed[1:])} memory calls ({sum(ms for _, ms in timed[1:]):.1f} ms)")
+    steps = run.get("memcoord_steps") or (run.get("memcoord") or {}).get("steps") or []
+    if len(steps) > 1:
+        total = {k: sum(s.get(k, 0) for s in steps[1:]) for k in ("misses", "miss_ms", "pack_waits", "pack_wait_ms")}
+        parts.append(f"{total['misses']} misses ({total['miss_ms']:.1f} ms), {total['pack_waits']} packing waits "
+                     f"({total['pack_wait_ms']:.1f} ms)")
+    return ", ".join(parts) or None
+
+
 def make_deterministic(torch):
     """Deterministic kernels everywhere this bench's workloads reach (see the module's docstring); returns the
     list that collects PyTorch's warnings about operations without a deterministic implementation."""
@@ -153,16 +168,29 @@ def child(workload_name, allocator, steps, deterministic=False):
     driver_before = memcoord_driver_figures() if allocator == "memcoord" else None
     timer_before = driver_timer.read()
     first_step_timer = None
+    # Each step's own driver memory calls (any allocator, with the timer) and memcoord's miss figures: where a
+    # step's time beyond native's goes. Read after the step's synchronize, outside the timed span.
+    step_driver, step_memcoord = [], []
+    timer_last, figures_last = timer_before, driver_before
     for i in range(steps):
         torch.cuda.synchronize()
         started = time.perf_counter()
         losses.append(workload.step(i))
         torch.cuda.synchronize()
         times.append((time.perf_counter() - started) * 1000)
+        timer_now = driver_timer.read()
+        if timer_now is not None:
+            own = driver_timer.since(timer_last, timer_now)
+            step_driver.append([driver_timer.memory_calls(own), round(driver_timer.memory_ms(own), 2)])
+            timer_last = timer_now
         if i == 0:
-            first_step_timer = driver_timer.since(timer_before, driver_timer.read())
-        if i == 0 and allocator == "memcoord":
-            first_step_driver = figures_since(driver_before, memcoord_driver_figures())
+            first_step_timer = driver_timer.since(timer_before, timer_now)
+        if allocator == "memcoord":
+            figures_now = memcoord_driver_figures()
+            step_memcoord.append(figures_since(figures_last, figures_now))
+            figures_last = figures_now
+            if i == 0:
+                first_step_driver = step_memcoord[0]
         free, _ = torch.cuda.mem_get_info()
         device_peak = max(device_peak, total - free - context_used)
     phase("steps")
@@ -183,7 +211,14 @@ def child(workload_name, allocator, steps, deterministic=False):
         # The driver's memory calls of the first step, whatever the allocator (bench/gpu/driver_call_timer.so
         # preloaded: --driver-timer), else None.
         "first_step_driver_calls": first_step_timer,
+        # Per step: [driver memory calls, their ms] (with the timer, else empty).
+        "step_driver": step_driver,
     }
+    if allocator != "memcoord":
+        # Where PyTorch's reserve went: its small (<= 1 MiB blocks) and large pools, peak and at the end.
+        kept = torch.cuda.memory_stats()
+        result["torch_pools"] = {f"{pool}.{when}": kept.get(f"reserved_bytes.{pool}.{when}", 0)
+                                 for pool in ("small_pool", "large_pool") for when in ("peak", "current")}
     if nondeterministic is not None:
         result["deterministic"] = True
         result["nondeterministic_ops"] = nondeterministic
@@ -195,7 +230,16 @@ def child(workload_name, allocator, steps, deterministic=False):
                                                    "peak_active_bytes", "backend_allocations", "backend_frees",
                                                    "cache_hits", "allocations")}
         result["memcoord"]["first_step"] = first_step_driver
+        result["memcoord"]["steps"] = step_memcoord
         result["memcoord"]["all_steps"] = memcoord_driver_figures()
+        # Mapped bytes at the end in the small-block arenas and the large ones (PyTorch's small and large pools).
+        arenas = {"small": 0, "large": 0}
+        for document in memcoord._snapshot_documents([0]):
+            for pool in document.get("pools", []):
+                for segment in pool.get("segments", []):
+                    arenas["small" if segment.get("small") else "large"] += segment.get("mapped_bytes",
+                                                                                          segment.get("size", 0))
+        result["memcoord"]["arenas_mapped"] = arenas
         # Which package and shim ran (a source tree without the built shim builds one at enable()).
         result["memcoord"]["package"] = os.path.dirname(memcoord.__file__)
         result["memcoord"]["shim"] = getattr(memcoord._torch._state["shim"], "__file__", None)
@@ -253,11 +297,13 @@ def combine(runs):
         for key in ("device_bytes", "peak_reserved_bytes", "peak_allocated_bytes"):
             row[key] = max(r[key] for r in ok)
         row["runs"] = [{k: r.get(k) for k in ("median_step_ms", "first_step_ms", "device_bytes", "step_ms", "error",
-                                               "first_step_driver_calls")}
+                                               "first_step_driver_calls", "step_driver")}
                        for r in runs]
         for kept, r in zip(row["runs"], runs):
             if (r.get("memcoord") or {}).get("first_step") is not None:
                 kept["memcoord_first_step"] = r["memcoord"]["first_step"]
+            if (r.get("memcoord") or {}).get("steps"):
+                kept["memcoord_steps"] = r["memcoord"]["steps"]
         # The same configuration in two fresh processes: how far its losses drift by themselves.
         row["own_loss_spread"] = max((max((abs(a - b) for a, b in zip(r["losses"], ok[0]["losses"])), default=0.0)
                                       for r in ok[1:]), default=0.0)
@@ -425,6 +471,9 @@ def main():
                 if any(t is not None for t in timed):
                     driver += "; first step's driver calls per process: " + " | ".join(
                         driver_timer.summary(t) for t in timed)
+                later = [later_steps(r) for r in row.get("runs", [row])]
+                if any(later):
+                    driver += "; steps after the first, per process: " + " | ".join(l or "-" for l in later)
                 odd = row.get("nondeterministic_ops")
                 odd = f"; nondeterministic ops warned: {odd}" if odd else ""
                 print(f"{name} {allocator}: device {row['device_bytes'] / GB:.2f} GB (context "

@@ -39,6 +39,28 @@ class SummaryTest(unittest.TestCase):
                                "them whole-stream, 1 for a miss's own marker), 40 markers (3 deferred)")
 
 
+class LaterStepsTest(unittest.TestCase):
+    def test_later_steps_sum_every_step_but_the_first(self):
+        run = {"step_driver": [[10, 5.0], [2, 0.5], [3, 0.25]],
+               "memcoord_steps": [{"misses": 5, "miss_ms": 9.0},
+                                  {"misses": 2, "miss_ms": 1.0, "pack_waits": 1, "pack_wait_ms": 40.0},
+                                  {"misses": 1, "miss_ms": 0.5, "pack_waits": 0, "pack_wait_ms": 0.0}]}
+        self.assertEqual(bench.later_steps(run), "5 memory calls (0.8 ms), 3 misses (1.5 ms), 1 packing waits (40.0 ms)")
+
+    def test_a_run_without_timer_or_memcoord_says_nothing(self):
+        self.assertIsNone(bench.later_steps({"step_driver": [], "step_ms": [1.0, 2.0]}))
+        self.assertEqual(bench.later_steps({"step_driver": [[4, 2.0], [1, 0.125]]}), "1 memory calls (0.1 ms)")
+
+    def test_combine_keeps_each_processs_steps(self):
+        a = run("memcoord", [1.0])
+        a["step_driver"] = [[1, 1.0], [2, 2.0]]
+        a["memcoord"] = {"steps": [{"misses": 1}, {"misses": 2}]}
+        row = bench.combine([a, run("memcoord", [1.0])])
+        self.assertEqual(row["runs"][0]["step_driver"], [[1, 1.0], [2, 2.0]])
+        self.assertEqual(row["runs"][0]["memcoord_steps"], [{"misses": 1}, {"misses": 2}])
+        self.assertNotIn("memcoord_steps", row["runs"][1])
+
+
 class CombineTest(unittest.TestCase):
     def test_times_are_medians_memory_the_highest_and_the_loss_spread_kept(self):
         row = bench.combine([run("native", [2.0, 1.5], median=100, first=900, device=5 * GB),
