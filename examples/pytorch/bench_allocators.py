@@ -379,6 +379,55 @@ def targets(rows, tolerance):
     return out
 
 
+def print_row(row, rows):
+    """The summary line of one workload's combined row under one allocator (rows: those so far, for native's)."""
+    name, allocator = row["workload"], row["allocator"]
+    if "error" in row:
+        print(f"{name} {allocator}: FAILED: {row['error'][-400:]}", flush=True)
+        return
+    own = row.get("memcoord") or {}
+    driver = ""
+    first = [r["memcoord_first_step"] for r in row.get("runs", []) if r.get("memcoord_first_step")]
+    if not first and own.get("first_step"):
+        first = [own["first_step"]]
+    if first:
+        driver = "; first step (per process): " + " | ".join(driver_summary(f) for f in first)
+    if own.get("all_steps"):
+        driver += f"; all steps: {driver_summary(own['all_steps'])}"
+    native = next((r for r in rows if r["workload"] == name and r["allocator"] == "native"
+                   and "error" not in r), None)
+    if native is not None and allocator != "native":
+        driver += f"; losses vs native: max |diff| {loss_diff(row['losses'], native['losses']):.3g}"
+    timed = [r.get("first_step_driver_calls") for r in row.get("runs", [row])]
+    if any(t is not None for t in timed):
+        driver += "; first step's driver calls per process: " + " | ".join(
+            driver_timer.summary(t) for t in timed)
+    later = [later_steps(r) for r in row.get("runs", [row])]
+    if any(later):
+        driver += "; steps after the first, per process: " + " | ".join(l or "-" for l in later)
+    odd = row.get("nondeterministic_ops")
+    odd = f"; nondeterministic ops warned: {odd}" if odd else ""
+    print(f"{name} {allocator}: device {row['device_bytes'] / GB:.2f} GB (context "
+          f"{row.get('context_bytes', 0) / GB:.3f} GB), median "
+          f"{row['median_step_ms']:.1f} ms, first {row['first_step_ms']:.0f} ms (process {row['process_s']} s, "
+          f"{row['process_s'] - row.get('in_process_s', 0):.1f} s of it starting and exiting; phases ended at "
+          f"{row.get('phases_s', {})} s)"
+          f"{driver}{odd}", flush=True)
+
+
+def process_line(result):
+    """One process's figures in one phrase."""
+    if "error" in result:
+        return f"FAILED: {result['error'][-300:]}"
+    return (f"device {result['device_bytes'] / GB:.4f} GB, median {result['median_step_ms']:.1f} ms, "
+            f"first {result['first_step_ms']:.0f} ms, process {result.get('process_s', 0):.1f} s")
+
+
+def write_json(path, rows, tolerance):
+    with open(path, "w") as f:
+        json.dump({"runs": rows, "targets": targets(rows, tolerance)}, f, indent=1)
+
+
 def print_tables(rows, checks):
     print("\n== allocators side by side (device = memory above the CUDA context, cudaMemGetInfo) ==")
     header = f"{'workload':<18} {'allocator':<11} {'device GB':>9} {'reserved GB':>11} {'alloc GB':>9} " \
@@ -444,48 +493,21 @@ def main():
         # Repeats go round the allocators (native, expandable, memcoord, native, ...), so that a drift of the
         # machine over the minutes of a workload's runs falls on every allocator alike.
         runs_of = {allocator: [] for allocator in allocators}
-        for _ in range(args.repeat):
+        for repeat in range(args.repeat):
             for allocator in allocators:
-                runs_of[allocator].append(run_config(name, allocator, args.steps, args.timeout, args.trace_dir,
-                                                     args.deterministic, args.driver_timer))
+                result = run_config(name, allocator, args.steps, args.timeout, args.trace_dir, args.deterministic,
+                                    args.driver_timer)
+                runs_of[allocator].append(result)
+                # A line per process as it ends: a bench stopped part-way (a time limit) still shows what ran.
+                print(f"{name} {allocator} process {repeat + 1}/{args.repeat}: {process_line(result)}", flush=True)
         for allocator in allocators:
-            row = combine(runs_of[allocator])
-            rows.append(row)
-            if "error" in row:
-                print(f"{name} {allocator}: FAILED: {row['error'][-400:]}", flush=True)
-            else:
-                own = row.get("memcoord") or {}
-                driver = ""
-                first = [r["memcoord_first_step"] for r in row.get("runs", []) if r.get("memcoord_first_step")]
-                if not first and own.get("first_step"):
-                    first = [own["first_step"]]
-                if first:
-                    driver = "; first step (per process): " + " | ".join(driver_summary(f) for f in first)
-                if own.get("all_steps"):
-                    driver += f"; all steps: {driver_summary(own['all_steps'])}"
-                native = next((r for r in rows if r["workload"] == name and r["allocator"] == "native"
-                               and "error" not in r), None)
-                if native is not None and allocator != "native":
-                    driver += f"; losses vs native: max |diff| {loss_diff(row['losses'], native['losses']):.3g}"
-                timed = [r.get("first_step_driver_calls") for r in row.get("runs", [row])]
-                if any(t is not None for t in timed):
-                    driver += "; first step's driver calls per process: " + " | ".join(
-                        driver_timer.summary(t) for t in timed)
-                later = [later_steps(r) for r in row.get("runs", [row])]
-                if any(later):
-                    driver += "; steps after the first, per process: " + " | ".join(l or "-" for l in later)
-                odd = row.get("nondeterministic_ops")
-                odd = f"; nondeterministic ops warned: {odd}" if odd else ""
-                print(f"{name} {allocator}: device {row['device_bytes'] / GB:.2f} GB (context "
-                      f"{row.get('context_bytes', 0) / GB:.3f} GB), median "
-                      f"{row['median_step_ms']:.1f} ms, first {row['first_step_ms']:.0f} ms (process {row['process_s']} s, "
-                      f"{row['process_s'] - row.get('in_process_s', 0):.1f} s of it starting and exiting; phases ended at "
-                      f"{row.get('phases_s', {})} s)"
-                      f"{driver}{odd}", flush=True)
+            rows.append(combine(runs_of[allocator]))
+            print_row(rows[-1], rows)
+        if args.json:
+            write_json(args.json, rows, args.loss_tolerance)  # after every workload, for the same reason
     checks = targets(rows, args.loss_tolerance)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"runs": rows, "targets": checks}, f, indent=1)
+        write_json(args.json, rows, args.loss_tolerance)
     print_tables(rows, checks)
     failed = any("error" in r or r.get("failed_runs") for r in rows) or any(
         not held for items in checks.values() for name, held, _ in items if name not in INFORMATIONAL)

@@ -257,5 +257,29 @@ class RunConfigTest(unittest.TestCase):
         self.assertNotIn("PYTORCH_CUDA_ALLOC_CONF", env)
 
 
+class ProgressTest(unittest.TestCase):
+    def test_each_process_gets_a_line_failed_or_not(self):
+        line = bench.process_line(dict(run("memcoord", [1.0], median=180.25, first=512.4, device=16_326_000_000),
+                                       process_s=21.5))
+        self.assertEqual(line, "device 16.3260 GB, median 180.2 ms, first 512 ms, process 21.5 s")
+        self.assertEqual(bench.process_line({"error": "timed out after 420 s"}), "FAILED: timed out after 420 s")
+
+    def test_the_json_holds_the_rows_so_far_with_their_targets(self):
+        import tempfile
+
+        rows = [run("native", [2.0]), run("expandable", [2.0], device=9 * GB), run("memcoord", [2.0], device=8 * GB)]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "bench.json")
+            bench.write_json(path, rows[:1], 0.0)
+            with open(path) as f:
+                self.assertEqual(len(json.load(f)["runs"]), 1)
+            bench.write_json(path, rows, 0.0)
+            with open(path) as f:
+                written = json.load(f)
+        held = {name: ok for name, ok, _ in written["targets"]["w"]}
+        self.assertTrue(held["device <= expandable"])
+        self.assertEqual(len(written["runs"]), 3)
+
+
 if __name__ == "__main__":
     unittest.main()
