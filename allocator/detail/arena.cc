@@ -382,6 +382,8 @@ std::uint64_t Arena::release_pass(std::uint64_t want_bytes, ReleaseWait wait, co
       if (b == keep_a || b == keep_b) return true;
       if (config_.mapping && b->size < config_.chunk_bytes) return false;  // the rest are smaller
       if (!config_.mapping && (b->prev != nullptr || b->next != nullptr)) return true;
+      // A block whose units all reach into live neighbours has nothing to unmap: never wait for it.
+      if (config_.mapping && !holds_whole_unit(b)) return true;
       if (!block_idle(b)) {
         if (!may_wait_for(b, wait, wait_stream)) return true;
         const auto started = std::chrono::steady_clock::now();
@@ -485,6 +487,13 @@ void Arena::unmap_units(std::uintptr_t lo, std::uintptr_t hi) {
 }
 
 // A boundary is where a unit starts or where mapped memory ends (a hole or the segment's end follows).
+bool Arena::holds_whole_unit(const Block* b) const {
+  std::uintptr_t lo = 0;
+  std::uintptr_t hi = 0;
+  whole_units_in(b, lo, hi);
+  return hi > lo;
+}
+
 void Arena::whole_units_in(const Block* b, std::uintptr_t& lo, std::uintptr_t& hi) const {
   lo = chunk_ceil(b->address);
   hi = chunk_floor(b->end());

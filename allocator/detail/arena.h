@@ -98,8 +98,9 @@ class Arena {
   // Gives memory back to the backend: whole free chunks (mapping) or whole free segments, largest free
   // blocks first, until `want_bytes` are released. A block whose streams are busy is skipped or waited for,
   // as `wait` says (the packing modes: only a block used by `wait_stream` alone, and only once the idle
-  // blocks did not give enough). `keep_a`/`keep_b` are never
-  // touched (a placement's hole neighbours, so the hole itself stays as planned). Returns the bytes released.
+  // blocks did not give enough; never for a block that holds no whole unit, which has nothing to give).
+  // `keep_a`/`keep_b` are never touched (a placement's hole neighbours, so the hole itself stays as
+  // planned). Returns the bytes released.
   std::uint64_t release_free_memory(std::uint64_t want_bytes, ReleaseWait wait, const Block* keep_a = nullptr,
                                     const Block* keep_b = nullptr, std::uint8_t wait_stream = 0);
   // Whole mapped units inside free blocks whose one user is `stream` (idle or not; `keep_a`/`keep_b` left
@@ -188,6 +189,7 @@ class Arena {
   void unmap_units(std::uintptr_t lo, std::uintptr_t hi);
   // The whole units inside free block `b`: [lo, hi), empty (hi <= lo) when there is none.
   void whole_units_in(const Block* b, std::uintptr_t& lo, std::uintptr_t& hi) const;
+  bool holds_whole_unit(const Block* b) const;  // whole_units_in(b) is not empty
   // The highest unit boundary c in [lo, hi) with hi - c >= bytes, else lo. REQUIRES: lo and hi are
   // boundaries.
   std::uintptr_t unit_cut(std::uintptr_t lo, std::uintptr_t hi, std::uint64_t bytes) const;
