@@ -18,7 +18,13 @@ Usage: bench_allocators.py [--workloads a,b] [--allocators native,expandable,mem
                            [--trace-dir DIR]   (memcoord runs also record DIR/WORKLOAD/rank0.default.trace.gz)
                            [--repeat N]        (N fresh processes per configuration: median times, highest memory)
                            [--deterministic]   (deterministic kernels: the losses check becomes meaningful bit for bit)
-                           [--driver-timer SO] (bench/gpu/driver_call_timer.so preloaded: each first step's driver calls)
+                           [--driver-timer SO] (bench/gpu/driver_call_timer.so preloaded: each first step's driver calls,
+                                                and every step's memory calls)
+
+Each process prints a line as it ends, and --json is written after every workload, so a bench stopped part-way
+keeps what ran. memcoord's runs also keep each step's misses, packing waits and driver figures (the JSON's
+"memcoord_steps"), and every run where its reserve went at the end (PyTorch's small and large pools, memcoord's
+small-block and large arenas).
 
 Losses and --deterministic: PyTorch's default kernels are not deterministic (atomics in attention and
 embedding backward passes, cuBLAS's split-K reductions), so two native processes differ in the last bits and
