@@ -486,7 +486,6 @@ void Arena::unmap_units(std::uintptr_t lo, std::uintptr_t hi) {
   unit_starts_.erase(first, last);
 }
 
-// A boundary is where a unit starts or where mapped memory ends (a hole or the segment's end follows).
 bool Arena::holds_whole_unit(const Block* b) const {
   std::uintptr_t lo = 0;
   std::uintptr_t hi = 0;
@@ -494,6 +493,7 @@ bool Arena::holds_whole_unit(const Block* b) const {
   return hi > lo;
 }
 
+// A boundary is where a unit starts or where mapped memory ends (a hole or the segment's end follows).
 void Arena::whole_units_in(const Block* b, std::uintptr_t& lo, std::uintptr_t& hi) const {
   lo = chunk_ceil(b->address);
   hi = chunk_floor(b->end());
