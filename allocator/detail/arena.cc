@@ -382,10 +382,11 @@ std::uint64_t Arena::release_pass(std::uint64_t want_bytes, ReleaseWait wait, co
       if (b == keep_a || b == keep_b) return true;
       if (config_.mapping && b->size < config_.chunk_bytes) return false;  // the rest are smaller
       if (!config_.mapping && (b->prev != nullptr || b->next != nullptr)) return true;
-      // A block whose units all reach into live neighbours has nothing to unmap: never wait for it.
-      if (config_.mapping && !holds_whole_unit(b)) return true;
       if (!block_idle(b)) {
         if (!may_wait_for(b, wait, wait_stream)) return true;
+        // A block whose units all reach into live neighbours has nothing to unmap: never wait for it (an
+        // idle one costs no wait, and release_block finds its units, or none, itself).
+        if (config_.mapping && !holds_whole_unit(b)) return true;
         const auto started = std::chrono::steady_clock::now();
         const bool idle = wait_until_idle(b, packing).ok();
         if (packing) {
