@@ -2,6 +2,9 @@
 // (LimitAdaptor counts what is mapped and allocated) and keep the rest; written once so that a call added
 // to DeviceBackend is forwarded everywhere. Thread-safe as `upstream` is. Ownership: does not own
 // `upstream`, which must outlive it.
+// map_pieces is the one call not forwarded: DeviceBackend's default maps each piece through this adaptor's
+// map(), so an adaptor that changes map() sees every piece. One that only counts bytes (LimitAdaptor)
+// overrides map_pieces too, to pass the run down whole.
 #pragma once
 
 #include <cstdint>

@@ -19,6 +19,18 @@ void DeviceBackend::free_address(std::uintptr_t /*base*/, std::size_t /*bytes*/)
 Status DeviceBackend::map(std::uintptr_t /*address*/, std::size_t /*bytes*/) {
   return Unimplemented(fmt::format("{} backend does not support address mapping", kind()));
 }
+Status DeviceBackend::map_pieces(std::uintptr_t address, std::span<const std::size_t> pieces) {
+  std::uintptr_t at = address;
+  for (const std::size_t piece : pieces) {
+    const Status status = map(at, piece);
+    if (!status.ok()) {
+      if (at > address) unmap(address, at - address);
+      return status;
+    }
+    at += piece;
+  }
+  return Status::Ok();
+}
 void DeviceBackend::unmap(std::uintptr_t /*address*/, std::size_t /*bytes*/) noexcept {}
 Status DeviceBackend::wait_for(StreamId /*waiter*/, StreamId /*producer*/) { return Status::Ok(); }
 bool DeviceBackend::stream_idle(StreamId /*stream*/) { return true; }

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -71,6 +72,11 @@ class DeviceBackend {
   // driver: the cost is per call, not per byte). REQUIRES: chunk-aligned, inside a reserved range,
   // currently unmapped. On failure nothing stays mapped.
   virtual Status map(std::uintptr_t address, std::size_t bytes);
+  // Backs the range that `pieces` tile from `address` on with one physical allocation per piece, as map() of
+  // each piece in order would (unmap() later takes whole pieces), all or nothing. The default does exactly
+  // that; a backend may share the work the pieces have in common (CUDA VMM sets the access of the whole range
+  // with one cuMemSetAccess instead of one per piece). REQUIRES: each piece as map() requires.
+  virtual Status map_pieces(std::uintptr_t address, std::span<const std::size_t> pieces);
   // Unmaps and frees the physical memory of [address, address+bytes). REQUIRES: the range is made of whole
   // earlier map() ranges (one or several, adjacent); no work still in flight on that memory (the pool waits
   // for the block's last use first: its marker, or its streams).

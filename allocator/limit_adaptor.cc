@@ -38,6 +38,15 @@ Status LimitAdaptor::map(std::uintptr_t address, std::size_t bytes) {
   return s;
 }
 
+Status LimitAdaptor::map_pieces(std::uintptr_t address, std::span<const std::size_t> pieces) {
+  std::uint64_t bytes = 0;
+  for (const std::size_t piece : pieces) bytes += piece;
+  MEMCOORD_RETURN_IF_ERROR(take(bytes, "mapping"));
+  Status s = upstream().map_pieces(address, pieces);
+  if (!s.ok()) give(bytes);
+  return s;
+}
+
 void LimitAdaptor::unmap(std::uintptr_t address, std::size_t bytes) noexcept {
   upstream().unmap(address, bytes);
   give(bytes);

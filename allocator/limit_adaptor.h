@@ -35,6 +35,7 @@ class LimitAdaptor final : public BackendAdaptor {
   // What it counts; every other call is forwarded as is (BackendAdaptor).
   std::uint64_t bytes_over_budget(std::uint64_t more_bytes) const override;
   Status map(std::uintptr_t address, std::size_t bytes) override;
+  Status map_pieces(std::uintptr_t address, std::span<const std::size_t> pieces) override;
   void unmap(std::uintptr_t address, std::size_t bytes) noexcept override;
 
  private:

@@ -1,6 +1,7 @@
 // CudaVmmBackend ("cuda-vmm"): device memory through CUDA virtual memory management, the mapping half of
 // DeviceBackend. reserve_address takes address space only (cuMemAddressReserve); map backs a range with one
-// physical allocation (cuMemCreate of the range's size, cuMemMap, cuMemSetAccess), and unmap takes back whole
+// physical allocation (cuMemCreate of the range's size, cuMemMap, cuMemSetAccess), map_pieces backs a run with
+// one per piece and sets the run's access in one cuMemSetAccess, and unmap takes back whole
 // such allocations (cuMemUnmap + cuMemRelease): the driver cannot unmap part of an allocation, so unmap's
 // range must consist of whole earlier map ranges (the pool's arenas map in units and unmap whole units).
 // chunk_bytes() is the device's allocation granularity (the larger of the minimum and the recommended; 2 MiB
@@ -28,7 +29,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <span>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "allocator/cuda/cuda_device_facts.h"
 #include "allocator/cuda/cuda_stream_ops.h"
@@ -50,6 +54,8 @@ class CudaVmmBackend final : public DeviceBackend {
   Result<std::uintptr_t> reserve_address(std::size_t bytes) override;
   void free_address(std::uintptr_t base, std::size_t bytes) noexcept override;
   Status map(std::uintptr_t address, std::size_t bytes) override;
+  // Each piece its own physical allocation (cuMemCreate + cuMemMap), then one cuMemSetAccess for the run.
+  Status map_pieces(std::uintptr_t address, std::span<const std::size_t> pieces) override;
   void unmap(std::uintptr_t address, std::size_t bytes) noexcept override;
 
   Status wait_for(StreamId waiter, StreamId producer) override { return streams_.wait_for(waiter, producer); }
@@ -83,6 +89,10 @@ class CudaVmmBackend final : public DeviceBackend {
     unsigned long long handle = 0;  // CUmemGenericAllocationHandle
     std::size_t bytes = 0;
   };
+  // cuMemCreate + cuMemMap of each piece in turn from `address`, appending each to `made`; stops at the first
+  // failure (what is in `made` stays mapped, for the caller to undo), with no access set.
+  Status create_and_map(std::uintptr_t address, std::span<const std::size_t> pieces,
+                        std::vector<std::pair<std::uintptr_t, Mapping>>& made);
   // Unmaps and releases one mapping's handle; logs driver errors.
   void unmap_one(std::uintptr_t address, const Mapping& mapping) noexcept;
 

@@ -461,16 +461,19 @@ std::uint64_t Arena::release_block(Block* b, std::uint64_t want_bytes) {
 Status Arena::map_units(std::uintptr_t base, std::uintptr_t address, std::size_t bytes) {
   const std::size_t unit = std::max(config_.map_unit_bytes, config_.chunk_bytes);
   const std::uintptr_t end = address + bytes;
+  std::vector<std::size_t> pieces;
   for (std::uintptr_t a = address; a < end;) {
     const std::uintptr_t next = std::min<std::uintptr_t>(end, base + ((a - base) / unit + 1) * unit);
-    const Status status = backend_.map(a, next - a);
-    if (!status.ok()) {
-      if (a > address) unmap_units(address, a);
-      return status;
-    }
-    if (coarse_units()) unit_starts_.insert(a);
-    ++backend_allocations_;
+    pieces.push_back(next - a);
     a = next;
+  }
+  MEMCOORD_RETURN_IF_ERROR(backend_.map_pieces(address, pieces));  // one call: the driver sets access once
+  backend_allocations_ += pieces.size();
+  if (!coarse_units()) return Status::Ok();
+  std::uintptr_t a = address;
+  for (const std::size_t piece : pieces) {
+    unit_starts_.insert(a);
+    a += piece;
   }
   return Status::Ok();
 }

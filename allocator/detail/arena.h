@@ -182,8 +182,8 @@ class Arena {
   Result<std::uint32_t> new_mapping_segment(std::size_t min_bytes);
   // Mapping units. With map_unit_bytes == chunk_bytes every chunk is a unit and unit_starts_ stays empty.
   bool coarse_units() const { return config_.mapping && config_.map_unit_bytes > config_.chunk_bytes; }
-  // Maps [address, address+bytes) unit by unit (units split at base + k * unit, base the segment's, so the
-  // same events cut the same units on any backend); on failure unmaps what it mapped and returns the error.
+  // Maps [address, address+bytes) as units (split at base + k * unit, base the segment's, so the same events
+  // cut the same units on any backend), in one backend map_pieces call; all or nothing.
   Status map_units(std::uintptr_t base, std::uintptr_t address, std::size_t bytes);
   // Unmaps [lo, hi), a run of whole units.
   void unmap_units(std::uintptr_t lo, std::uintptr_t hi);

@@ -14,7 +14,9 @@ class CountingBackend final : public DeviceBackend {
  public:
   int allocates = 0;
   int maps = 0;
+  int piece_runs = 0;   // map_pieces calls that reached this backend
   bool fail = false;
+  int maps_before_failing = -1;  // >= 0: that many more maps succeed, then every map fails
 
   std::size_t chunk_bytes() const override { return inner_.chunk_bytes(); }
   Result<std::uintptr_t> reserve_address(std::size_t bytes) override { return inner_.reserve_address(bytes); }
@@ -23,8 +25,14 @@ class CountingBackend final : public DeviceBackend {
   }
   Status map(std::uintptr_t a, std::size_t bytes) override {
     ++maps;
+    if (maps_before_failing == 0) fail = true;
+    if (maps_before_failing > 0) --maps_before_failing;
     if (fail) return Unavailable("counting backend: told to fail");
     return inner_.map(a, bytes);
+  }
+  Status map_pieces(std::uintptr_t a, std::span<const std::size_t> pieces) override {
+    ++piece_runs;
+    return DeviceBackend::map_pieces(a, pieces);  // piece by piece through map()
   }
   void unmap(std::uintptr_t a, std::size_t bytes) noexcept override { inner_.unmap(a, bytes); }
   DeviceInfo device_info() override { return inner_.device_info(); }
@@ -74,6 +82,31 @@ TEST(LimitAdaptor, AnUpstreamFailureRollsTheCountBack) {
   EXPECT_TRUE(limit.map(*range, 8 * kMiB).ok()) << "the failed calls still count against the limit";
   limit.unmap(*range, 8 * kMiB);
   limit.free_address(*range, 8 * kMiB);
+}
+
+// A run of pieces is counted whole against the limit and passed down in one call; a piece that fails midway
+// leaves nothing mapped and nothing counted.
+TEST(LimitAdaptor, MapPiecesCountsTheRunWholeAndPassesItDownInOneCall) {
+  CountingBackend backend;
+  LimitAdaptor limit(backend, 8 * kMiB);
+  Result<std::uintptr_t> range = limit.reserve_address(16 * kMiB);
+  ASSERT_TRUE(range.ok());
+  const std::size_t three[] = {2 * kMiB, 2 * kMiB, 2 * kMiB};
+  ASSERT_TRUE(limit.map_pieces(*range, three).ok());
+  EXPECT_EQ(backend.piece_runs, 1);
+  EXPECT_EQ(backend.maps, 3);
+  EXPECT_EQ(limit.used_bytes(), 6 * kMiB);
+  const std::size_t two[] = {2 * kMiB, 2 * kMiB};
+  EXPECT_EQ(limit.map_pieces(*range + 6 * kMiB, two).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(backend.piece_runs, 1) << "a run over the limit never reaches the upstream";
+  limit.unmap(*range, 6 * kMiB);
+
+  backend.maps_before_failing = 2;
+  EXPECT_EQ(limit.map_pieces(*range, three).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(backend.maps, 6);
+  EXPECT_EQ(limit.used_bytes(), 0u);
+  EXPECT_EQ(backend.used_bytes(), 0u) << "the two pieces mapped before the failure are unmapped";
+  limit.free_address(*range, 16 * kMiB);
 }
 
 TEST(LimitAdaptor, ReleasedMemoryIsRoomAgainAndAddressSpaceIsNotCounted) {

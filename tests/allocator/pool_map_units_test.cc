@@ -29,6 +29,13 @@ class UnitCheckingBackend final : public testing::ForwardingBackend<VirtualBacke
     map_sizes.push_back(bytes);
     return Status::Ok();
   }
+  Status map_pieces(std::uintptr_t a, std::span<const std::size_t> pieces) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      run_lengths.push_back(pieces.size());
+    }
+    return DeviceBackend::map_pieces(a, pieces);  // each piece through map() above
+  }
   // Counts a violation unless [a, a+bytes) is exactly a run of whole mapped ranges.
   void unmap(std::uintptr_t a, std::size_t bytes) noexcept override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -48,6 +55,7 @@ class UnitCheckingBackend final : public testing::ForwardingBackend<VirtualBacke
   std::uint64_t used_bytes() const { return inner().used_bytes(); }
 
   std::vector<std::size_t> map_sizes;
+  std::vector<std::size_t> run_lengths;  // pieces per map_pieces call
   int cut_units = 0;
 
  private:
@@ -76,6 +84,8 @@ TEST(PoolMapUnits, ALargeMissMapsAFewUnitsInsteadOfAChunkEach) {
     total += s;
   }
   EXPECT_EQ(total, 200 * kMiB);
+  EXPECT_EQ(backend.run_lengths, std::vector<std::size_t>{backend.map_sizes.size()})
+      << "the miss's units go to the backend in one call (CUDA sets their access once)";
   EXPECT_EQ(pool.stats().backend_allocations, backend.map_sizes.size());
   ASSERT_TRUE(pool.deallocate(p).ok());
   pool.trim(0);

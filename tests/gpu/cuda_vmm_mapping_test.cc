@@ -1,7 +1,8 @@
 // The cuda-vmm backend's mapping half on a real GPU: chunks of the device's granularity (2 MiB on an H200)
 // mapped into a reserved range, written and read back by kernels; every other chunk unmapped (the driver's
 // free memory must rise by exactly that much) while the data in the chunks left mapped survives; holes mapped
-// again; everything unmapped gives all memory back. Misuse is refused before it reaches the driver.
+// again; everything unmapped gives all memory back. A run mapped as pieces (map_pieces) is one allocation per
+// piece with its access set once. Misuse is refused before it reaches the driver.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -98,6 +99,51 @@ TEST_F(CudaVmmMapping, ChunksMapUnmapAndReturnMemory) {
       "[   INFO   ] free MiB: start %llu, 1 GiB mapped %llu, half unmapped %llu, all unmapped %llu\n",
       static_cast<unsigned long long>(free_start / kMiB), static_cast<unsigned long long>(free_mapped / kMiB),
       static_cast<unsigned long long>(free_holes / kMiB), static_cast<unsigned long long>(free_end / kMiB));
+}
+
+// map_pieces: one physical allocation per piece (each unmapped alone later), the access of the whole run set
+// at once, so kernels read and write every piece; all or nothing on misuse and on the driver running out.
+TEST_F(CudaVmmMapping, PiecesAreSeparateAllocationsUsableAcrossTheRun) {
+  CudaVmmBackend& vmm = *backend_;
+  const std::size_t chunk = vmm.chunk_bytes();
+  gpu_test::TestStream stream;
+  gpu_test::MismatchCounter mismatches;
+  ASSERT_TRUE(stream.ok() && mismatches.ok());
+  Result<std::uintptr_t> base = vmm.reserve_address(64 * chunk);
+  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  auto at = [&](std::size_t chunks) { return reinterpret_cast<void*>(*base + chunks * chunk); };
+
+  const std::size_t pieces[] = {10 * chunk, 10 * chunk, 3 * chunk};
+  ASSERT_TRUE(vmm.map_pieces(*base, pieces).ok());
+  EXPECT_EQ(vmm.mapping_count(), 3u);
+  EXPECT_EQ(vmm.held_bytes(), 23 * chunk);
+  MEMCOORD_CUDA_OK(LaunchFill(at(0), 23 * chunk, 5, stream.id()));
+  MEMCOORD_CUDA_OK(LaunchCheck(at(0), 23 * chunk, 5, mismatches.get(), stream.id()));
+  EXPECT_EQ(mismatches.Read(), 0u);
+
+  vmm.unmap(*base + 10 * chunk, 10 * chunk);  // the middle piece alone
+  EXPECT_EQ(vmm.mapping_count(), 2u);
+  EXPECT_EQ(vmm.held_bytes(), 13 * chunk);
+  MEMCOORD_CUDA_OK(LaunchCheck(at(0), 10 * chunk, 5, mismatches.get(), stream.id()));
+  MEMCOORD_CUDA_OK(LaunchCheck(at(20), 3 * chunk, 5, mismatches.get(), stream.id()));
+  EXPECT_EQ(mismatches.Read(), 0u);
+
+  const std::size_t overlapping[] = {8 * chunk, 4 * chunk};  // the second piece runs into the mapped third
+  EXPECT_EQ(vmm.map_pieces(*base + 10 * chunk, overlapping).code(), StatusCode::kInvalidArgument);
+  const std::size_t too_much[] = {2 * chunk, (vmm.device_info().free_bytes / chunk + 64) * chunk};
+  Result<std::uintptr_t> big = vmm.reserve_address(too_much[0] + too_much[1]);
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  const Status refused = vmm.map_pieces(*big, too_much);
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused.ToString();
+  EXPECT_EQ(vmm.mapping_count(), 2u) << "the piece mapped before the failure is undone";
+  EXPECT_EQ(vmm.held_bytes(), 13 * chunk);
+  vmm.free_address(*big, too_much[0] + too_much[1]);
+
+  vmm.unmap(*base, 10 * chunk);
+  vmm.unmap(*base + 20 * chunk, 3 * chunk);
+  vmm.free_address(*base, 64 * chunk);
+  EXPECT_EQ(vmm.held_bytes(), 0u);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 TEST_F(CudaVmmMapping, MisuseIsRefusedBeforeTheDriver) {
