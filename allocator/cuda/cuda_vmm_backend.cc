@@ -169,7 +169,8 @@ Status CudaVmmBackend::map_pieces(std::uintptr_t address, std::span<const std::s
   Status status = create_and_map(address, pieces, made);
   if (status.ok()) {
     // One access grant for the whole run. Granted per unit, it was the costliest of the three calls: 605
-    // cuMemSetAccess took 24.6 ms of a GPT-2 first step's 41 ms in memory calls on the H200 (cuMemCreate 11.9).
+    // cuMemSetAccess took 24.6 ms of a GPT-2 bf16 first step's 41 ms in memory calls on the H200
+    // (cuMemCreate 11.9).
     CUmemAccessDesc access{};
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     access.location.id = device_;

@@ -1,9 +1,9 @@
 // CudaVmmBackend ("cuda-vmm"): device memory through CUDA virtual memory management, the mapping half of
 // DeviceBackend. reserve_address takes address space only (cuMemAddressReserve); map backs a range with one
-// physical allocation (cuMemCreate of the range's size, cuMemMap, cuMemSetAccess), map_pieces backs a run with
-// one per piece and sets the run's access in one cuMemSetAccess, and unmap takes back whole
-// such allocations (cuMemUnmap + cuMemRelease): the driver cannot unmap part of an allocation, so unmap's
-// range must consist of whole earlier map ranges (the pool's arenas map in units and unmap whole units).
+// physical allocation (cuMemCreate of the range's size, cuMemMap, cuMemSetAccess), map_pieces backs a run
+// with one per piece and sets the run's access in one cuMemSetAccess, and unmap takes back whole such
+// allocations (cuMemUnmap + cuMemRelease): the driver cannot unmap part of an allocation, so unmap's range
+// must consist of whole earlier map ranges (the pool's arenas map in units and unmap whole units).
 // chunk_bytes() is the device's allocation granularity (the larger of the minimum and the recommended; 2 MiB
 // on an H200), the alignment of every range. A physical allocation costs about 40 us to map and 33 us to
 // unmap on an H200 whatever its size (bench/gpu/vmm_handle_cost.py).
@@ -28,8 +28,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <string>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>

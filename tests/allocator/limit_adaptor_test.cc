@@ -14,7 +14,7 @@ class CountingBackend final : public DeviceBackend {
  public:
   int allocates = 0;
   int maps = 0;
-  int piece_runs = 0;   // map_pieces calls that reached this backend
+  int piece_runs = 0;  // map_pieces calls that reached this backend
   bool fail = false;
   int maps_before_failing = -1;  // >= 0: that many more maps succeed, then every map fails
 
