@@ -148,6 +148,8 @@ Status CudaVmmBackend::map(std::uintptr_t address, std::size_t bytes) {
 }
 
 Status CudaVmmBackend::map_pieces(std::uintptr_t address, std::span<const std::size_t> pieces) {
+  if (pieces.empty())
+    return InvalidArgument(fmt::format("cuda-vmm: map_pieces at {:#x} of no pieces", address));
   std::size_t bytes = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -134,6 +134,8 @@ TEST_F(CudaVmmMapping, PiecesAreSeparateAllocationsUsableAcrossTheRun) {
 
   const std::size_t overlapping[] = {8 * chunk, 4 * chunk};  // the second piece runs into the mapped third
   EXPECT_EQ(vmm.map_pieces(*base + 10 * chunk, overlapping).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(vmm.map_pieces(*base + 10 * chunk, {}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(vmm.mapping_count(), 2u);
   const std::size_t too_much[] = {2 * chunk, (vmm.device_info().free_bytes / chunk + 64) * chunk};
   Result<std::uintptr_t> big = vmm.reserve_address(too_much[0] + too_much[1]);
   ASSERT_TRUE(big.ok()) << big.status().ToString();
