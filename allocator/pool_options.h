@@ -37,11 +37,14 @@ struct PoolOptions {
   // CorePool on its own ignores it (put a LimitAdaptor under it instead).
   std::uint64_t limit_bytes = 0;
   // Mapping backends: the most physical memory the large arena maps in one driver allocation (a unit, rounded
-  // up to the backend's chunk). The driver's cost is per allocation, about 40 us on an H200 whatever its size
-  // (2 MiB units: 20 ms a GiB; 20 MiB: 2 ms), and a unit is unmapped only whole, so a free range keeps the
-  // units it covers only in part. 0: kDefaultLargeMapUnit, 20 MiB, the page PyTorch's expandable segments
-  // map for large blocks (replays: the same peak as 2 MiB units within 0.02 GB on GPT-2 and ResNet-50, a
-  // tenth of the driver calls). The small arena maps single chunks.
+  // up to the backend's chunk). The driver's cost is per allocation whatever its size: on an H200 about 40 us
+  // with the GPU idle (bench/gpu/vmm_handle_cost.py) and 45-85 us in a first training step, where
+  // cuMemSetAccess costs per allocation in the range it grants (2 MiB units: 20-43 ms a GiB; 20 MiB: 2-4 ms).
+  // A unit is unmapped only whole, so a free range keeps the units it covers only in part. 0:
+  // kDefaultLargeMapUnit, 20 MiB, the page PyTorch's expandable segments map for large blocks (replays: the
+  // same peak as 2 MiB units within 0.02 GB on GPT-2 and ResNet-50, a tenth of the driver calls; 40 MiB units
+  // made a third fewer allocations than 20 MiB but moved the peaks of bench/traces and perturbed copies by
+  // -122 to +120 MiB). The small arena maps single chunks.
   static constexpr std::size_t kDefaultLargeMapUnit = 20 << 20;
   std::size_t large_map_unit_bytes = 0;
   // Address space reserved per arena range on mapping backends; 0: twice the device's total memory.

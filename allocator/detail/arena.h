@@ -3,10 +3,10 @@
 //   where it needs the fewest new chunks (next to a free block of the same stream, inside a hole); free
 //   whole chunks can be unmapped anywhere (unmap_free_chunks) so the pool can move memory to where it is
 //   needed instead of growing.
-//   Physical memory is mapped in units: one backend map() call (one driver allocation) per unit, at most
-//   map_unit_bytes and never across a multiple of it, and a unit is unmapped only whole. Units cost the
-//   driver per unit, not per byte (about 40 us each on an H200 whatever their size), so large arenas map
-//   coarse units; a free range that covers only part of a unit keeps that unit mapped.
+//   Physical memory is mapped in units: one driver allocation per unit (a miss's units reach the backend in
+//   one map_pieces call), at most map_unit_bytes and never across a multiple of it, and a unit is unmapped
+//   only whole. Units cost the driver per unit, not per byte (40-85 us each on an H200 whatever their size),
+//   so large arenas map coarse units; a free range that covers only part of a unit keeps that unit mapped.
 //   Segment arenas grow by whole backend allocations and give back only whole free segments.
 // Streams are small per-pool indices; `stream_ids` maps them to backend stream ids. Free blocks carry the
 // stamp of the pool's StreamMarks (stream_marks.h) when given one, so a busy block's last use can be waited
