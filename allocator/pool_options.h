@@ -43,8 +43,8 @@ struct PoolOptions {
   // A unit is unmapped only whole, so a free range keeps the units it covers only in part. 0:
   // kDefaultLargeMapUnit, 20 MiB, the page PyTorch's expandable segments map for large blocks (replays: the
   // same peak as 2 MiB units within 0.02 GB on GPT-2 and ResNet-50, a tenth of the driver calls; 40 MiB units
-  // made a third fewer allocations than 20 MiB but moved the peaks of bench/traces and perturbed copies by
-  // -122 to +120 MiB). The small arena maps single chunks.
+  // made a third fewer allocations than 20 MiB but moved the peaks of bench/traces, and of copies with
+  // every size scaled by a random 0.9-1.1, by -122 to +120 MiB). The small arena maps single chunks.
   static constexpr std::size_t kDefaultLargeMapUnit = 20 << 20;
   std::size_t large_map_unit_bytes = 0;
   // Address space reserved per arena range on mapping backends; 0: twice the device's total memory.
