@@ -23,7 +23,8 @@ Usage: bench_allocators.py [--workloads a,b] [--allocators native,expandable,mem
 
 Each process prints a line as it ends, and --json is written after every workload, so a bench stopped part-way
 keeps what ran. memcoord's runs also keep each step's misses, packing waits and driver figures (the JSON's
-"memcoord_steps"), and every run where its reserve went at the end (PyTorch's small and large pools, memcoord's
+"memcoord_steps", from the pools' counters; the snapshot, which returns the thread caches to the pool, is read only
+after the last step), and every run where its reserve went at the end (PyTorch's small and large pools, memcoord's
 small-block and large arenas).
 
 Losses and --deterministic: PyTorch's default kernels are not deterministic (atomics in attention and
@@ -86,19 +87,35 @@ def memcoord_driver_figures():
     return figures
 
 
+def memcoord_step_figures():
+    """The figures of memcoord_driver_figures() that the pools' counters hold (memcoord.stats: misses and their
+    time, units mapped and unmapped, packing waits), read after every step. Not the snapshot: taking one returns
+    every thread's cached blocks to its pool (CachingPool::snapshot), so a snapshot after each step would change
+    the pool the next step runs on, which no user's training does."""
+    import memcoord
+
+    own = memcoord.stats(0)
+    return {"misses": own["misses"], "miss_ms": own["miss_ns"] / 1e6, "units_mapped": own["backend_allocations"],
+            "units_unmapped": own["backend_frees"], "pack_waits": own["pack_waits"],
+            "pack_wait_ms": own["pack_wait_ns"] / 1e6, "pack_stream_syncs": own["pack_stream_syncs"]}
+
+
 def figures_since(before, after):
-    """What a memcoord_driver_figures() dict counted between two readings."""
+    """What a memcoord_driver_figures() or memcoord_step_figures() dict counted between two readings."""
     return {k: round(v - before.get(k, 0), 3) if isinstance(v, float) else v - before.get(k, 0)
             for k, v in after.items()}
 
 
 def driver_summary(figures):
-    """One phrase for a memcoord_driver_figures() dict."""
+    """One phrase for a memcoord_driver_figures() or memcoord_step_figures() dict (the second has no drains or
+    markers: the phrase then leaves them out)."""
+    drains = f", {figures['pack_drains']} for a miss's own marker" if "pack_drains" in figures else ""
+    markers = (f", {figures['markers']} markers ({figures.get('deferred_markers', 0)} deferred)"
+               if "markers" in figures else "")
     return (f"{figures['misses']} misses ({figures.get('miss_ms', 0.0):.1f} ms), {figures['units_mapped']} units "
             f"mapped, {figures['units_unmapped']} unmapped, {figures['pack_waits']} packing waits "
-            f"({figures.get('pack_wait_ms', 0.0):.1f} ms; {figures['pack_stream_syncs']} of them whole-stream, "
-            f"{figures.get('pack_drains', 0)} for a miss's own marker), "
-            f"{figures.get('markers', 0)} markers ({figures.get('deferred_markers', 0)} deferred)")
+            f"({figures.get('pack_wait_ms', 0.0):.1f} ms; {figures['pack_stream_syncs']} of them whole-stream"
+            f"{drains}){markers}")
 
 
 def later_steps(run):
@@ -171,7 +188,7 @@ def child(workload_name, allocator, steps, deterministic=False):
     times, losses, device_peak = [], [], 0
     first_step_driver = None
     # memcoord's figures count from the process's start: what building the model did is taken away.
-    driver_before = memcoord_driver_figures() if allocator == "memcoord" else None
+    driver_before = memcoord_step_figures() if allocator == "memcoord" else None
     timer_before = driver_timer.read()
     first_step_timer = None
     # Each step's own driver memory calls (any allocator, with the timer) and memcoord's miss figures: where a
@@ -192,7 +209,7 @@ def child(workload_name, allocator, steps, deterministic=False):
         if i == 0:
             first_step_timer = driver_timer.since(timer_before, timer_now)
         if allocator == "memcoord":
-            figures_now = memcoord_driver_figures()
+            figures_now = memcoord_step_figures()
             step_memcoord.append(figures_since(figures_last, figures_now))
             figures_last = figures_now
             if i == 0:

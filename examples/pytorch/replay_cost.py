@@ -31,7 +31,7 @@ TRACES = HERE.parent.parent / "bench" / "traces"
 sys.path.insert(0, str(HERE))
 sys.path.append(str(HERE.parent.parent / "python"))
 import driver_timer  # noqa: E402
-from bench_allocators import figures_since, memcoord_driver_figures  # noqa: E402
+from bench_allocators import figures_since, memcoord_step_figures  # noqa: E402
 
 ALLOCATORS = ["native", "expandable", "memcoord"]
 
@@ -64,7 +64,7 @@ def child(trace, allocator):
     for _ in range(2):
         live = {}
         before = driver_timer.read()
-        own_before = memcoord_driver_figures() if allocator == "memcoord" else None
+        own_before = memcoord_step_figures() if allocator == "memcoord" else None
         started = time.perf_counter()
         for is_alloc, addr, size in events:
             if is_alloc:
@@ -76,7 +76,7 @@ def child(trace, allocator):
         elapsed = (time.perf_counter() - started) * 1000
         passed = {"ms": round(elapsed, 2), "driver": driver_timer.since(before, driver_timer.read())}
         if own_before is not None:
-            passed["pool"] = figures_since(own_before, memcoord_driver_figures())
+            passed["pool"] = figures_since(own_before, memcoord_step_figures())
         result["passes"].append(passed)
     result["peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
     print("RESULT " + json.dumps(result), flush=True)

@@ -39,6 +39,36 @@ class SummaryTest(unittest.TestCase):
                                "them whole-stream, 1 for a miss's own marker), 40 markers (3 deferred)")
 
 
+    def test_step_figures_leave_out_drains_and_markers_they_do_not_hold(self):
+        line = bench.driver_summary({"misses": 2, "miss_ms": 0.5, "units_mapped": 3, "units_unmapped": 0,
+                                     "pack_waits": 1, "pack_wait_ms": 40.0, "pack_stream_syncs": 0})
+        self.assertEqual(line, "2 misses (0.5 ms), 3 units mapped, 0 unmapped, 1 packing waits (40.0 ms; 0 of them "
+                               "whole-stream)")
+
+
+class StepFiguresTest(unittest.TestCase):
+    """memcoord_step_figures() on the package's host backend: the pools' counters, as the snapshot counts them."""
+
+    def test_step_figures_are_the_snapshots_counters(self):
+        import support  # noqa: F401  (the host backend, before memcoord starts)
+        import memcoord
+
+        memcoord.init()
+        before = bench.memcoord_step_figures()
+        ptr = memcoord.alloc(64 << 20, device=0)  # a miss: the pool maps units
+        memcoord.free(ptr, device=0)
+        after = bench.memcoord_step_figures()
+        step = bench.figures_since(before, after)
+        self.assertGreaterEqual(step["misses"], 1)
+        self.assertGreaterEqual(step["units_mapped"], 1)
+        self.assertGreater(step["miss_ms"], 0.0)
+        whole = bench.memcoord_driver_figures()  # the snapshot's figures: the same counters, and more
+        for key, value in after.items():
+            self.assertAlmostEqual(whole[key], value, places=6, msg=key)
+        self.assertIn("markers", whole)
+        self.assertNotIn("markers", after)
+
+
 class LaterStepsTest(unittest.TestCase):
     def test_later_steps_sum_every_step_but_the_first(self):
         run = {"step_driver": [[10, 5.0], [2, 0.5], [3, 0.25]],
