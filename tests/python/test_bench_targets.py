@@ -38,7 +38,6 @@ class SummaryTest(unittest.TestCase):
         self.assertEqual(line, "12 misses (3.2 ms), 30 units mapped, 4 unmapped, 2 packing waits (1.5 ms; 0 of "
                                "them whole-stream, 1 for a miss's own marker), 40 markers (3 deferred)")
 
-
     def test_step_figures_leave_out_drains_and_markers_they_do_not_hold(self):
         line = bench.driver_summary({"misses": 2, "miss_ms": 0.5, "units_mapped": 3, "units_unmapped": 0,
                                      "pack_waits": 1, "pack_wait_ms": 40.0, "pack_stream_syncs": 0})
