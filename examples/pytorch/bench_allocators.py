@@ -60,44 +60,36 @@ INFORMATIONAL = {"losses within expandable's spread", "native's own loss spread"
 GB = 1e9
 
 
-def memcoord_driver_figures():
-    """What memcoord's pools on device 0 did on their misses so far: misses and the host time they took
-    (packing, waits and driver calls), units mapped and unmapped (one driver allocation each), packing's host
-    waits for a busy block and their time, those of them that synchronized the whole stream (no marker
-    covered the block; each drains the GPU's queue), the misses that waited for their own marker to pack a large
-    shortfall (pack_drains), and the markers recorded (deferred: owed by a large free that came too soon for its
-    own, recorded at a later call)."""
-    import memcoord
-
-    figures = {"misses": 0, "miss_ms": 0.0, "units_mapped": 0, "units_unmapped": 0, "pack_waits": 0,
-               "pack_wait_ms": 0.0, "pack_stream_syncs": 0, "pack_drains": 0, "markers": 0, "deferred_markers": 0}
-    for document in memcoord._snapshot_documents([0]):
-        for pool in document.get("pools", []):
-            stats = pool.get("stats", {})
-            figures["misses"] += stats.get("misses", 0)
-            figures["miss_ms"] += stats.get("miss_ns", 0) / 1e6
-            figures["units_mapped"] += stats.get("backend_allocations", 0)
-            figures["units_unmapped"] += stats.get("backend_frees", 0)
-            figures["pack_waits"] += stats.get("pack_waits", 0)
-            figures["pack_wait_ms"] += stats.get("pack_wait_ns", 0) / 1e6
-            figures["pack_stream_syncs"] += stats.get("pack_stream_syncs", 0)
-            figures["markers"] += stats.get("markers", 0)
-            figures["deferred_markers"] += stats.get("deferred_markers", 0)
-            figures["pack_drains"] += stats.get("pack_drains", 0)
-    return figures
-
-
 def memcoord_step_figures():
-    """The figures of memcoord_driver_figures() that the pools' counters hold (memcoord.stats: misses and their
-    time, units mapped and unmapped, packing waits), read after every step. Not the snapshot: taking one returns
-    every thread's cached blocks to its pool (CachingPool::snapshot), so a snapshot after each step would change
-    the pool the next step runs on, which no user's training does."""
+    """What memcoord's pools on device 0 did on their misses so far, from their counters (memcoord.stats):
+    misses and the host time they took (packing, waits and driver calls), units mapped and unmapped (one driver
+    allocation each), packing's host waits for a busy block and their time, and those of them that synchronized
+    the whole stream (no marker covered the block; each drains the GPU's queue). Read after every step. Not the
+    snapshot: taking one returns every thread's cached blocks to its pool (CachingPool::snapshot), so a snapshot
+    after each step would change the pool the next step runs on, which no user's training does."""
     import memcoord
 
     own = memcoord.stats(0)
     return {"misses": own["misses"], "miss_ms": own["miss_ns"] / 1e6, "units_mapped": own["backend_allocations"],
             "units_unmapped": own["backend_frees"], "pack_waits": own["pack_waits"],
             "pack_wait_ms": own["pack_wait_ns"] / 1e6, "pack_stream_syncs": own["pack_stream_syncs"]}
+
+
+def memcoord_driver_figures():
+    """memcoord_step_figures() plus what only the pools' snapshot holds: the misses that waited for their own
+    marker to pack a large shortfall (pack_drains), and the markers recorded (deferred: owed by a large free that
+    came too soon for its own, recorded at a later call). The snapshot empties the thread caches: read it once,
+    after the last step."""
+    import memcoord
+
+    figures = memcoord_step_figures()
+    figures.update(pack_drains=0, markers=0, deferred_markers=0)
+    for document in memcoord._snapshot_documents([0]):
+        for pool in document.get("pools", []):
+            stats = pool.get("stats", {})
+            for key in ("pack_drains", "markers", "deferred_markers"):
+                figures[key] += stats.get(key, 0)
+    return figures
 
 
 def figures_since(before, after):
