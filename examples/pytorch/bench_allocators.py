@@ -267,6 +267,17 @@ def child(workload_name, allocator, steps, deterministic=False):
     return 0
 
 
+def process_order(allocators, repeat):
+    """The order of a workload's fresh processes in round `repeat` (0-based): the allocators rotated by one a
+    round (native, expandable, memcoord; then expandable, memcoord, native; ...). Repeats go round the
+    allocators so that a drift of the machine over a workload's minutes falls on every allocator alike, and
+    rotating them gives each allocator each place in turn, in case a process's first step depends on the
+    process before it (what that one's exit left the driver to do): with --repeat a multiple of the number of
+    allocators, each allocator has run once in each place."""
+    shift = repeat % len(allocators)
+    return allocators[shift:] + allocators[:shift]
+
+
 def run_config(workload, allocator, steps, timeout, trace_dir=None, deterministic=False, driver_timer_lib=None):
     env = dict(os.environ)
     if driver_timer_lib:
@@ -505,11 +516,9 @@ def main():
             parser.error(f"unknown allocator {allocator!r}; accepted: {', '.join(ALLOCATORS)}")
     rows = []
     for name in names:
-        # Repeats go round the allocators (native, expandable, memcoord, native, ...), so that a drift of the
-        # machine over the minutes of a workload's runs falls on every allocator alike.
         runs_of = {allocator: [] for allocator in allocators}
         for repeat in range(args.repeat):
-            for allocator in allocators:
+            for allocator in process_order(allocators, repeat):
                 result = run_config(name, allocator, args.steps, args.timeout, args.trace_dir, args.deterministic,
                                     args.driver_timer)
                 runs_of[allocator].append(result)

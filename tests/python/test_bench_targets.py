@@ -293,6 +293,21 @@ class RunConfigTest(unittest.TestCase):
         self.assertNotIn("PYTORCH_CUDA_ALLOC_CONF", env)
 
 
+class ProcessOrderTest(unittest.TestCase):
+    def test_rounds_rotate_so_each_allocator_runs_once_in_each_place(self):
+        allocators = ["native", "expandable", "memcoord"]
+        rounds = [bench.process_order(allocators, r) for r in range(3)]
+        self.assertEqual(rounds[0], allocators)
+        self.assertEqual(rounds[1], ["expandable", "memcoord", "native"])
+        for place in range(3):
+            self.assertEqual(sorted(r[place] for r in rounds), sorted(allocators))
+        self.assertEqual(bench.process_order(allocators, 3), allocators)
+        self.assertEqual(allocators, ["native", "expandable", "memcoord"])  # the caller's list is left as it was
+
+    def test_one_allocator_always_runs_alone(self):
+        self.assertEqual(bench.process_order(["memcoord"], 5), ["memcoord"])
+
+
 class ProgressTest(unittest.TestCase):
     def test_each_process_gets_a_line_failed_or_not(self):
         line = bench.process_line(dict(run("memcoord", [1.0], median=180.25, first=512.4, device=16_326_000_000),
