@@ -16,7 +16,9 @@ otherwise (the table says which); --json FILE keeps every figure.
 
 Usage: bench_allocators.py [--workloads a,b] [--allocators native,expandable,memcoord] [--steps N] [--json F]
                            [--trace-dir DIR]   (memcoord runs also record DIR/WORKLOAD/rank0.default.trace.gz)
-                           [--repeat N]        (N fresh processes per configuration: median times, highest memory)
+                           [--repeat N]        (N fresh processes per configuration: median times, highest memory;
+                                                each round rotates the allocators' order: take a multiple
+                                                of the number of allocators)
                            [--deterministic]   (deterministic kernels: the losses check becomes meaningful bit for bit)
                            [--driver-timer SO] (bench/gpu/driver_call_timer.so preloaded: each first step's driver calls,
                                                 and every step's memory calls)

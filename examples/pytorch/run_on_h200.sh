@@ -12,8 +12,9 @@
 #   trim     cluster_trim.py: 2 GPT-2 processes, `memcoord trim` at one step, device free memory rises
 #   train    train.py under torchrun (2 ranks, gloo) and under memcoord-launch (2 ranks, a coordinator)
 #   bench1   bench_allocators.py: gpt2_fp32, gpt2_bf16_varlen, resnet50_amp x {native, expandable, memcoord},
-#            2 fresh processes each (~26 s a process on the H200: 18 fit one call)
-#   bench2   bench_allocators.py: llama_1b, alternating x {native, expandable, memcoord}
+#            3 fresh processes each, one round per place in the order (10-25 s a process on the H200: the 27
+#            processes take ~460 s)
+#   bench2   bench_allocators.py: llama_1b, alternating x {native, expandable, memcoord}, 3 processes each (~390 s)
 #   losses   bench_allocators.py --deterministic, 6 steps of all five workloads x 3 allocators: losses bit for bit
 # Exits non-zero when a part failed (each part's last lines say why).
 set -uo pipefail
@@ -77,10 +78,10 @@ if cc -O2 -shared -fPIC -o "$state/driver_call_timer.so" bench/gpu/driver_call_t
 fi
 part_bench1() {
   python3 examples/pytorch/bench_allocators.py --workloads gpt2_fp32,gpt2_bf16_varlen,resnet50_amp \
-    --repeat 2 "${timer_args[@]}" --json "$out/bench1.json" 2>&1 | tee "$out/bench1.log" | sed -n '/== allocators/,$p'
+    --repeat 3 "${timer_args[@]}" --json "$out/bench1.json" 2>&1 | tee "$out/bench1.log" | sed -n '/== allocators/,$p'
 }
 part_bench2() {
-  python3 examples/pytorch/bench_allocators.py --workloads llama_1b,alternating --repeat 2 "${timer_args[@]}" \
+  python3 examples/pytorch/bench_allocators.py --workloads llama_1b,alternating --repeat 3 "${timer_args[@]}" \
     --json "$out/bench2.json" 2>&1 | tee "$out/bench2.log" | sed -n '/== allocators/,$p'
 }
 part_losses() {
