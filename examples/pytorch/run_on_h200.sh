@@ -12,9 +12,10 @@
 #   trim     cluster_trim.py: 2 GPT-2 processes, `memcoord trim` at one step, device free memory rises
 #   train    train.py under torchrun (2 ranks, gloo) and under memcoord-launch (2 ranks, a coordinator)
 #   bench1   bench_allocators.py: gpt2_fp32, gpt2_bf16_varlen, resnet50_amp x {native, expandable, memcoord},
-#            3 fresh processes each, one round per place in the order (10-25 s a process on the H200: the 27
-#            processes take ~460 s)
-#   bench2   bench_allocators.py: llama_1b, alternating x {native, expandable, memcoord}, 3 processes each (~390 s)
+#            3 fresh processes each, one round per place in the order (10-25 s a process on the H200; the 27
+#            processes should take ~460 s, estimated from those times, not yet run as one part)
+#   bench2   bench_allocators.py: llama_1b, alternating x {native, expandable, memcoord}, 3 processes each
+#            (~390 s, estimated the same way)
 #   losses   bench_allocators.py --deterministic, 6 steps of all five workloads x 3 allocators: losses bit for bit
 # Exits non-zero when a part failed (each part's last lines say why).
 set -uo pipefail
