@@ -21,6 +21,7 @@
 #include "allocator/backend_factory.h"
 #include "allocator/caching_pool.h"
 #include "allocator/driver_cost.h"
+#include "allocator/pool_conf.h"
 #include "allocator/trace.h"
 #include "allocator/trace_replay.h"
 #include "allocator/trace_timeline.h"
@@ -41,6 +42,7 @@ struct ReplayArgs {
   std::string remap = "under-pressure";
   std::string map_unit;  // PoolOptions::large_map_unit_bytes; empty: the default
   std::uint64_t map_unit_bytes = 0;
+  std::string alloc_conf;  // allocator/pool_conf.h, applied over the three options above
   int repeat = 3;
   bool json = false;
   std::string timeline;  // SVG path; empty: none
@@ -55,6 +57,18 @@ PoolGrowth GrowthOf(const std::string& growth) {
   return growth == "segments"  ? PoolGrowth::kSegments
          : growth == "mapping" ? PoolGrowth::kMapping
                                : PoolGrowth::kAuto;
+}
+
+// The replay pool's options: --growth (or `growth`), --remap and --map-unit, then --alloc-conf over them.
+// RunReplay has checked the conf.
+PoolOptions ReplayPoolOptions(const ReplayArgs& args, std::string name, const std::string& growth) {
+  PoolOptions options;
+  options.name = std::move(name);
+  options.growth = GrowthOf(growth);
+  options.remap = args.remap == "every-miss" ? RemapPolicy::kEveryMiss : RemapPolicy::kUnderPressure;
+  options.large_map_unit_bytes = args.map_unit_bytes;
+  Result<PoolOptions> conf = ApplyPoolConf(args.alloc_conf, options);
+  return conf.ok() ? *std::move(conf) : options;
 }
 
 // PyTorch's best of its three allocator configurations on the shared traces (peak reserved / peak
@@ -86,11 +100,7 @@ int ReplayOne(const ReplayArgs& args, const std::string& path, const BackendOpti
     std::fprintf(stderr, "memcoord replay: %s\n", backend.status().ToString().c_str());
     return backend.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
-  PoolOptions options;
-  options.name = "replay";
-  options.growth = GrowthOf(args.growth);
-  options.remap = args.remap == "every-miss" ? RemapPolicy::kEveryMiss : RemapPolicy::kUnderPressure;
-  options.large_map_unit_bytes = args.map_unit_bytes;
+  const PoolOptions options = ReplayPoolOptions(args, "replay", args.growth);
   // Each repetition replays through a fresh pool; the figures are deterministic except the timings, whose
   // median is reported.
   std::vector<ReplayResult> runs;
@@ -132,6 +142,7 @@ nlohmann::json ToJson(const ReplayArgs& args, const TraceOutcome& o) {
       {"format", o.trace.format},
       {"backend", args.backend},
       {"remap", args.remap},
+      {"alloc_conf", args.alloc_conf},
       {"events", r.events},
       {"allocations", r.allocations},
       {"frees", r.frees},
@@ -216,12 +227,7 @@ int WriteTimeline(const ReplayArgs& args, const TraceOutcome& outcome,
       std::fprintf(stderr, "memcoord replay: %s\n", backend.status().ToString().c_str());
       return 1;
     }
-    PoolOptions options;
-    options.name = "timeline";
-    options.growth = GrowthOf(growth);
-    options.remap = args.remap == "every-miss" ? RemapPolicy::kEveryMiss : RemapPolicy::kUnderPressure;
-    options.large_map_unit_bytes = args.map_unit_bytes;
-    CachingPool pool(**backend, options);
+    CachingPool pool(**backend, ReplayPoolOptions(args, "timeline", growth));
     Result<TraceTimeline> timeline = ReplayTimeline(outcome.trace, pool);
     if (!timeline.ok()) {
       std::fprintf(stderr, "memcoord replay: --timeline: %s\n", timeline.status().ToString().c_str());
@@ -286,6 +292,10 @@ int RunReplay(ReplayArgs args) {
       return 2;
     }
     args.map_unit_bytes = *unit;
+  }
+  if (Result<PoolOptions> conf = ApplyPoolConf(args.alloc_conf, PoolOptions{}); !conf.ok()) {
+    std::fprintf(stderr, "memcoord replay: --alloc-conf: %s\n", conf.status().message().c_str());
+    return 2;
   }
   const bool exports = !args.timeline.empty() || !args.snapshot.empty() || !args.chrome_trace.empty();
   if (exports && args.traces.size() != 1) {
@@ -359,6 +369,11 @@ Subcommand AddReplayCommand(CLI::App& root) {
   app->add_option("--map-unit", args->map_unit,
                   "mapping pools: the most memory the large arena maps in one driver allocation (e.g. 32MiB; "
                   "rounded up to the backend's chunk; default 20MiB)");
+  app->add_option(
+      "--alloc-conf", args->alloc_conf,
+      "pool options as MEMCOORD_ALLOC_CONF gives them to a training process, applied over --growth, "
+      "--remap and --map-unit (e.g. 'thread_cache:0,large_map_unit:40MiB'; keys: " +
+          std::string(PoolConfKeys()) + ")");
   app->add_option("--repeat", args->repeat, "replays per trace (fresh pool each); timings are the median")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();

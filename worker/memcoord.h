@@ -7,7 +7,8 @@
  * Environment read by memcoord_init(): rank discovery as Worker::init (MEMCOORD_RANK / Open MPI / PMIx /
  * Slurm), MEMCOORD_COORDINATOR (attach to a coordinator; unset: standalone), MEMCOORD_TOKEN(_FILE),
  * MEMCOORD_BACKEND (auto, host, cuda, cuda-vmm, virtual; default auto), MEMCOORD_DEVICES (host/virtual:
- * number of simulated devices, default 1).
+ * number of simulated devices, default 1), MEMCOORD_ALLOC_CONF (the options of every pool the C ABI makes,
+ * "key:value,...": allocator/pool_conf.h; a bad entry fails memcoord_init() naming it).
  *
  * Errors: calls returning int give 0 on success, otherwise a status code (gRPC numbering, MEMCOORD_ERR_*
  * below); memcoord_last_error() then describes the last failure on the calling thread.

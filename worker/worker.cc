@@ -14,6 +14,7 @@
 #include <set>
 
 #include "allocator/backend_factory.h"
+#include "allocator/pool_conf.h"
 #include "allocator/trace_recorder.h"
 #include "worker/detail/coordinator_session.h"
 #include "worker/detail/worker_credentials.h"
@@ -123,6 +124,7 @@ class Worker::Impl final : public detail::SessionHost {
   Result<DeviceBackend*> backend_for_locked(int device_index);
 
   WorkerOptions options;
+  PoolOptions pool_defaults;  // WorkerOptions::alloc_conf applied; every pool's name is its own
   Topology topology;
   int device = -1;
   std::string backend_kind;  // resolved ("auto" replaced)
@@ -343,6 +345,14 @@ Result<std::unique_ptr<Worker>> Worker::init(WorkerOptions options) {
     return InvalidArgument(
         fmt::format("report_interval must be in [1, 60000] ms, got {}", options.report_interval.count()));
   }
+  const bool conf_from_env = options.alloc_conf.empty();
+  if (conf_from_env) options.alloc_conf = EnvOr("MEMCOORD_ALLOC_CONF", "");
+  Result<PoolOptions> pool_defaults = ApplyPoolConf(options.alloc_conf, PoolOptions{});
+  if (!pool_defaults.ok()) {
+    return InvalidArgument(fmt::format("{}: {}", conf_from_env ? "MEMCOORD_ALLOC_CONF" : "alloc_conf",
+                                       pool_defaults.status().message()));
+  }
+  impl->pool_defaults = *std::move(pool_defaults);
   std::string kind = options.backend;
   const int visible = (kind == "auto" || kind.rfind("cuda", 0) == 0) ? VisibleDevices() : 0;
   if (kind == "auto") kind = visible > 0 ? "cuda-vmm" : "host";
@@ -419,6 +429,12 @@ Result<CachingPool*> Worker::create_pool(PoolOptions options) {
   return impl_->add_pool_locked(*impl_->backend, impl_->primary_device, std::move(options));
 }
 
+PoolOptions Worker::pool_options(std::string name) const {
+  PoolOptions options = impl_->pool_defaults;
+  options.name = std::move(name);
+  return options;
+}
+
 int Worker::device_count() const { return impl_->device_count; }
 int Worker::primary_device() const { return impl_->primary_device; }
 
@@ -430,9 +446,7 @@ Result<CachingPool*> Worker::device_pool(int device) {
     if (impl_->pool_devices[i] == device && impl_->pools[i]->name() == name) return impl_->pools[i].get();
   }
   MEMCOORD_ASSIGN_OR_RETURN(DeviceBackend * on, impl_->backend_for_locked(device));
-  PoolOptions options;
-  options.name = name;
-  return impl_->add_pool_locked(*on, device, std::move(options));
+  return impl_->add_pool_locked(*on, device, pool_options(name));
 }
 
 std::vector<std::pair<int, CachingPool*>> Worker::pools_with_devices() const {

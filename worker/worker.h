@@ -64,6 +64,11 @@ struct WorkerOptions {
   // Worker's destruction. Empty: $MEMCOORD_TRACE_DIR; both empty: no recording. The directory is made if
   // missing; init() fails naming it when it cannot be written.
   std::string trace_dir;
+  // Options of every pool the worker makes itself (device_pool) and of those pool_options() describes
+  // (the C ABI's named and capture pools), as allocator/pool_conf.h reads them: "thread_cache:0,
+  // large_map_unit:40MiB". Empty: $MEMCOORD_ALLOC_CONF; both empty: PoolOptions' defaults. init() fails
+  // naming the entry when the conf is bad. Pools made by create_pool() take the options given there.
+  std::string alloc_conf;
 };
 
 // Why and when the coordinator aborted this worker's group (a rank died or was declared dead).
@@ -104,6 +109,8 @@ class Worker {
   // Creates an isolated pool on this worker's device. ALREADY_EXISTS for a duplicate name.
   Result<CachingPool*> create_pool(PoolOptions options);
   CachingPool* pool(std::string_view name) const;  // nullptr when unknown
+  // The options of a pool named `name` as this worker makes them (WorkerOptions::alloc_conf applied).
+  PoolOptions pool_options(std::string name) const;
 
   // Devices this process may use: CUDA ordinals [0, device_count()) on the cuda kinds; on host/virtual,
   // simulated devices (WorkerOptions::simulated_devices, $MEMCOORD_DEVICES; default 1), each its own backend.

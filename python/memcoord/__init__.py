@@ -65,22 +65,36 @@ _LAUNCHER_RANKS = (("RANK", "MEMCOORD_RANK"), ("WORLD_SIZE", "MEMCOORD_WORLD_SIZ
 
 
 def init():
-    """Creates the process's worker (idempotent): reads MEMCOORD_COORDINATOR, MEMCOORD_BACKEND and the rank
-    (MEMCOORD_RANK/WORLD_SIZE/LOCAL_RANK, else torchrun's RANK/WORLD_SIZE/LOCAL_RANK, Open MPI, PMIx, Slurm)."""
+    """Creates the process's worker (idempotent): reads MEMCOORD_COORDINATOR, MEMCOORD_BACKEND,
+    MEMCOORD_ALLOC_CONF (the pools' options, e.g. "thread_cache:0,large_map_unit:40MiB"; keys: large_map_unit,
+    thread_cache, thread_cache_block, device_reserve, remap, growth) and the rank (MEMCOORD_RANK/WORLD_SIZE/
+    LOCAL_RANK, else torchrun's RANK/WORLD_SIZE/LOCAL_RANK, Open MPI, PMIx, Slurm). A bad value raises
+    MemcoordError naming the variable."""
     import os
 
     if "MEMCOORD_RANK" not in os.environ and "RANK" in os.environ:
         for theirs, ours in _LAUNCHER_RANKS:
             if theirs in os.environ:
                 os.environ.setdefault(ours, os.environ[theirs])
+    conf = os.environ.get("MEMCOORD_ALLOC_CONF", "")
     _lib().call("memcoord_init")
-    global _exit_hook_registered
+    global _exit_hook_registered, _init_alloc_conf
+    if _init_alloc_conf is None:
+        _init_alloc_conf = conf
     if not _exit_hook_registered:
         atexit.register(_shutdown_at_exit)
         _exit_hook_registered = True
 
 
 _exit_hook_registered = False
+# MEMCOORD_ALLOC_CONF as the worker read it at init() ("" for none); None while no worker made by init() lives.
+_init_alloc_conf = None
+
+
+def initialized_alloc_conf():
+    """The MEMCOORD_ALLOC_CONF the live worker was made with ("" for the defaults), or None when init() has not
+    made one since the last shutdown()."""
+    return _init_alloc_conf
 
 
 def _shutdown_at_exit():
@@ -105,8 +119,10 @@ def _shutdown_at_exit():
 def shutdown():
     """Detaches from the coordinator and releases every pool (blocks still live are lost). It also wakes the
     abort watcher, which then ends. A process that exits normally does this by itself (atexit)."""
+    global _init_alloc_conf
     try:
         _lib().call("memcoord_shutdown")
+        _init_alloc_conf = None
     finally:
         _abort.stop_watcher()
 

@@ -235,11 +235,14 @@ def _capi_addresses(lib):
     return {name: (lib.address(name) if lib.has(name) else 0) for name in names}
 
 
-def enable(coordinator=None, backend=None, shim=None, watch_aborts=True, patch_memory_api=True):
+def enable(coordinator=None, backend=None, shim=None, watch_aborts=True, patch_memory_api=True, alloc_conf=None):
     """Makes memcoord PyTorch's CUDA allocator. Call it before the first CUDA allocation.
 
     coordinator: "HOST:PORT" to attach to (default: $MEMCOORD_COORDINATOR; unset: standalone).
     backend: memcoord's backend ("cuda-vmm", "cuda", ...; default: $MEMCOORD_BACKEND or auto).
+    alloc_conf: the pools' options, as PYTORCH_CUDA_ALLOC_CONF sets PyTorch's ("thread_cache:0,
+      large_map_unit:40MiB"; default: $MEMCOORD_ALLOC_CONF; see memcoord.init). A worker that memcoord.init()
+      already made with another conf is an error, not a conf silently ignored.
     shim: "auto" (default, or $MEMCOORD_TORCH_SHIM), "required" or "off" (see _load_shim).
     watch_aborts: start the abort watcher (an abort ends the process with EXIT_ABORTED, naming the dead rank).
     patch_memory_api: point torch.cuda's statistics and snapshot functions at memcoord.
@@ -268,8 +271,18 @@ def enable(coordinator=None, backend=None, shim=None, watch_aborts=True, patch_m
             os.environ["MEMCOORD_COORDINATOR"] = coordinator
         if backend:
             os.environ["MEMCOORD_BACKEND"] = backend
-        lib = _capi.library()
         import memcoord
+
+        if alloc_conf is not None:
+            made_with = memcoord.initialized_alloc_conf()
+            if made_with is not None and made_with != alloc_conf:
+                raise RuntimeError(
+                    f"memcoord.enable(alloc_conf={alloc_conf!r}): memcoord.init() already made the worker with "
+                    f"MEMCOORD_ALLOC_CONF={made_with!r}; pass alloc_conf to the first call, or call "
+                    "memcoord.shutdown() first"
+                )
+            os.environ["MEMCOORD_ALLOC_CONF"] = alloc_conf
+        lib = _capi.library()
 
         memcoord.init()  # torchrun's RANK/WORLD_SIZE/LOCAL_RANK count as memcoord's when those are unset
         module = _load_shim(shim)

@@ -5,6 +5,8 @@ import ctypes
 import ctypes.util
 import os
 import pickle
+import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -44,6 +46,35 @@ class LibraryTest(unittest.TestCase):
                 del os.environ["MEMCOORD_CAPI_LIB"]
             else:
                 os.environ["MEMCOORD_CAPI_LIB"] = old
+
+
+class AllocConfTest(unittest.TestCase):
+    """MEMCOORD_ALLOC_CONF reaches the pools (here the large arena's mapping unit on the virtual backend: 30 MiB
+    maps as a 20 MiB and a 10 MiB unit by default, as fifteen 2 MiB units with large_map_unit:2MiB), and a bad
+    conf makes init() raise naming the variable and the entry. One fresh process per conf: the worker is
+    process-wide."""
+
+    SCRIPT = ("import memcoord; memcoord.init(); p = memcoord.alloc(30 << 20); "
+              "print(memcoord.stats()['backend_allocations'], repr(memcoord.initialized_alloc_conf()))")
+
+    def run_with(self, conf):
+        env = dict(os.environ, MEMCOORD_BACKEND="virtual", MEMCOORD_ALLOC_CONF=conf)
+        return subprocess.run([sys.executable, "-c", self.SCRIPT], env=env, capture_output=True, text=True,
+                              timeout=60)
+
+    def test_the_conf_sets_the_pools_options(self):
+        require(self, "memcoord_device_alloc", "memcoord_device_stats_get")
+        for conf, maps in (("", 2), ("large_map_unit:2MiB", 15), ("thread_cache:0, large_map_unit:40MiB", 1)):
+            done = self.run_with(conf)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertEqual(done.stdout.strip().split(maxsplit=1), [str(maps), repr(conf)], conf)
+
+    def test_a_bad_conf_fails_init_naming_the_entry(self):
+        done = self.run_with("large_map_unit:20MiB,expandable_segments:True")
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn("MemcoordError", done.stderr)
+        self.assertIn("MEMCOORD_ALLOC_CONF: alloc conf entry 'expandable_segments:True': unknown key", done.stderr)
+        self.assertIn("accepted keys: large_map_unit, thread_cache", done.stderr)
 
 
 class EnableWithoutTorchTest(unittest.TestCase):

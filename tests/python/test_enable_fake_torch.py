@@ -3,6 +3,7 @@ touches), since torch is not installed here: the refusal after CUDA's initialisa
 PyTorch (library path and symbol names), and torch._C's statistics, snapshot and empty-cache entry points
 answering with memcoord's figures. The real thing runs on a GPU: examples/pytorch/integration_checks.py."""
 
+import os
 import sys
 import types
 import unittest
@@ -73,6 +74,22 @@ class EnableTest(unittest.TestCase):
         with self.assertRaises(ValueError) as caught:
             memcoord.enable(shim="maybe")
         self.assertIn("'auto', 'required', 'off'", str(caught.exception))
+
+    def test_alloc_conf_is_read_by_the_worker_enable_makes(self):
+        self.addCleanup(os.environ.pop, "MEMCOORD_ALLOC_CONF", None)
+        memcoord.shutdown()  # enable() then makes the worker, with this conf
+        sys.modules["torch"], _ = fake_torch()
+        memcoord.enable(shim="off", watch_aborts=False, patch_memory_api=False, alloc_conf="thread_cache:0")
+        self.assertEqual(os.environ["MEMCOORD_ALLOC_CONF"], "thread_cache:0")
+        self.assertEqual(memcoord.initialized_alloc_conf(), "thread_cache:0")
+        # A worker made with one conf cannot take another: an error, not a setting silently ignored.
+        _torch._state["enabled"] = False
+        with self.assertRaises(RuntimeError) as caught:
+            memcoord.enable(shim="off", watch_aborts=False, patch_memory_api=False, alloc_conf="thread_cache:1MiB")
+        self.assertIn("alloc_conf='thread_cache:1MiB'", str(caught.exception))
+        self.assertIn("MEMCOORD_ALLOC_CONF='thread_cache:0'", str(caught.exception))
+        memcoord.shutdown()
+        self.assertIsNone(memcoord.initialized_alloc_conf())
 
     def test_allocator_and_memory_api(self):
         torch, calls = fake_torch()

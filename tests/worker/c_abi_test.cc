@@ -3,11 +3,13 @@
 // clear error and never a crash, and nothing is thrown across the boundary).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "worker/memcoord.h"
@@ -22,6 +24,7 @@ class CAbi : public ::testing::Test {
     setenv("MEMCOORD_BACKEND", "host", 1);
     unsetenv("MEMCOORD_COORDINATOR");
     unsetenv("MEMCOORD_DEVICES");
+    unsetenv("MEMCOORD_ALLOC_CONF");
   }
   void TearDown() override { EXPECT_EQ(memcoord_shutdown(), 0); }
 };
@@ -418,6 +421,33 @@ TEST_F(CAbi, BadBackendAndDevicesEnvironmentFailInit) {
   setenv("MEMCOORD_DEVICES", "zero", 1);
   EXPECT_EQ(memcoord_init(), MEMCOORD_ERR_INVALID_ARGUMENT);
   EXPECT_NE(LastError().find("MEMCOORD_DEVICES"), std::string::npos) << LastError();
+}
+
+// $MEMCOORD_ALLOC_CONF sets the options of the pools the C ABI makes (allocator/pool_conf.h), here the large
+// arena's mapping unit on the virtual backend: 30 MiB maps as two units by default (20 MiB, then 10), as
+// fifteen with 2 MiB units. A bad conf fails init, naming the variable and the entry.
+TEST_F(CAbi, AllocConfEnvironmentSetsThePoolsOptions) {
+  setenv("MEMCOORD_BACKEND", "virtual", 1);
+  for (const auto& [conf, maps] : std::vector<std::pair<const char*, std::uint64_t>>{
+           {"", 2}, {"large_map_unit:2MiB", 15}, {" large_map_unit : 40MiB , thread_cache:0", 1}}) {
+    setenv("MEMCOORD_ALLOC_CONF", conf, 1);
+    ASSERT_EQ(memcoord_init(), 0) << conf << ": " << memcoord_last_error();
+    void* p = memcoord_torch_malloc(30 << 20, 0, nullptr);
+    ASSERT_NE(p, nullptr) << memcoord_last_error();
+    EXPECT_EQ(Stats(-1).backend_allocations, maps) << "MEMCOORD_ALLOC_CONF='" << conf << "'";
+    memcoord_torch_free(p, 30 << 20, 0, nullptr);
+    void* named = memcoord_alloc("kv", 30 << 20, 0);  // a named pool takes the same options
+    ASSERT_NE(named, nullptr) << memcoord_last_error();
+    EXPECT_EQ(Stats(-1).backend_allocations, 2 * maps) << "named pool, '" << conf << "'";
+    EXPECT_EQ(memcoord_free("kv", named), 0);
+    ASSERT_EQ(memcoord_shutdown(), 0);
+  }
+  setenv("MEMCOORD_ALLOC_CONF", "large_map_unit:20MiB,expandable_segments:True", 1);
+  EXPECT_EQ(memcoord_init(), MEMCOORD_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("MEMCOORD_ALLOC_CONF"), std::string::npos) << LastError();
+  EXPECT_NE(LastError().find("unknown key 'expandable_segments'"), std::string::npos) << LastError();
+  EXPECT_EQ(memcoord_torch_malloc(64, 0, nullptr), nullptr);  // the first use fails the same way
+  unsetenv("MEMCOORD_ALLOC_CONF");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 
 namespace memcoord {
 namespace {
@@ -76,6 +77,48 @@ TEST(Worker, BadOptionsAreRefused) {
   options.backend = "host";
   options.report_interval = milliseconds(0);
   EXPECT_EQ(Worker::init(options).status().code(), StatusCode::kInvalidArgument);
+}
+
+// WorkerOptions::alloc_conf, else $MEMCOORD_ALLOC_CONF, sets the options of the pools the worker makes:
+// device pools (every device's), and pool_options() for the C ABI's; a bad conf refuses init naming where it
+// came from.
+TEST(Worker, AllocConfSetsTheOptionsOfThePoolsItMakes) {
+  setenv("MEMCOORD_ALLOC_CONF", "thread_cache:64KiB", 1);
+  WorkerOptions options;
+  options.backend = "virtual";
+  options.simulated_devices = 2;
+  options.topology = Topology{0, 0, 1, "test"};
+  auto from_env = Worker::init(options);
+  ASSERT_TRUE(from_env.ok()) << from_env.status().ToString();
+  EXPECT_EQ((*from_env)->pool_options("x").thread_cache_bytes, 64u << 10);
+  EXPECT_EQ((*from_env)->pool_options("x").name, "x");
+  (*from_env)->shutdown();
+
+  options.alloc_conf = "large_map_unit:2MiB";  // the option wins over the environment
+  auto worker = Worker::init(options);
+  ASSERT_TRUE(worker.ok()) << worker.status().ToString();
+  EXPECT_EQ((*worker)->pool_options("x").thread_cache_bytes, PoolOptions{}.thread_cache_bytes);
+  for (int device : {0, 1}) {
+    auto pool = (*worker)->device_pool(device);
+    ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+    auto block = (*pool)->allocate(30 << 20);
+    ASSERT_TRUE(block.ok()) << block.status().ToString();
+    EXPECT_EQ((*pool)->stats().backend_allocations, 15u) << "device " << device << ": 2 MiB units";
+    ASSERT_TRUE((*pool)->deallocate(*block).ok());
+  }
+  (*worker)->shutdown();
+
+  options.alloc_conf = "growth:sideways";
+  Status bad = Worker::init(options).status();
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("alloc_conf: alloc conf entry 'growth:sideways'"), std::string::npos)
+      << bad.ToString();
+  options.alloc_conf.clear();
+  setenv("MEMCOORD_ALLOC_CONF", "thread_cache", 1);
+  bad = Worker::init(options).status();
+  EXPECT_NE(bad.message().find("MEMCOORD_ALLOC_CONF: alloc conf entry 'thread_cache'"), std::string::npos)
+      << bad.ToString();
+  unsetenv("MEMCOORD_ALLOC_CONF");
 }
 
 }  // namespace

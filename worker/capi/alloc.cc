@@ -86,9 +86,7 @@ Status FreeAnywhere(Runtime& runtime, void* ptr, StreamId stream) {
 
 Result<memcoord::CachingPool*> NamedPool(Runtime& runtime, const char* name) {
   if (memcoord::CachingPool* pool = runtime.worker->pool(name)) return pool;
-  memcoord::PoolOptions options;
-  options.name = name;
-  auto created = runtime.worker->create_pool(options);
+  auto created = runtime.worker->create_pool(runtime.worker->pool_options(name));
   if (created.ok()) {
     memcoord::capi::TellNewPool(runtime, runtime.primary_device, **created);  // named pools: the primary
     return created;

@@ -105,8 +105,7 @@ Status Begin(Runtime& runtime, int device, PoolId id, memcoord_stream_filter fil
   if (c == nullptr) {
     auto made = std::make_unique<CapturePool>();
     made->id = id;
-    PoolOptions options;
-    options.name = fmt::format("capture{}@{}", IdText(id), device);
+    PoolOptions options = runtime.worker->pool_options(fmt::format("capture{}@{}", IdText(id), device));
     // Its streams may be capturing: packing must never synchronize them (that would end the capture).
     options.pack_waits_for_streams = false;
     made->pool = std::make_unique<CachingPool>(main->backend(), std::move(options));

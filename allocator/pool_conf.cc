@@ -1,0 +1,124 @@
+#include "allocator/pool_conf.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "common/bytes.h"
+
+namespace memcoord {
+namespace {
+
+enum class Key { kLargeMapUnit, kThreadCache, kThreadCacheBlock, kDeviceReserve, kRemap, kGrowth };
+
+struct KeySpec {
+  std::string_view name;
+  Key key;
+  std::uint64_t max_bytes;  // sizes only: the largest accepted (beyond it the value is surely a mistake)
+};
+
+constexpr std::array<KeySpec, 6> kKeys{{
+    {"large_map_unit", Key::kLargeMapUnit, 64 * kGiB},
+    {"thread_cache", Key::kThreadCache, kGiB},
+    {"thread_cache_block", Key::kThreadCacheBlock, kGiB},
+    {"device_reserve", Key::kDeviceReserve, 1ULL << 50},
+    {"remap", Key::kRemap, 0},
+    {"growth", Key::kGrowth, 0},
+}};
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+Status BadEntry(std::string_view entry, const std::string& why) {
+  return InvalidArgument(fmt::format("alloc conf entry '{}': {}", entry, why));
+}
+
+Status ApplySize(const KeySpec& spec, std::string_view entry, std::string_view value, PoolOptions& out) {
+  Result<std::uint64_t> bytes = ParseBytes(value);
+  if (!bytes.ok()) return BadEntry(entry, std::string(bytes.status().message()));
+  if (*bytes > spec.max_bytes) {
+    return BadEntry(entry, fmt::format("{} is larger than the {} accepted for {}", FormatBytesBinary(*bytes),
+                                       FormatBytesBinary(spec.max_bytes), spec.name));
+  }
+  switch (spec.key) {
+    case Key::kLargeMapUnit:
+      out.large_map_unit_bytes = *bytes;
+      break;
+    case Key::kThreadCache:
+      out.thread_cache_bytes = *bytes;
+      break;
+    case Key::kThreadCacheBlock:
+      out.thread_cache_block_bytes = *bytes;
+      break;
+    case Key::kDeviceReserve:
+      out.device_reserve_bytes = *bytes;
+      break;
+    default:
+      break;
+  }
+  return Status::Ok();
+}
+
+Status ApplyWord(const KeySpec& spec, std::string_view entry, std::string_view value, PoolOptions& out) {
+  if (spec.key == Key::kRemap) {
+    if (value == "under-pressure") {
+      out.remap = RemapPolicy::kUnderPressure;
+    } else if (value == "every-miss") {
+      out.remap = RemapPolicy::kEveryMiss;
+    } else {
+      return BadEntry(entry, "remap accepts under-pressure or every-miss");
+    }
+    return Status::Ok();
+  }
+  if (value == "auto") {
+    out.growth = PoolGrowth::kAuto;
+  } else if (value == "mapping") {
+    out.growth = PoolGrowth::kMapping;
+  } else if (value == "segments") {
+    out.growth = PoolGrowth::kSegments;
+  } else {
+    return BadEntry(entry, "growth accepts auto, mapping or segments");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string_view PoolConfKeys() {
+  return "large_map_unit, thread_cache, thread_cache_block, device_reserve, remap, growth";
+}
+
+Result<PoolOptions> ApplyPoolConf(std::string_view conf, PoolOptions base) {
+  std::array<bool, kKeys.size()> seen{};
+  while (!conf.empty()) {
+    const std::size_t comma = conf.find(',');
+    const std::string_view entry = Trim(conf.substr(0, comma));
+    conf = comma == std::string_view::npos ? std::string_view() : conf.substr(comma + 1);
+    if (entry.empty()) continue;  // "a:1,,b:2" and a trailing comma
+    const std::size_t colon = entry.find(':');
+    if (colon == std::string_view::npos) {
+      return BadEntry(entry, fmt::format("entries are KEY:VALUE (keys: {})", PoolConfKeys()));
+    }
+    const std::string_view name = Trim(entry.substr(0, colon));
+    const std::string_view value = Trim(entry.substr(colon + 1));
+    std::size_t i = 0;
+    while (i < kKeys.size() && kKeys[i].name != name) ++i;
+    if (i == kKeys.size()) {
+      return BadEntry(entry, fmt::format("unknown key '{}'; accepted keys: {}", name, PoolConfKeys()));
+    }
+    if (seen[i]) return BadEntry(entry, fmt::format("{} is given twice", name));
+    seen[i] = true;
+    if (value.empty()) return BadEntry(entry, fmt::format("{} has no value", name));
+    const bool word = kKeys[i].key == Key::kRemap || kKeys[i].key == Key::kGrowth;
+    MEMCOORD_RETURN_IF_ERROR(word ? ApplyWord(kKeys[i], entry, value, base)
+                                  : ApplySize(kKeys[i], entry, value, base));
+  }
+  return base;
+}
+
+}  // namespace memcoord

@@ -1,0 +1,80 @@
+// ApplyPoolConf: every key sets its PoolOptions field, untouched fields keep the base's values, and every
+// kind of bad conf is INVALID_ARGUMENT naming the entry and what is accepted, with nothing applied.
+#include "allocator/pool_conf.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/bytes.h"
+
+namespace memcoord {
+namespace {
+
+TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
+  PoolOptions base;
+  base.name = "mine";
+  base.small_block_limit = 4096;
+  Result<PoolOptions> o = ApplyPoolConf(
+      " large_map_unit:40MiB, thread_cache:512KiB ,thread_cache_block:64KiB,device_reserve:2GiB,"
+      "remap:every-miss,growth:segments,",
+      base);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->large_map_unit_bytes, 40 * kMiB);
+  EXPECT_EQ(o->thread_cache_bytes, 512 * kKiB);
+  EXPECT_EQ(o->thread_cache_block_bytes, 64 * kKiB);
+  EXPECT_EQ(o->device_reserve_bytes, 2 * kGiB);
+  EXPECT_EQ(o->remap, RemapPolicy::kEveryMiss);
+  EXPECT_EQ(o->growth, PoolGrowth::kSegments);
+  EXPECT_EQ(o->name, "mine");
+  EXPECT_EQ(o->small_block_limit, 4096u);
+  EXPECT_EQ(o->pack_waits_for_streams, base.pack_waits_for_streams);
+
+  o = ApplyPoolConf("thread_cache:0,remap:under-pressure,growth:mapping", *o);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->thread_cache_bytes, 0u);
+  EXPECT_EQ(o->remap, RemapPolicy::kUnderPressure);
+  EXPECT_EQ(o->growth, PoolGrowth::kMapping);
+  EXPECT_EQ(o->large_map_unit_bytes, 40 * kMiB);  // from the first conf
+
+  for (const char* nothing : {"", " ", ",", " , ,"}) {
+    Result<PoolOptions> same = ApplyPoolConf(nothing, base);
+    ASSERT_TRUE(same.ok()) << "'" << nothing << "': " << same.status().ToString();
+    EXPECT_EQ(same->thread_cache_bytes, base.thread_cache_bytes);
+    EXPECT_EQ(same->large_map_unit_bytes, base.large_map_unit_bytes);
+  }
+}
+
+TEST(PoolConf, BadConfsNameTheEntryAndWhatIsAccepted) {
+  struct Case {
+    const char* conf;
+    std::vector<std::string> says;  // each must appear in the message
+  };
+  const std::vector<Case> cases = {
+      {"expandable_segments:True",
+       {"'expandable_segments:True'", "unknown key 'expandable_segments'", "large_map_unit, thread_cache"}},
+      {"thread_cache", {"'thread_cache'", "KEY:VALUE"}},
+      {"thread_cache:", {"thread_cache has no value"}},
+      {"thread_cache:1MiB,thread_cache:2MiB", {"'thread_cache:2MiB'", "given twice"}},
+      {"thread_cache:lots", {"'thread_cache:lots'", "invalid size 'lots'"}},
+      {"thread_cache:-1", {"invalid size '-1'"}},
+      {"large_map_unit:1TiB", {"'large_map_unit:1TiB'", "larger than the 64.00 GiB accepted"}},
+      {"thread_cache:99999999999999999999999", {"invalid size"}},
+      {"remap:sometimes", {"remap accepts under-pressure or every-miss"}},
+      {"growth:expandable", {"growth accepts auto, mapping or segments"}},
+      {"thread_cache:1MiB,bogus:1", {"unknown key 'bogus'"}},
+  };
+  PoolOptions base;
+  for (const Case& c : cases) {
+    Result<PoolOptions> o = ApplyPoolConf(c.conf, base);
+    ASSERT_FALSE(o.ok()) << c.conf;
+    EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument) << c.conf;
+    for (const std::string& part : c.says) {
+      EXPECT_NE(o.status().message().find(part), std::string::npos)
+          << c.conf << ": '" << o.status().message() << "' lacks '" << part << "'";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace memcoord
