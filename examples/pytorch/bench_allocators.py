@@ -15,6 +15,9 @@ within 2% of native's; memcoord's first step no slower than expandable's; losses
 otherwise (the table says which); --json FILE keeps every figure.
 
 Usage: bench_allocators.py [--workloads a,b] [--allocators native,expandable,memcoord] [--steps N] [--json F]
+                           (an allocator memcoord[CONF] adds memcoord with MEMCOORD_ALLOC_CONF=CONF, e.g.
+                            memcoord[thread_cache:0,large_map_unit:40MiB], beside the others; the targets
+                            read plain memcoord, which runs with no MEMCOORD_ALLOC_CONF: the defaults)
                            [--trace-dir DIR]   (memcoord runs also record DIR/WORKLOAD/rank0.default.trace.gz)
                            [--repeat N]        (N fresh processes per configuration: median times, highest memory;
                                                 each round rotates the allocators' order: take a multiple
@@ -42,6 +45,7 @@ With --repeat >= 2 the table also reports native's own run-to-run spread of the 
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -56,6 +60,17 @@ sys.path.append(str(HERE.parent.parent / "python"))
 import driver_timer  # noqa: E402 (beside this file; no torch)
 
 ALLOCATORS = ["native", "expandable", "memcoord"]
+VARIANT = re.compile(r"memcoord\[([^\]]*)\]")  # memcoord[CONF]: memcoord with MEMCOORD_ALLOC_CONF=CONF
+
+
+def is_memcoord(allocator):
+    """memcoord itself, with its defaults, or a variant memcoord[CONF] (informational: no target reads it)."""
+    return allocator == "memcoord" or VARIANT.fullmatch(allocator) is not None
+
+
+def split_allocators(text):
+    """--allocators' list: commas separate names, except inside a variant's brackets (a conf has commas)."""
+    return re.findall(r"memcoord\[[^\]]*\]|[^,]+", text)
 # Printed beside the targets, not one of them.
 INFORMATIONAL = {"losses within expandable's spread", "native's own loss spread", "first steps per process",
                  "first step's driver calls <= expandable's"}
@@ -160,7 +175,7 @@ def child(workload_name, allocator, steps, deterministic=False):
     def phase(name):
         phases[name] = round(time.monotonic() - child_started, 2)
 
-    if allocator == "memcoord":
+    if is_memcoord(allocator):
         import memcoord
 
         os.environ.setdefault("MEMCOORD_BACKEND", "cuda-vmm")
@@ -182,7 +197,7 @@ def child(workload_name, allocator, steps, deterministic=False):
     times, losses, device_peak = [], [], 0
     first_step_driver = None
     # memcoord's figures count from the process's start: what building the model did is taken away.
-    driver_before = memcoord_step_figures() if allocator == "memcoord" else None
+    driver_before = memcoord_step_figures() if is_memcoord(allocator) else None
     timer_before = driver_timer.read()
     first_step_timer = None
     # Each step's own driver memory calls (any allocator, with the timer) and memcoord's miss figures: where a
@@ -202,7 +217,7 @@ def child(workload_name, allocator, steps, deterministic=False):
             timer_last = timer_now
         if i == 0:
             first_step_timer = driver_timer.since(timer_before, timer_now)
-        if allocator == "memcoord":
+        if is_memcoord(allocator):
             figures_now = memcoord_step_figures()
             step_memcoord.append(figures_since(figures_last, figures_now))
             figures_last = figures_now
@@ -231,7 +246,7 @@ def child(workload_name, allocator, steps, deterministic=False):
         # Per step: [driver memory calls, their ms] (with the timer, else empty).
         "step_driver": step_driver,
     }
-    if allocator != "memcoord":
+    if not is_memcoord(allocator):
         # Where PyTorch's reserve went: its small (<= 1 MiB blocks) and large pools, peak and at the end.
         kept = torch.cuda.memory_stats()
         result["torch_pools"] = {f"{pool}.{when}": kept.get(f"reserved_bytes.{pool}.{when}", 0)
@@ -239,7 +254,7 @@ def child(workload_name, allocator, steps, deterministic=False):
     if nondeterministic is not None:
         result["deterministic"] = True
         result["nondeterministic_ops"] = nondeterministic
-    if allocator == "memcoord":
+    if is_memcoord(allocator):
         import memcoord
 
         own = memcoord.stats(0)
@@ -286,7 +301,11 @@ def run_config(workload, allocator, steps, timeout, trace_dir=None, deterministi
         driver_timer.preload(env, driver_timer_lib)
     env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     env.pop("MEMCOORD_TRACE_DIR", None)
-    if trace_dir and allocator == "memcoord":
+    env.pop("MEMCOORD_ALLOC_CONF", None)  # "memcoord" is what users get by default
+    variant = VARIANT.fullmatch(allocator)
+    if variant:
+        env["MEMCOORD_ALLOC_CONF"] = variant.group(1)
+    if trace_dir and is_memcoord(allocator):
         # memcoord's pools record every allocation and free of the real run (TraceRecorder), for
         # `memcoord replay` to set the real run beside the replay of the same events.
         env["MEMCOORD_TRACE_DIR"] = str(Path(trace_dir) / workload)
@@ -460,13 +479,14 @@ def print_tables(rows, checks):
     print("\n== allocators side by side (device = memory above the CUDA context, cudaMemGetInfo) ==")
     header = f"{'workload':<18} {'allocator':<11} {'device GB':>9} {'reserved GB':>11} {'alloc GB':>9} " \
              f"{'res/alloc':>9} {'median ms':>9} {'first ms':>9}  losses (first, last)"
-    print(header)
+    width = max([11] + [len(r["allocator"]) for r in rows])
+    print(header.replace(f"{'allocator':<11}", f"{'allocator':<{width}}"))
     for r in rows:
         if "error" in r:
-            print(f"{r['workload']:<18} {r['allocator']:<11} FAILED: {r['error'][:200]}")
+            print(f"{r['workload']:<18} {r['allocator']:<{width}} FAILED: {r['error'][:200]}")
             continue
         ratio = r["peak_reserved_bytes"] / max(r["peak_allocated_bytes"], 1)
-        print(f"{r['workload']:<18} {r['allocator']:<11} {r['device_bytes'] / GB:>9.2f} "
+        print(f"{r['workload']:<18} {r['allocator']:<{width}} {r['device_bytes'] / GB:>9.2f} "
               f"{r['peak_reserved_bytes'] / GB:>11.2f} {r['peak_allocated_bytes'] / GB:>9.2f} {ratio:>9.4f} "
               f"{r['median_step_ms']:>9.1f} {r['first_step_ms']:>9.0f}  {r['losses'][0]:.4f}, {r['losses'][-1]:.4f}")
     print("\n== targets (memcoord) ==")
@@ -509,13 +529,14 @@ def main():
     if args.repeat < 1 or args.repeat > 20:
         parser.error(f"--repeat must be between 1 and 20, got {args.repeat}")
     names = [w for w in args.workloads.split(",") if w]
-    allocators = [a for a in args.allocators.split(",") if a]
+    allocators = [a for a in split_allocators(args.allocators) if a]
     for name in names:
         if name not in workloads.BUILDERS:
             parser.error(f"unknown workload {name!r}; accepted: {', '.join(workloads.BUILDERS)}")
     for allocator in allocators:
-        if allocator not in ALLOCATORS:
-            parser.error(f"unknown allocator {allocator!r}; accepted: {', '.join(ALLOCATORS)}")
+        if allocator not in ALLOCATORS and not is_memcoord(allocator):
+            parser.error(f"unknown allocator {allocator!r}; accepted: {', '.join(ALLOCATORS)}, or memcoord[CONF] "
+                         "(memcoord with MEMCOORD_ALLOC_CONF=CONF, e.g. memcoord[thread_cache:0])")
     rows = []
     for name in names:
         runs_of = {allocator: [] for allocator in allocators}

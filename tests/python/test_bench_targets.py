@@ -293,6 +293,44 @@ class RunConfigTest(unittest.TestCase):
         self.assertNotIn("PYTORCH_CUDA_ALLOC_CONF", env)
 
 
+class VariantTest(unittest.TestCase):
+    """memcoord[CONF]: memcoord under MEMCOORD_ALLOC_CONF=CONF beside the others; plain memcoord keeps the
+    defaults users get, and only it is held to the targets."""
+
+    def test_the_list_splits_at_commas_outside_a_variants_brackets(self):
+        self.assertEqual(bench.split_allocators("native,memcoord,memcoord[thread_cache:0,large_map_unit:40MiB]"),
+                         ["native", "memcoord", "memcoord[thread_cache:0,large_map_unit:40MiB]"])
+        self.assertTrue(bench.is_memcoord("memcoord[thread_cache:0]"))
+        self.assertTrue(bench.is_memcoord("memcoord"))
+        self.assertFalse(bench.is_memcoord("memcoordish"))
+        self.assertFalse(bench.is_memcoord("expandable"))
+
+    def test_a_variant_runs_with_its_conf_and_plain_memcoord_with_none(self):
+        launch = RunConfigTest.launch.__get__(self)
+        saved = os.environ.get("MEMCOORD_ALLOC_CONF")
+        os.environ["MEMCOORD_ALLOC_CONF"] = "thread_cache:4MiB"  # the caller's shell: not what users get
+        try:
+            _, command, env = launch("memcoord")
+            self.assertNotIn("MEMCOORD_ALLOC_CONF", env)
+            variant = "memcoord[thread_cache:0,large_map_unit:40MiB]"
+            row, command, env = launch(variant, trace_dir="/tmp/traces")
+            self.assertEqual(env["MEMCOORD_ALLOC_CONF"], "thread_cache:0,large_map_unit:40MiB")
+            self.assertEqual(env["MEMCOORD_TRACE_DIR"], "/tmp/traces/w")
+            self.assertIn(variant, command)
+            self.assertEqual(row["allocator"], variant)
+        finally:
+            if saved is None:
+                os.environ.pop("MEMCOORD_ALLOC_CONF", None)
+            else:
+                os.environ["MEMCOORD_ALLOC_CONF"] = saved
+
+    def test_targets_read_plain_memcoord_only(self):
+        base = [run("native", [3.0, 2.0]), run("expandable", [3.0, 2.0], device=9 * GB),
+                run("memcoord", [3.0, 2.0], device=9 * GB)]
+        worse = run("memcoord[thread_cache:0]", [9.0, 9.0], median=500.0, first=9000.0, device=99 * GB)
+        self.assertEqual(checks_of(base + [worse]), checks_of(base))
+
+
 class ProcessOrderTest(unittest.TestCase):
     def test_rounds_rotate_so_each_allocator_runs_once_in_each_place(self):
         allocators = ["native", "expandable", "memcoord"]
