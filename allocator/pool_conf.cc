@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "common/bytes.h"
 
@@ -64,27 +65,32 @@ Status ApplySize(const KeySpec& spec, std::string_view entry, std::string_view v
   return Status::Ok();
 }
 
+template <typename E>
+using Words = std::array<std::pair<std::string_view, E>, 3>;  // a value's accepted spellings (empty: unused)
+
+constexpr Words<RemapPolicy> kRemapWords{
+    {{"under-pressure", RemapPolicy::kUnderPressure}, {"every-miss", RemapPolicy::kEveryMiss}, {}}};
+constexpr Words<PoolGrowth> kGrowthWords{
+    {{"auto", PoolGrowth::kAuto}, {"mapping", PoolGrowth::kMapping}, {"segments", PoolGrowth::kSegments}}};
+
+template <typename E>
+bool PickWord(std::string_view value, const Words<E>& words, E& out) {
+  for (const auto& [word, picked] : words) {
+    if (!word.empty() && value == word) {
+      out = picked;
+      return true;
+    }
+  }
+  return false;
+}
+
 Status ApplyWord(const KeySpec& spec, std::string_view entry, std::string_view value, PoolOptions& out) {
   if (spec.key == Key::kRemap) {
-    if (value == "under-pressure") {
-      out.remap = RemapPolicy::kUnderPressure;
-    } else if (value == "every-miss") {
-      out.remap = RemapPolicy::kEveryMiss;
-    } else {
-      return BadEntry(entry, "remap accepts under-pressure or every-miss");
-    }
-    return Status::Ok();
+    if (PickWord(value, kRemapWords, out.remap)) return Status::Ok();
+    return BadEntry(entry, "remap accepts under-pressure or every-miss");
   }
-  if (value == "auto") {
-    out.growth = PoolGrowth::kAuto;
-  } else if (value == "mapping") {
-    out.growth = PoolGrowth::kMapping;
-  } else if (value == "segments") {
-    out.growth = PoolGrowth::kSegments;
-  } else {
-    return BadEntry(entry, "growth accepts auto, mapping or segments");
-  }
-  return Status::Ok();
+  if (PickWord(value, kGrowthWords, out.growth)) return Status::Ok();
+  return BadEntry(entry, "growth accepts auto, mapping or segments");
 }
 
 }  // namespace
