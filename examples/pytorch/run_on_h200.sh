@@ -17,6 +17,10 @@
 #   bench2   bench_allocators.py: llama_1b, alternating x {native, expandable, memcoord}, 3 processes each
 #            (~390 s, estimated the same way)
 #   losses   bench_allocators.py --deterministic, 6 steps of all five workloads x 3 allocators: losses bit for bit
+#   variants bench_allocators.py: alternating and gpt2_fp32 under expandable, memcoord and memcoord with
+#            MEMCOORD_ALLOC_CONF thread_cache:0, thread_cache:512KiB and large_map_unit:40MiB, 2 processes
+#            each (device memory and first-step driver calls of each setting; ~20 processes of 16-17 s, an
+#            estimate: not yet run as one part)
 # Exits non-zero when a part failed (each part's last lines say why).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -85,6 +89,11 @@ part_bench2() {
   python3 examples/pytorch/bench_allocators.py --workloads llama_1b,alternating --repeat 3 "${timer_args[@]}" \
     --json "$out/bench2.json" 2>&1 | tee "$out/bench2.log" | sed -n '/== allocators/,$p'
 }
+part_variants() {
+  python3 examples/pytorch/bench_allocators.py --workloads alternating,gpt2_fp32 --repeat 2 "${timer_args[@]}" \
+    --allocators "expandable,memcoord,memcoord[thread_cache:0],memcoord[thread_cache:512KiB],memcoord[large_map_unit:40MiB]" \
+    --json "$out/variants.json" 2>&1 | tee "$out/variants.log" | sed -n '/== allocators/,/== targets/p'
+}
 part_losses() {
   python3 examples/pytorch/bench_allocators.py --deterministic --steps 6 --json "$out/losses.json" 2>&1 |
     tee "$out/losses.log" | sed -n '/== targets/,$p' | grep -E "losses|bench_allocators"
@@ -98,7 +107,7 @@ if [ "$1" != shim ] && ! ls "$site"/memcoord/_torch_shim*.so python/memcoord/_to
 fi
 for part in "$@"; do
   if ! declare -F "part_$part" > /dev/null; then
-    echo "run_on_h200: unknown part '$part'; accepted: shim checks abort abort_nccl trim train bench1 bench2 losses"
+    echo "run_on_h200: unknown part '$part'; accepted: shim checks abort abort_nccl trim train bench1 bench2 losses variants"
     exit 2
   fi
   echo "==== $part"
