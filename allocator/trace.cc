@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 
@@ -12,7 +13,8 @@ namespace memcoord {
 namespace {
 
 constexpr std::string_view kAccepted =
-    "accepted: memcoord/PyTorch trace lines 'a|f|r|S HEXADDR SIZE STREAM' (plain or .gz) or an RMM CSV log "
+    "accepted: memcoord/PyTorch trace lines 'a|f|r|S HEXADDR SIZE STREAM [tTHREAD]' (plain or .gz) or an RMM "
+    "CSV log "
     "with "
     "header 'Thread,Time,Action,Pointer,Size,Stream'";
 
@@ -77,10 +79,27 @@ std::vector<std::string_view> Split(std::string_view s, char sep, bool skip_empt
   return out;
 }
 
-// Turns address-level events into slot events, checking that frees name live addresses.
+// Turns address-level events into slot events, checking that frees name live addresses, and numbers the
+// threads densely.
 class SlotBuilder {
  public:
   explicit SlotBuilder(Trace& trace) : trace_(trace) {}
+
+  // Events added next are those of the thread the trace calls `name` (numbered densely as they appear);
+  // INVALID_ARGUMENT past kMaxTraceThreads.
+  Status thread(std::string_view name) {
+    auto it = threads_.find(std::string(name));
+    if (it == threads_.end()) {
+      if (threads_.size() == kMaxTraceThreads) {
+        return InvalidArgument(
+            fmt::format("thread '{}' is past the {} threads a trace may name", name, kMaxTraceThreads));
+      }
+      it = threads_.emplace(std::string(name), static_cast<std::uint16_t>(threads_.size())).first;
+      trace_.threads = static_cast<std::uint32_t>(threads_.size());
+    }
+    thread_ = it->second;
+    return Status::Ok();
+  }
 
   Status alloc(std::uint64_t address, std::uint64_t bytes, StreamId stream) {
     if (bytes == 0) return InvalidArgument("allocation of 0 bytes");
@@ -98,7 +117,7 @@ class SlotBuilder {
     slot_bytes_[slot] = bytes;
     live_bytes_ += bytes;
     if (live_bytes_ > trace_.peak_live_bytes) trace_.peak_live_bytes = live_bytes_;
-    trace_.events.push_back({TraceEvent::Kind::kAlloc, slot, bytes, stream});
+    trace_.events.push_back({TraceEvent::Kind::kAlloc, thread_, slot, bytes, stream});
     ++trace_.allocations;
     return Status::Ok();
   }
@@ -110,7 +129,7 @@ class SlotBuilder {
     live_.erase(it);
     live_bytes_ -= slot_bytes_[slot];
     free_slots_.push_back(slot);
-    trace_.events.push_back({TraceEvent::Kind::kFree, slot, 0, stream});
+    trace_.events.push_back({TraceEvent::Kind::kFree, thread_, slot, 0, stream});
     ++trace_.frees;
     return Status::Ok();
   }
@@ -121,6 +140,8 @@ class SlotBuilder {
   std::vector<std::uint32_t> free_slots_;
   std::vector<std::uint64_t> slot_bytes_;
   std::uint64_t live_bytes_ = 0;
+  std::unordered_map<std::string, std::uint16_t> threads_;
+  std::uint16_t thread_ = 0;  // of the events added next
 };
 
 Status LineError(const std::string& name, std::size_t line, std::string_view what) {
@@ -149,15 +170,20 @@ Result<Trace> ParseMemcoord(const std::string& text, const std::string& name) {
       continue;
     }
     const std::vector<std::string_view> f = Split(line, ' ', true);
-    if (f.size() != 4 || f[0].size() != 1) {
+    if ((f.size() != 4 && f.size() != 5) || f[0].size() != 1) {
       return LineError(name, line_number, fmt::format("cannot read '{}'", line.substr(0, 80)));
+    }
+    std::uint64_t thread = 0;
+    if (f.size() == 5 && (!f[4].starts_with('t') || !ParseDec(f[4].substr(1), &thread))) {
+      return LineError(name, line_number, fmt::format("bad thread '{}' (a thread is t0, t1, ...)", f[4]));
     }
     std::uint64_t address = 0, bytes = 0, stream = 0;
     if (!ParseHex(f[1], &address) || !ParseDec(f[2], &bytes) || !ParseDec(f[3], &stream)) {
       return LineError(name, line_number,
                        fmt::format("bad address, size or stream in '{}'", line.substr(0, 80)));
     }
-    Status s;
+    Status s = slots.thread(f.size() == 5 ? f[4] : std::string_view("t0"));
+    if (!s.ok()) return LineError(name, line_number, s.message());
     switch (f[0][0]) {
       case 'a':
         s = slots.alloc(address, bytes, stream);
@@ -185,7 +211,7 @@ Result<Trace> ParseRmmCsv(const std::string& text, const std::string& name) {
   SlotBuilder slots(trace);
   std::size_t line_number = 0;
   std::size_t start = 0;
-  int action_col = -1, pointer_col = -1, size_col = -1, stream_col = -1;
+  int action_col = -1, pointer_col = -1, size_col = -1, stream_col = -1, thread_col = -1;
   while (start < text.size()) {
     std::size_t end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();
@@ -201,13 +227,14 @@ Result<Trace> ParseRmmCsv(const std::string& text, const std::string& name) {
         if (h == "Pointer") pointer_col = static_cast<int>(i);
         if (h == "Size") size_col = static_cast<int>(i);
         if (h == "Stream") stream_col = static_cast<int>(i);
+        if (h == "Thread") thread_col = static_cast<int>(i);
       }
       if (action_col < 0 || pointer_col < 0 || size_col < 0) {
         return LineError(name, line_number, "RMM CSV header lacks Action, Pointer or Size");
       }
       continue;
     }
-    const int needed = std::max({action_col, pointer_col, size_col, stream_col});
+    const int needed = std::max({action_col, pointer_col, size_col, stream_col, thread_col});
     if (static_cast<int>(f.size()) <= needed) return LineError(name, line_number, "too few columns");
     const std::string_view action = Trim(f[static_cast<std::size_t>(action_col)]);
     std::uint64_t address = 0, bytes = 0, stream = 0;
@@ -221,7 +248,8 @@ Result<Trace> ParseRmmCsv(const std::string& text, const std::string& name) {
         return LineError(name, line_number, fmt::format("bad stream '{}'", st));
       }
     }
-    Status s;
+    Status s = slots.thread(thread_col >= 0 ? Trim(f[static_cast<std::size_t>(thread_col)]) : "0");
+    if (!s.ok()) return LineError(name, line_number, s.message());
     if (action == "allocate") {
       s = slots.alloc(address, bytes, stream);
     } else if (action == "free") {

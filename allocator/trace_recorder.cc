@@ -3,12 +3,15 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 
 namespace memcoord {
 namespace {
 // The writer wakes once this much is buffered (or at close): fewer, larger writes.
 constexpr std::size_t kWakeBytes = 64 << 10;
+std::atomic<std::uint64_t> g_next_recorder_id{1};
 }  // namespace
 
 struct TraceRecorder::File {
@@ -28,7 +31,7 @@ struct TraceRecorder::File {
   bool finish() { return (gzip ? gzclose(gz) == Z_OK : std::fclose(plain) == 0) && !failed; }
 };
 
-TraceRecorder::TraceRecorder() = default;
+TraceRecorder::TraceRecorder() : id_(g_next_recorder_id.fetch_add(1)) {}
 TraceRecorder::~TraceRecorder() { (void)close(); }
 
 Status TraceRecorder::open(const std::string& path, const std::string& workload) {
@@ -45,7 +48,7 @@ Status TraceRecorder::open(const std::string& path, const std::string& workload)
     if (f->plain == nullptr) return InvalidArgument(fmt::format("cannot write trace file '{}'", path));
   }
   file_ = std::move(f);
-  buffer_ = fmt::format("# memcoord workload={}; code addr size stream\n", workload);
+  buffer_ = fmt::format("# memcoord workload={}; code addr size stream thread\n", workload);
   dropped_ = 0;
   closing_ = false;
   open_ = true;
@@ -53,14 +56,31 @@ Status TraceRecorder::open(const std::string& path, const std::string& workload)
   return Status::Ok();
 }
 
+// Threads are numbered in the order they first record here; a thread asks the recorder once and then
+// remembers its number (keyed by the recorder's id, never reused, so a new recorder at a freed address starts
+// afresh).
+std::uint32_t TraceRecorder::thread_number_locked() {
+  thread_local std::uint64_t known_recorder = 0;
+  thread_local std::uint32_t known_number = 0;
+  if (known_recorder == id_) return known_number;
+  const std::thread::id me = std::this_thread::get_id();
+  std::size_t i = 0;
+  while (i < threads_.size() && threads_[i] != me) ++i;
+  if (i == threads_.size()) threads_.push_back(me);
+  known_recorder = id_;
+  known_number = static_cast<std::uint32_t>(std::min<std::size_t>(i, kMaxTraceThreads - 1));
+  return known_number;
+}
+
 void TraceRecorder::append_line(char code, std::uintptr_t address, std::size_t bytes, StreamId stream) {
-  char line[96];
-  const int n = std::snprintf(line, sizeof line, "%c %lx %zu %lu\n", code,
-                              static_cast<unsigned long>(address), bytes, static_cast<unsigned long>(stream));
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!open_ || closing_) return;
+    char line[112];
+    const int n =
+        std::snprintf(line, sizeof line, "%c %lx %zu %lu t%u\n", code, static_cast<unsigned long>(address),
+                      bytes, static_cast<unsigned long>(stream), thread_number_locked());
     // After one drop everything is dropped: the file stays a valid prefix (no free without its allocation).
     if (dropped_ > 0 || buffer_.size() + static_cast<std::size_t>(n) > kMaxBufferedBytes) {
       ++dropped_;

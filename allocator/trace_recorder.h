@@ -1,6 +1,8 @@
 // TraceRecorder: writes a pool's allocation trace in the format of the shared traces (one event a line,
-// `a ADDR SIZE STREAM` for an allocation, `f ADDR SIZE STREAM` for a free, addresses in hex), gzip-compressed
-// when the path ends in ".gz". `memcoord replay` reads what it writes.
+// `a ADDR SIZE STREAM tTHREAD` for an allocation, `f ADDR SIZE STREAM tTHREAD` for a free, addresses in hex),
+// gzip-compressed when the path ends in ".gz". `memcoord replay` reads what it writes. THREAD numbers the
+// calling threads in the order they first record (t0, t1, ...; past the 64th, threads share t63), so a replay
+// can make the same calls from as many threads.
 //
 // Recording never does I/O on the caller's thread: record_alloc/record_free format the line into an
 // in-memory buffer (the pool calls them under its mutex, so they must stay cheap), and a writer thread the
@@ -18,8 +20,10 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "allocator/device_backend.h"
+#include "allocator/trace.h"
 #include "allocator/trace_sink.h"
 #include "common/status.h"
 
@@ -44,6 +48,7 @@ class TraceRecorder final : public TraceSink {
  private:
   struct File;
   void append_line(char code, std::uintptr_t address, std::size_t bytes, StreamId stream);
+  std::uint32_t thread_number_locked();  // REQUIRES: mu_ held
   void writer_loop();
 
   std::mutex mu_;  // guards the fields below; never held during I/O
@@ -53,6 +58,8 @@ class TraceRecorder final : public TraceSink {
   bool open_ = false;
   bool closing_ = false;
   std::unique_ptr<File> file_;  // touched by the writer thread only while it runs
+  const std::uint64_t id_;      // unique in the process, never reused (threads remember their number by it)
+  std::vector<std::thread::id> threads_;  // guarded by mu_: index = the number a thread records as
   std::thread writer_;
 };
 

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <time.h>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <vector>
 
 namespace memcoord {
@@ -20,39 +22,109 @@ PoolOptions ForLaggedReplay(PoolOptions options) {
   return options;
 }
 
-Result<ReplayResult> Replay(const Trace& trace, CachingPool& pool, LaggingStreamsAdaptor* lagging) {
-  std::vector<void*> slots(trace.slots, nullptr);
-  const PoolStats before = pool.stats();
-  Status failure;
-  std::size_t done = 0;
-  const std::int64_t cpu_start = ThreadCpuNs();
-  const auto start = std::chrono::steady_clock::now();
-  for (const TraceEvent& e : trace.events) {
-    if (lagging != nullptr) lagging->advance();
+namespace {
+
+// Runs the trace's events through the pool, one at a time, from whichever thread calls run().
+class EventRunner {
+ public:
+  EventRunner(const Trace& trace, CachingPool& pool, LaggingStreamsAdaptor* lagging)
+      : trace_(trace), pool_(pool), lagging_(lagging), slots_(trace.slots, nullptr) {}
+
+  // Event i; false (and failure() set) when the pool refused it.
+  bool run(std::size_t i) {
+    const TraceEvent& e = trace_.events[i];
+    if (lagging_ != nullptr) lagging_->advance();
     if (e.kind == TraceEvent::Kind::kAlloc) {
-      Result<void*> p = pool.allocate(e.bytes, e.stream);
-      if (!p.ok()) {
-        failure = p.status().WithContext(fmt::format("replay event {}: ", done));
-        break;
-      }
-      slots[e.slot] = *p;
+      Result<void*> p = pool_.allocate(e.bytes, e.stream);
+      if (!p.ok()) return fail(p.status(), i);
+      slots_[e.slot] = *p;
     } else {
-      Status s = pool.deallocate(slots[e.slot]);
-      if (!s.ok()) {
-        failure = s.WithContext(fmt::format("replay event {}: ", done));
-        break;
-      }
-      slots[e.slot] = nullptr;
+      Status s = pool_.deallocate(slots_[e.slot]);
+      if (!s.ok()) return fail(s, i);
+      slots_[e.slot] = nullptr;
     }
-    ++done;
+    return true;
   }
+  // Frees what the replay left live (after a failure).
+  void free_rest() {
+    for (void* p : slots_) {
+      if (p != nullptr) (void)pool_.deallocate(p);
+    }
+  }
+  const Status& failure() const { return failure_; }
+
+ private:
+  bool fail(const Status& s, std::size_t i) {
+    failure_ = s.WithContext(fmt::format("replay event {}: ", i));
+    return false;
+  }
+
+  const Trace& trace_;
+  CachingPool& pool_;
+  LaggingStreamsAdaptor* lagging_;
+  std::vector<void*> slots_;
+  Status failure_;
+};
+
+// Every event on one thread, this one. Returns the events done and this thread's CPU time.
+std::size_t RunOnOneThread(const Trace& trace, EventRunner& runner, std::int64_t& cpu_ns) {
+  const std::int64_t start = ThreadCpuNs();
+  std::size_t done = 0;
+  while (done < trace.events.size() && runner.run(done)) ++done;
+  cpu_ns = ThreadCpuNs() - start;
+  return done;
+}
+
+// Event i on a thread of its own for each of the trace's threads, in the trace's order: a thread waits for
+// its turn on `next` (the index of the next event), runs its event and hands the turn on. Returns the events
+// done and the threads' CPU time summed (the waiting for turns included).
+std::size_t RunOnRecordedThreads(const Trace& trace, EventRunner& runner, std::int64_t& cpu_ns) {
+  const std::size_t n = trace.events.size();
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::atomic<std::int64_t> cpu{0};
+  std::vector<std::thread> threads;
+  for (std::uint32_t t = 0; t < trace.threads; ++t) {
+    threads.emplace_back([&, t] {
+      const std::int64_t start = ThreadCpuNs();
+      while (true) {
+        std::size_t i = next.load(std::memory_order_acquire);
+        while (i < n && !failed.load() && trace.events[i].thread != t) {
+          next.wait(i, std::memory_order_acquire);
+          i = next.load(std::memory_order_acquire);
+        }
+        if (i >= n || failed.load()) break;
+        if (!runner.run(i)) {
+          failed.store(true);
+          next.store(n, std::memory_order_release);  // every thread leaves
+        } else {
+          next.store(i + 1, std::memory_order_release);
+        }
+        next.notify_all();
+      }
+      cpu.fetch_add(ThreadCpuNs() - start);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  cpu_ns = cpu.load();
+  return failed.load() ? 0 : n;  // after a failure Replay returns it, naming the event
+}
+
+}  // namespace
+
+Result<ReplayResult> Replay(const Trace& trace, CachingPool& pool, LaggingStreamsAdaptor* lagging,
+                            ReplayThreads threads) {
+  EventRunner runner(trace, pool, lagging);
+  const PoolStats before = pool.stats();
+  std::int64_t cpu_ns = 0;
+  const auto start = std::chrono::steady_clock::now();
+  const bool several = threads == ReplayThreads::kRecorded && trace.threads > 1;
+  const std::size_t done =
+      several ? RunOnRecordedThreads(trace, runner, cpu_ns) : RunOnOneThread(trace, runner, cpu_ns);
   const auto stop = std::chrono::steady_clock::now();
-  const std::int64_t cpu_stop = ThreadCpuNs();
   const PoolStats after = pool.stats();
-  for (void* p : slots) {
-    if (p != nullptr) (void)pool.deallocate(p);
-  }
-  if (!failure.ok()) return failure;
+  runner.free_rest();
+  if (!runner.failure().ok()) return runner.failure();
 
   ReplayResult r;
   r.events = done;
@@ -63,10 +135,11 @@ Result<ReplayResult> Replay(const Trace& trace, CachingPool& pool, LaggingStream
   r.ratio = trace.peak_live_bytes == 0
                 ? 0.0
                 : static_cast<double>(r.peak_reserved_bytes) / static_cast<double>(trace.peak_live_bytes);
+  r.threads = several ? trace.threads : 1;
   if (done > 0) {
     r.wall_ns_per_event =
         std::chrono::duration<double, std::nano>(stop - start).count() / static_cast<double>(done);
-    r.ns_per_event = static_cast<double>(cpu_stop - cpu_start) / static_cast<double>(done);
+    r.ns_per_event = static_cast<double>(cpu_ns) / static_cast<double>(done);
   }
   r.cache_hits = after.cache_hits - before.cache_hits;
   r.backend_allocations = after.backend_allocations - before.backend_allocations;

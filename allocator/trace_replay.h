@@ -2,6 +2,11 @@
 // trace's peak requested bytes (the fragmentation ratio) and the cost of pool operations alone (parsing
 // excluded), as thread CPU time and as wall-clock time. Every block is freed again at the end, so the pool is
 // reusable.
+// Threads. A trace that names several threads (a TraceRecorder's of a PyTorch run: the training loop and
+// autograd's thread) is replayed by as many threads, each event by its own thread and every event in the
+// trace's order (a thread waits for its turn), so each thread's cache in the pool fills and empties as in the
+// recorded run; a block freed by another thread goes back to the pool, as it did there. ReplayThreads::kOne
+// replays every event on the calling thread instead.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +24,10 @@ struct ReplayResult {
   std::uint64_t frees = 0;
   std::uint64_t peak_requested_bytes = 0;
   std::uint64_t peak_reserved_bytes = 0;
-  double ratio = 0.0;              // peak reserved / peak requested
-  double ns_per_event = 0.0;       // thread CPU time per operation (immune to other processes' load)
+  double ratio = 0.0;  // peak reserved / peak requested
+  // Thread CPU time per operation (immune to other processes' load); with several threads, theirs summed,
+  // the waiting for turns included.
+  double ns_per_event = 0.0;
   double wall_ns_per_event = 0.0;  // wall-clock time per operation
   std::uint64_t cache_hits = 0;
   std::uint64_t backend_allocations = 0;
@@ -35,6 +42,12 @@ struct ReplayResult {
   std::uint64_t pack_stream_syncs = 0;
   std::uint64_t waited_events = 0;
   std::uint64_t lag_events = 0;
+  std::uint32_t threads = 1;  // threads that made the calls
+};
+
+enum class ReplayThreads {
+  kRecorded,  // one thread per thread the trace names
+  kOne,       // every event on the calling thread
 };
 
 // Errors: RESOURCE_EXHAUSTED (with the pool's message) when an allocation fails; the pool is left with
@@ -47,6 +60,7 @@ PoolOptions ForLaggedReplay(PoolOptions options);
 
 // `lagging`: the backend under `pool` when it is a LaggingStreamsAdaptor, advanced once per event (null:
 // the pool's streams are whatever its backend says, idle on the virtual backend).
-Result<ReplayResult> Replay(const Trace& trace, CachingPool& pool, LaggingStreamsAdaptor* lagging = nullptr);
+Result<ReplayResult> Replay(const Trace& trace, CachingPool& pool, LaggingStreamsAdaptor* lagging = nullptr,
+                            ReplayThreads threads = ReplayThreads::kRecorded);
 
 }  // namespace memcoord

@@ -42,7 +42,8 @@ struct ReplayArgs {
   std::string remap = "under-pressure";
   std::string map_unit;  // PoolOptions::large_map_unit_bytes; empty: the default
   std::uint64_t map_unit_bytes = 0;
-  std::string alloc_conf;  // allocator/pool_conf.h, applied over the three options above
+  std::string alloc_conf;   // allocator/pool_conf.h, applied over the three options above
+  bool one_thread = false;  // every event on one thread, whatever threads the trace names
   int repeat = 3;
   bool json = false;
   std::string timeline;  // SVG path; empty: none
@@ -101,6 +102,7 @@ int ReplayOne(const ReplayArgs& args, const std::string& path, const BackendOpti
     return backend.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
   const PoolOptions options = ReplayPoolOptions(args, "replay", args.growth);
+  const ReplayThreads threads = args.one_thread ? ReplayThreads::kOne : ReplayThreads::kRecorded;
   // Each repetition replays through a fresh pool; the figures are deterministic except the timings, whose
   // median is reported.
   std::vector<ReplayResult> runs;
@@ -109,10 +111,10 @@ int ReplayOne(const ReplayArgs& args, const std::string& path, const BackendOpti
       if (args.gpu_lag_events > 0) {
         LaggingStreamsAdaptor lagging(**backend, args.gpu_lag_events);
         CachingPool pool(lagging, ForLaggedReplay(options));
-        return Replay(*trace, pool, &lagging);
+        return Replay(*trace, pool, &lagging, threads);
       }
       CachingPool pool(**backend, options);
-      return Replay(*trace, pool);
+      return Replay(*trace, pool, nullptr, threads);
     }();
     if (!result.ok()) {
       std::fprintf(stderr, "memcoord replay: %s\n", result.status().ToString().c_str());
@@ -143,6 +145,8 @@ nlohmann::json ToJson(const ReplayArgs& args, const TraceOutcome& o) {
       {"backend", args.backend},
       {"remap", args.remap},
       {"alloc_conf", args.alloc_conf},
+      {"threads", r.threads},
+      {"trace_threads", o.trace.threads},
       {"events", r.events},
       {"allocations", r.allocations},
       {"frees", r.frees},
@@ -374,6 +378,11 @@ Subcommand AddReplayCommand(CLI::App& root) {
       "pool options as MEMCOORD_ALLOC_CONF gives them to a training process, applied over --growth, "
       "--remap and --map-unit (e.g. 'thread_cache:0,large_map_unit:40MiB'; keys: " +
           std::string(PoolConfKeys()) + ")");
+  app->add_flag(
+      "--one-thread", args->one_thread,
+      "replay every event on one thread; by default a trace that names several threads (a TraceRecorder's "
+      "5th field) is replayed by as many, each event by its own, so that their thread caches behave as "
+      "in the recorded run");
   app->add_option("--repeat", args->repeat, "replays per trace (fresh pool each); timings are the median")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();

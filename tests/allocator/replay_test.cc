@@ -4,12 +4,14 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "allocator/caching_pool.h"
 #include "allocator/lagging_streams_adaptor.h"
 #include "allocator/trace.h"
 #include "allocator/trace_replay.h"
 #include "allocator/virtual_backend.h"
+#include "common/bytes.h"
 
 namespace memcoord {
 namespace {
@@ -149,6 +151,48 @@ TEST(Replay, AFailingAllocationIsReportedAndThePoolIsLeftClean) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(r.status().message().find("replay event"), std::string::npos);
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+}
+
+// A trace that names two threads is replayed by two threads: thread 1's cache keeps the eight 256 KiB blocks
+// it freed, so thread 0's eight make the pool map a second chunk (4 MiB), as they would have in the recorded
+// run; on one thread the cached blocks come back (2 MiB). tests/allocator/data/two_threads.trace says more.
+TEST(Replay, ATraceOfTwoThreadsIsReplayedByTwoThreads) {
+  Result<Trace> trace = ReadTrace(std::string(MEMCOORD_TEST_DATA_DIR) + "/two_threads.trace");
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  ASSERT_EQ(trace->threads, 2u);
+  for (const auto& [threads, want_threads, want_reserved] :
+       {std::tuple{ReplayThreads::kRecorded, 2u, 4 * kMiB}, std::tuple{ReplayThreads::kOne, 1u, 2 * kMiB}}) {
+    VirtualBackend backend;
+    CachingPool pool(backend);
+    Result<ReplayResult> r = Replay(*trace, pool, nullptr, threads);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->threads, want_threads);
+    EXPECT_EQ(r->events, 32u);
+    EXPECT_EQ(r->peak_reserved_bytes, want_reserved) << want_threads << " threads";
+    EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+    EXPECT_TRUE(pool.check_invariants().ok());
+  }
+}
+
+// A refusal on one of several replaying threads ends every thread (none waits for a turn that never comes)
+// and is reported with its event, the pool left clean.
+TEST(Replay, AFailureOnOneOfSeveralThreadsEndsTheReplay) {
+  Result<Trace> trace = ParseTrace(
+      "a 1000 1048576 0 t0\n"
+      "a 2000 1048576 0 t1\n"
+      "a 3000 8589934592 0 t0\n"  // 8 GiB on a 1 GiB device
+      "f 1000 1048576 0 t1\n"
+      "f 2000 1048576 0 t0\n"
+      "f 3000 8589934592 0 t1\n",
+      "fails");
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  VirtualBackend backend(kGiB);
+  CachingPool pool(backend);
+  Result<ReplayResult> r = Replay(*trace, pool);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(r.status().message().find("replay event 2"), std::string::npos) << r.status().message();
   EXPECT_EQ(pool.stats().allocated_bytes, 0u);
 }
 

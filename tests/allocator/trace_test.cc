@@ -1,11 +1,15 @@
 #include "allocator/trace.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <zlib.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
 
 #include "allocator/caching_pool.h"
 #include "allocator/trace_recorder.h"
@@ -46,16 +50,52 @@ TEST(Trace, ParsesOurFormatSkippingPyTorchBookkeeping) {
   EXPECT_EQ(t->events[2].slot, t->events[0].slot);  // the free names its allocation's slot
 }
 
+// The fifth field names the calling thread; threads are numbered densely as they first appear, and a trace
+// without the field is one thread.
+TEST(Trace, ThreadsAreNumberedAsTheyFirstAppear) {
+  Result<Trace> t = ParseTrace(
+      "# memcoord workload=unit; code addr size stream thread\n"
+      "a 7f0000000000 1000 0 t4\n"
+      "a 7f0000100000 3000 0 t0\n"
+      "f 7f0000000000 1000 0 t0\n"
+      "f 7f0000100000 3000 0 t4\n",
+      "unit");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->threads, 2u);
+  ASSERT_EQ(t->events.size(), 4u);
+  EXPECT_EQ(t->events[0].thread, 0u);  // t4 came first
+  EXPECT_EQ(t->events[1].thread, 1u);
+  EXPECT_EQ(t->events[2].thread, 1u);  // a free by another thread than the allocation's
+  EXPECT_EQ(t->events[3].thread, 0u);
+  Result<Trace> plain = ParseTrace("a 7f00 100 0\nf 7f00 100 0\n", "plain");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->threads, 1u);
+  EXPECT_EQ(plain->events[1].thread, 0u);
+
+  std::string many;
+  for (std::uint32_t i = 0; i <= kMaxTraceThreads; ++i)
+    many += fmt::format("a {:x} 100 0 t{}\n", 0x1000 + i, i);
+  Result<Trace> too_many = ParseTrace(many, "many");
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(
+      too_many.status().message().find(fmt::format("line {}: thread 't{}' is past the {} threads",
+                                                   kMaxTraceThreads + 1, kMaxTraceThreads, kMaxTraceThreads)),
+      std::string::npos)
+      << too_many.status().message();
+}
+
 TEST(Trace, ParsesRmmCsv) {
   Result<Trace> t = ParseTrace(
       "Thread,Time,Action,Pointer,Size,Stream\n"
       "1,0.1,allocate,0x7f0000000000,4096,0x0\n"
       "1,0.2,allocate failure,0x0,99999999999,0x0\n"
       "1,0.3,allocate,0x7f0000001000,8192,0x0\n"
-      "1,0.4,free,0x7f0000000000,4096,0x0\n",
+      "2,0.4,free,0x7f0000000000,4096,0x0\n",
       "rmm");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->format, "rmm-csv");
+  EXPECT_EQ(t->threads, 2u);  // its Thread column
+  EXPECT_EQ(t->events.back().thread, 1u);
   EXPECT_EQ(t->allocations, 2u);
   EXPECT_EQ(t->frees, 1u);
   EXPECT_EQ(t->peak_live_bytes, 12288u);
@@ -78,6 +118,9 @@ TEST(Trace, BadInputNamesTheLineAndTheAcceptedFormats) {
       {"Thread,Time,Action,Pointer,Size,Stream\n1,0,explode,0x1,5,0\n", "unknown action 'explode'"},
       {"Thread,Time,Action\n1,2,3\n", "lacks Action, Pointer or Size"},
       {"a 7f00 0 0\n", "allocation of 0 bytes"},
+      {"a 7f00 5 0 thread1\n", "line 1: bad thread 'thread1' (a thread is t0, t1, ...)"},
+      {"a 7f00 5 0 t\n", "line 1: bad thread 't'"},
+      {"a 7f00 5 0 t1 x\n", "line 1: cannot read"},
   };
   for (const Case& c : cases) {
     Result<Trace> t = ParseTrace(c.text, "bad");
@@ -151,6 +194,42 @@ TEST(TraceRecorder, APoolRecordsATraceThatReplaysToTheSamePeak) {
 
   TraceRecorder bad;
   EXPECT_EQ(bad.open("/nonexistent/dir/x.trace").code(), StatusCode::kInvalidArgument);
+}
+
+// Each line names its calling thread: a block allocated on one thread and freed on another reads back with
+// both threads, numbered in the order they first recorded.
+TEST(TraceRecorder, LinesNameTheThreadThatMadeTheCall) {
+  const std::string path = TempPath("threads.trace");
+  VirtualBackend backend(8 * kGiB);
+  {
+    CachingPool pool(backend);
+    TraceRecorder recorder;
+    ASSERT_TRUE(recorder.open(path, "threads").ok());
+    pool.set_recorder(&recorder);
+    void* mine = *pool.allocate(4096);
+    void* theirs = nullptr;
+    std::thread other([&] {
+      theirs = *pool.allocate(8192);
+      ASSERT_TRUE(pool.deallocate(mine).ok());
+    });
+    other.join();
+    ASSERT_TRUE(pool.deallocate(theirs).ok());
+    pool.set_recorder(nullptr);
+    ASSERT_TRUE(recorder.close().ok());
+  }
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("code addr size stream thread\n"), std::string::npos) << text;
+  Result<Trace> t = ParseTrace(text, "threads");
+  ASSERT_TRUE(t.ok()) << t.status().ToString() << "\n" << text;
+  EXPECT_EQ(t->threads, 2u);
+  ASSERT_EQ(t->events.size(), 4u);
+  EXPECT_EQ(t->events[0].thread, 0u);  // this thread's allocation: t0
+  EXPECT_EQ(t->events[1].thread, 1u);  // the other's allocation and its free of ours: t1
+  EXPECT_EQ(t->events[2].thread, 1u);
+  EXPECT_EQ(t->events[3].thread, 0u);
+  EXPECT_NE(text.find(" t1\n"), std::string::npos) << text;
+  std::remove(path.c_str());
 }
 
 }  // namespace
