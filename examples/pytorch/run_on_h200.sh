@@ -17,6 +17,8 @@
 #   bench2   bench_allocators.py: llama_1b, alternating x {native, expandable, memcoord}, 3 processes each
 #            (~390 s, estimated the same way)
 #   losses   bench_allocators.py --deterministic, 6 steps of all five workloads x 3 allocators: losses bit for bit
+#   traces   bench_allocators.py --trace-dir: memcoord's traces of alternating and gpt2_fp32, each call with its
+#            thread, in $out/traces.tgz, for `memcoord replay` with the run's threads (2 processes, ~35 s)
 #   variants bench_allocators.py: alternating and gpt2_fp32 under expandable, memcoord and memcoord with
 #            MEMCOORD_ALLOC_CONF thread_cache:0, thread_cache:512KiB and large_map_unit:40MiB, 2 processes
 #            each (device memory and first-step driver calls of each setting; ~20 processes of 16-17 s, an
@@ -89,6 +91,12 @@ part_bench2() {
   python3 examples/pytorch/bench_allocators.py --workloads llama_1b,alternating --repeat 3 "${timer_args[@]}" \
     --json "$out/bench2.json" 2>&1 | tee "$out/bench2.log" | sed -n '/== allocators/,$p'
 }
+part_traces() {
+  rm -rf "$out/traces"
+  python3 examples/pytorch/bench_allocators.py --workloads alternating,gpt2_fp32 --allocators memcoord \
+    --trace-dir "$out/traces" --json "$out/traces.json" 2>&1 | tee "$out/traces.log" | grep -E "process|bench_allocators"
+  tar czf "$out/traces.tgz" -C "$out" traces && rm -rf "$out/traces" && ls -l "$out/traces.tgz"
+}
 part_variants() {
   python3 examples/pytorch/bench_allocators.py --workloads alternating,gpt2_fp32 --repeat 2 "${timer_args[@]}" \
     --allocators "expandable,memcoord,memcoord[thread_cache:0],memcoord[thread_cache:512KiB],memcoord[large_map_unit:40MiB]" \
@@ -107,7 +115,7 @@ if [ "$1" != shim ] && ! ls "$site"/memcoord/_torch_shim*.so python/memcoord/_to
 fi
 for part in "$@"; do
   if ! declare -F "part_$part" > /dev/null; then
-    echo "run_on_h200: unknown part '$part'; accepted: shim checks abort abort_nccl trim train bench1 bench2 losses variants"
+    echo "run_on_h200: unknown part '$part'; accepted: shim checks abort abort_nccl trim train bench1 bench2 losses traces variants"
     exit 2
   fi
   echo "==== $part"
