@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace memcoord {
@@ -52,6 +54,7 @@ class EventRunner {
     }
   }
   const Status& failure() const { return failure_; }
+  void fail(Status s) { failure_ = std::move(s); }
 
  private:
   bool fail(const Status& s, std::size_t i) {
@@ -84,8 +87,8 @@ std::size_t RunOnRecordedThreads(const Trace& trace, EventRunner& runner, std::i
   std::atomic<bool> failed{false};
   std::atomic<std::int64_t> cpu{0};
   std::vector<std::thread> threads;
-  for (std::uint32_t t = 0; t < trace.threads; ++t) {
-    threads.emplace_back([&, t] {
+  const auto replay_thread = [&](std::uint32_t t) {
+    return [&, t] {
       const std::int64_t start = ThreadCpuNs();
       while (true) {
         std::size_t i = next.load(std::memory_order_acquire);
@@ -103,9 +106,22 @@ std::size_t RunOnRecordedThreads(const Trace& trace, EventRunner& runner, std::i
         next.notify_all();
       }
       cpu.fetch_add(ThreadCpuNs() - start);
-    });
+    };
+  };
+  Status start_failure;
+  for (std::uint32_t t = 0; t < trace.threads && !failed.load(); ++t) {
+    try {
+      threads.emplace_back(replay_thread(t));
+    } catch (const std::system_error& e) {  // the system refused a thread: those started leave at once
+      start_failure =
+          Internal(fmt::format("replay: cannot start thread {} of {}: {}", t + 1, trace.threads, e.what()));
+      failed.store(true);
+      next.store(n, std::memory_order_release);
+      next.notify_all();
+    }
   }
   for (std::thread& t : threads) t.join();
+  if (!start_failure.ok() && runner.failure().ok()) runner.fail(start_failure);
   cpu_ns = cpu.load();
   return failed.load() ? 0 : n;  // after a failure Replay returns it, naming the event
 }
