@@ -154,10 +154,11 @@ TEST(Replay, AFailingAllocationIsReportedAndThePoolIsLeftClean) {
   EXPECT_EQ(pool.stats().allocated_bytes, 0u);
 }
 
+// (Suite ReplayThreads, not Replay: these run under ThreadSanitizer, which leaves the long Replay suite out.)
 // A trace that names two threads is replayed by two threads: thread 1's cache keeps the eight 256 KiB blocks
 // it freed, so thread 0's eight make the pool map a second chunk (4 MiB), as they would have in the recorded
 // run; on one thread the cached blocks come back (2 MiB). tests/allocator/data/two_threads.trace says more.
-TEST(Replay, ATraceOfTwoThreadsIsReplayedByTwoThreads) {
+TEST(ReplayThreads, ATraceOfTwoThreadsIsReplayedByTwoThreads) {
   Result<Trace> trace = ReadTrace(std::string(MEMCOORD_TEST_DATA_DIR) + "/two_threads.trace");
   ASSERT_TRUE(trace.ok()) << trace.status().ToString();
   ASSERT_EQ(trace->threads, 2u);
@@ -177,7 +178,7 @@ TEST(Replay, ATraceOfTwoThreadsIsReplayedByTwoThreads) {
 
 // A refusal on one of several replaying threads ends every thread (none waits for a turn that never comes)
 // and is reported with its event, the pool left clean.
-TEST(Replay, AFailureOnOneOfSeveralThreadsEndsTheReplay) {
+TEST(ReplayThreads, AFailureOnOneOfSeveralThreadsEndsTheReplay) {
   Result<Trace> trace = ParseTrace(
       "a 1000 1048576 0 t0\n"
       "a 2000 1048576 0 t1\n"
