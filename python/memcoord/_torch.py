@@ -275,6 +275,8 @@ def enable(coordinator=None, backend=None, shim=None, watch_aborts=True, patch_m
 
         if alloc_conf is not None:
             made_with = memcoord.initialized_alloc_conf()
+            if made_with is None and memcoord.step_count() >= 0:  # a C call made the worker, from the environment
+                made_with = os.environ.get("MEMCOORD_ALLOC_CONF", "")
             if made_with is not None and made_with != alloc_conf:
                 raise RuntimeError(
                     f"memcoord.enable(alloc_conf={alloc_conf!r}): memcoord.init() already made the worker with "

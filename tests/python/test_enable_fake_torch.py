@@ -11,7 +11,7 @@ import unittest
 from support import MIB, require
 
 import memcoord
-from memcoord import _torch
+from memcoord import _capi, _torch
 
 
 def fake_torch(initialized=False):
@@ -90,6 +90,15 @@ class EnableTest(unittest.TestCase):
         self.assertIn("MEMCOORD_ALLOC_CONF='thread_cache:0'", str(caught.exception))
         memcoord.shutdown()
         self.assertIsNone(memcoord.initialized_alloc_conf())
+        # A worker the C ABI made by itself (as PyTorch's first allocation through the hooks would) read the
+        # environment: another conf is refused the same way.
+        os.environ["MEMCOORD_ALLOC_CONF"] = "thread_cache:512KiB"
+        _capi.library().call("memcoord_init")
+        _torch._state["enabled"] = False
+        with self.assertRaises(RuntimeError) as caught:
+            memcoord.enable(shim="off", watch_aborts=False, patch_memory_api=False, alloc_conf="thread_cache:0")
+        self.assertIn("MEMCOORD_ALLOC_CONF='thread_cache:512KiB'", str(caught.exception))
+        memcoord.shutdown()
 
     def test_allocator_and_memory_api(self):
         torch, calls = fake_torch()
