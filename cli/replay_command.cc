@@ -42,8 +42,9 @@ struct ReplayArgs {
   std::string remap = "under-pressure";
   std::string map_unit;  // PoolOptions::large_map_unit_bytes; empty: the default
   std::uint64_t map_unit_bytes = 0;
-  std::string alloc_conf;   // allocator/pool_conf.h, applied over the three options above
-  bool one_thread = false;  // every event on one thread, whatever threads the trace names
+  std::string alloc_conf;    // allocator/pool_conf.h, applied over the three options above
+  bool one_thread = false;   // every event on one thread, whatever threads the trace names
+  PoolOptions pool_options;  // growth, remap, map unit, then the conf over them: made once by RunReplay
   int repeat = 3;
   bool json = false;
   std::string timeline;  // SVG path; empty: none
@@ -58,18 +59,6 @@ PoolGrowth GrowthOf(const std::string& growth) {
   return growth == "segments"  ? PoolGrowth::kSegments
          : growth == "mapping" ? PoolGrowth::kMapping
                                : PoolGrowth::kAuto;
-}
-
-// The replay pool's options: --growth (or `growth`), --remap and --map-unit, then --alloc-conf over them.
-// RunReplay has checked the conf.
-PoolOptions ReplayPoolOptions(const ReplayArgs& args, std::string name, const std::string& growth) {
-  PoolOptions options;
-  options.name = std::move(name);
-  options.growth = GrowthOf(growth);
-  options.remap = args.remap == "every-miss" ? RemapPolicy::kEveryMiss : RemapPolicy::kUnderPressure;
-  options.large_map_unit_bytes = args.map_unit_bytes;
-  Result<PoolOptions> conf = ApplyPoolConf(args.alloc_conf, options);
-  return conf.ok() ? *std::move(conf) : options;
 }
 
 // PyTorch's best of its three allocator configurations on the shared traces (peak reserved / peak
@@ -101,7 +90,8 @@ int ReplayOne(const ReplayArgs& args, const std::string& path, const BackendOpti
     std::fprintf(stderr, "memcoord replay: %s\n", backend.status().ToString().c_str());
     return backend.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
-  const PoolOptions options = ReplayPoolOptions(args, "replay", args.growth);
+  PoolOptions options = args.pool_options;
+  options.name = "replay";
   const ReplayThreads threads = args.one_thread ? ReplayThreads::kOne : ReplayThreads::kRecorded;
   // Each repetition replays through a fresh pool; the figures are deterministic except the timings, whose
   // median is reported.
@@ -220,18 +210,20 @@ void PrintTable(const ReplayArgs& args, const std::vector<TraceOutcome>& outcome
 // segments. Returns the exit code.
 int WriteTimeline(const ReplayArgs& args, const TraceOutcome& outcome,
                   const BackendOptions& backend_options) {
-  std::vector<std::pair<std::string, std::string>> runs = {
-      {args.growth, "memcoord (--growth " + args.growth + ")"}};
+  std::vector<std::pair<bool, std::string>> runs = {{false, "memcoord (--growth " + args.growth + ")"}};
   if (args.timeline_native)
-    runs.emplace_back("segments", "segments, as PyTorch's native allocator (--growth segments)");
+    runs.emplace_back(true, "segments, as PyTorch's native allocator (--growth segments)");
   std::vector<TraceTimeline> timelines;
-  for (const auto& [growth, label] : runs) {
+  for (const auto& [native, label] : runs) {
     Result<std::unique_ptr<DeviceBackend>> backend = MakeBackend(args.backend, backend_options);
     if (!backend.ok()) {
       std::fprintf(stderr, "memcoord replay: %s\n", backend.status().ToString().c_str());
       return 1;
     }
-    CachingPool pool(**backend, ReplayPoolOptions(args, "timeline", growth));
+    PoolOptions options = args.pool_options;
+    options.name = "timeline";
+    if (native) options.growth = PoolGrowth::kSegments;  // whatever --alloc-conf says
+    CachingPool pool(**backend, options);
     Result<TraceTimeline> timeline = ReplayTimeline(outcome.trace, pool);
     if (!timeline.ok()) {
       std::fprintf(stderr, "memcoord replay: --timeline: %s\n", timeline.status().ToString().c_str());
@@ -297,10 +289,16 @@ int RunReplay(ReplayArgs args) {
     }
     args.map_unit_bytes = *unit;
   }
-  if (Result<PoolOptions> conf = ApplyPoolConf(args.alloc_conf, PoolOptions{}); !conf.ok()) {
+  PoolOptions flags;
+  flags.growth = GrowthOf(args.growth);
+  flags.remap = args.remap == "every-miss" ? RemapPolicy::kEveryMiss : RemapPolicy::kUnderPressure;
+  flags.large_map_unit_bytes = args.map_unit_bytes;
+  Result<PoolOptions> conf = ApplyPoolConf(args.alloc_conf, flags);
+  if (!conf.ok()) {
     std::fprintf(stderr, "memcoord replay: --alloc-conf: %s\n", conf.status().message().c_str());
     return 2;
   }
+  args.pool_options = *std::move(conf);
   const bool exports = !args.timeline.empty() || !args.snapshot.empty() || !args.chrome_trace.empty();
   if (exports && args.traces.size() != 1) {
     std::fprintf(stderr,
