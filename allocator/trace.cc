@@ -182,7 +182,8 @@ Result<Trace> ParseMemcoord(const std::string& text, const std::string& name) {
       return LineError(name, line_number,
                        fmt::format("bad address, size or stream in '{}'", line.substr(0, 80)));
     }
-    Status s = slots.thread(f.size() == 5 ? f[4] : std::string_view("t0"));
+    // By number: "t01" and "t1" name one thread.
+    Status s = slots.thread(fmt::format("t{}", thread));
     if (!s.ok()) return LineError(name, line_number, s.message());
     switch (f[0][0]) {
       case 'a':

@@ -49,8 +49,12 @@ class MemcoordError(RuntimeError):
     def __init__(self, function, code, message):
         self.function = function
         self.code = code
-        self.message = message
         name = _STATUS_NAMES.get(code, str(code))
+        # memcoord_last_error() starts with the code's name ("INVALID_ARGUMENT: ..."), which the text below
+        # already gives once.
+        if message and message.startswith(name + ": "):
+            message = message[len(name) + 2 :]
+        self.message = message
         super().__init__(f"{function} failed ({name}): {message or 'no message'}")
 
 

@@ -71,6 +71,13 @@ TEST(Trace, ThreadsAreNumberedAsTheyFirstAppear) {
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(plain->threads, 1u);
   EXPECT_EQ(plain->events[1].thread, 0u);
+  // A thread is its number: t01 and t1 are one thread, and a line without one is t0's.
+  Result<Trace> padded =
+      ParseTrace("a 7f00 100 0 t1\nf 7f00 100 0 t01\na 7f10 100 0\nf 7f10 100 0 t00\n", "padded");
+  ASSERT_TRUE(padded.ok()) << padded.status().ToString();
+  EXPECT_EQ(padded->threads, 2u);
+  EXPECT_EQ(padded->events[1].thread, 0u);
+  EXPECT_EQ(padded->events[3].thread, 1u);
 
   std::string many;
   for (std::uint32_t i = 0; i <= kMaxTraceThreads; ++i)

@@ -120,6 +120,9 @@ class AllocationTest(unittest.TestCase):
             memcoord.free(0x1000)
         self.assertEqual(caught.exception.code, _capi.NOT_FOUND)
         self.assertTrue(caught.exception.message)
+        # The code's name once, not again at the start of the library's message.
+        self.assertEqual(str(caught.exception).count("NOT_FOUND"), 1, str(caught.exception))
+        self.assertIn("not a live block", str(caught.exception))
 
     def test_non_positive_size_is_refused_before_the_library(self):
         with self.assertRaises(ValueError):
