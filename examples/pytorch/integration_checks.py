@@ -229,7 +229,8 @@ def check_cudnn_benchmark(quick):
         losses.append(float(loss))
     assert all(l == l for l in losses), f"losses {losses}"
     return (f"3 steps with cudnn.benchmark on: loss {losses[0]:.4f} -> {losses[-1]:.4f}; "
-            f"cacheInfo hook: {details['hooks'].get('cache_info')}")
+            f"cacheInfo hook: {details['hooks'].get('cache_info')} "
+            f"(counts cached blocks: {details['hooks'].get('cache_info_cached_blocks')})")
 
 
 def check_compile(quick):

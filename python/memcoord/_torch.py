@@ -227,6 +227,7 @@ def _capi_addresses(lib):
         "memcoord_last_error",
         "memcoord_torch_record_stream",
         "memcoord_empty_cache",
+        "memcoord_cache_info",
         "memcoord_device_count",
         "memcoord_begin_allocate_to_pool",
         "memcoord_end_allocate_to_pool",

@@ -150,6 +150,21 @@ class AllocationTest(unittest.TestCase):
         self.assertEqual(trimmed["reserved_bytes"], cached["reserved_bytes"] - released)
         self.assertLess(trimmed["reserved_bytes"], cached["reserved_bytes"])
 
+    def test_cache_info_answers_through_the_ctypes_signature(self):
+        # What the shim's cacheInfo asks (the larger of the device's free memory and the largest cached
+        # block); the C++ test CAbi.CacheInfo... shows the cached block winning on a nearly full device.
+        require(self, "memcoord_cache_info")
+        lib = _capi.library()
+        ptr = memcoord.alloc(64 * MIB)
+        memcoord.free(ptr)
+        largest = ctypes.c_uint64(0)
+        lib.call("memcoord_cache_info", 0, ctypes.byref(largest))
+        self.assertGreaterEqual(largest.value, 64 * MIB)
+        with self.assertRaises(memcoord.MemcoordError) as caught:
+            lib.call("memcoord_cache_info", 9, ctypes.byref(largest))
+        self.assertEqual(caught.exception.code, _capi.INVALID_ARGUMENT)
+        self.assertIn("device 9 is out of range", str(caught.exception))
+
     def test_record_stream_on_a_live_block(self):
         require(self, "memcoord_record_stream")
         ptr = memcoord.alloc(MIB)

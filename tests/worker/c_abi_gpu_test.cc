@@ -1,9 +1,11 @@
 // The C ABI on a real GPU (label gpu; skips without one): CUDA graph capture through a private pool works,
-// capture without one fails at once with a message and leaves the capture intact, and device routing puts
-// each device's blocks on that device. Run on the H200 (bench/worker/run_on_gpu.sh).
+// capture without one fails at once with a message and leaves the capture intact, device routing puts
+// each device's blocks on that device, and cacheInfo counts cached blocks. Run on the H200
+// (bench/worker/run_on_gpu.sh).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -102,6 +104,28 @@ TEST_P(CAbiGpu, EachDeviceGetsItsOwnMemory) {
   uint64_t released = 0;
   ASSERT_EQ(memcoord_empty_cache(0, &released), 0) << memcoord_last_error();
   EXPECT_GT(released, 0u);
+}
+
+// PyTorch's cacheInfo on a real device: with 60% of the free memory cached, the answer is that block (the
+// device's free memory is then smaller), and after empty_cache the device's free memory again.
+TEST_P(CAbiGpu, CacheInfoAnswersTheLargestCachedBlockWhenTheDeviceHasLessFree) {
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+  const std::size_t big = free_bytes / 10 * 6 / (2 << 20) * (2 << 20);
+  void* p = memcoord_torch_malloc(static_cast<std::ptrdiff_t>(big), 0, nullptr);
+  ASSERT_NE(p, nullptr) << memcoord_last_error();
+  memcoord_torch_free(p, static_cast<std::ptrdiff_t>(big), 0, nullptr);
+  uint64_t largest = 0;
+  ASSERT_EQ(memcoord_cache_info(0, &largest), 0) << memcoord_last_error();
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+  EXPECT_LT(free_bytes, big);
+  EXPECT_GE(largest, big);
+  ASSERT_EQ(memcoord_empty_cache(0, nullptr), 0) << memcoord_last_error();
+  ASSERT_EQ(memcoord_cache_info(0, &largest), 0) << memcoord_last_error();
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+  EXPECT_GT(largest, big);                                   // the device has it back
+  EXPECT_LE(largest, free_bytes + (std::size_t{64} << 20));  // the device's free memory, read just before
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, CAbiGpu, ::testing::Values("cuda-vmm", "cuda"));

@@ -140,6 +140,35 @@ TEST_F(CAbi, StatsEmptyCacheAndSnapshotReportThePoolsCounters) {
   memcoord_torch_free(b, 3 << 20, 0, nullptr);
 }
 
+// PyTorch's cacheInfo: the larger of the device's free memory and the largest cached block. On the virtual
+// backend (an H200's 140 GiB, addresses only) a freed 100 GiB block leaves the device 40 GiB free, and the
+// answer is the cached block; before it, and once it is trimmed, the device's free memory.
+TEST_F(CAbi, CacheInfoIsTheLargerOfTheDevicesFreeMemoryAndTheLargestCachedBlock) {
+  setenv("MEMCOORD_BACKEND", "virtual", 1);
+  ASSERT_EQ(memcoord_init(), 0) << memcoord_last_error();
+  const std::uint64_t total = Stats(0).device_total_bytes;
+  std::uint64_t largest = 0;
+  ASSERT_EQ(memcoord_cache_info(0, &largest), 0) << memcoord_last_error();
+  EXPECT_EQ(largest, total);  // nothing mapped yet
+  const std::size_t big = std::size_t{100} << 30;
+  void* p = memcoord_torch_malloc(static_cast<std::ptrdiff_t>(big), 0, nullptr);
+  ASSERT_NE(p, nullptr) << memcoord_last_error();
+  ASSERT_EQ(memcoord_cache_info(-1, &largest), 0) << memcoord_last_error();
+  EXPECT_LT(largest, total - big + (std::uint64_t{64} << 20));  // the device's free memory only
+  memcoord_torch_free(p, static_cast<std::ptrdiff_t>(big), 0, nullptr);
+  ASSERT_EQ(memcoord_cache_info(0, &largest), 0) << memcoord_last_error();
+  EXPECT_GE(largest, big);
+  EXPECT_LT(largest, total - (std::uint64_t{1} << 30));  // not the device's total: what is cached
+  EXPECT_EQ(memcoord_empty_cache(0, nullptr), 0) << memcoord_last_error();
+  ASSERT_EQ(memcoord_cache_info(0, &largest), 0) << memcoord_last_error();
+  EXPECT_EQ(largest, total);
+  // Bad calls.
+  EXPECT_EQ(memcoord_cache_info(0, nullptr), MEMCOORD_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("largest_bytes is NULL"), std::string::npos) << LastError();
+  EXPECT_EQ(memcoord_cache_info(4, &largest), MEMCOORD_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("device 4 is out of range"), std::string::npos) << LastError();
+}
+
 TEST_F(CAbi, ResetPeakStatsBringsEveryPoolsPeaksToTheCurrentFigures) {
   ASSERT_EQ(memcoord_init(), 0) << memcoord_last_error();
   void* big = memcoord_torch_malloc(8 << 20, 0, nullptr);
@@ -361,6 +390,8 @@ TEST_F(CAbi, BadCallsGetClearErrorsNeverACrash) {
   EXPECT_EQ(memcoord_step_begin(), MEMCOORD_ERR_FAILED_PRECONDITION);
   EXPECT_EQ(memcoord_empty_cache(0, nullptr), MEMCOORD_ERR_FAILED_PRECONDITION);
   EXPECT_EQ(memcoord_reset_peak_stats(0), MEMCOORD_ERR_FAILED_PRECONDITION);
+  std::uint64_t largest = 0;
+  EXPECT_EQ(memcoord_cache_info(0, &largest), MEMCOORD_ERR_FAILED_PRECONDITION);
   EXPECT_EQ(memcoord_snapshot_json(0), nullptr);
   EXPECT_EQ(memcoord_wait_abort(0), MEMCOORD_ERR_FAILED_PRECONDITION);
   EXPECT_EQ(memcoord_set_abort_callback(nullptr, nullptr), MEMCOORD_ERR_FAILED_PRECONDITION);

@@ -2,6 +2,7 @@
 // the device (the default pool, named pools, capture pools), the very counters `memcoord status` shows.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
@@ -99,6 +100,27 @@ int memcoord_device_stats_get(int device, memcoord_device_stats* out) {
     });
     if (any != nullptr) s.device_total_bytes = any->backend().device_info().total_bytes;
     std::memcpy(out, &s, std::min(out->struct_size, sizeof(s)));
+    return 0;
+  });
+}
+
+int memcoord_cache_info(int device, uint64_t* largest_bytes) {
+  using namespace memcoord::capi;
+  return Boundary("memcoord_cache_info", 13, [&] {
+    if (largest_bytes == nullptr) {
+      return Fail(memcoord::InvalidArgument("memcoord_cache_info: largest_bytes is NULL"));
+    }
+    CallGuard guard;
+    if (guard.runtime() == nullptr) return FailNotInitialized("memcoord_cache_info");
+    // The default pool routes this device's allocations (made here on first use, as an allocation would).
+    auto pool = DevicePool(*guard.runtime(), device);
+    if (!pool.ok()) return Fail(pool.status());
+    const int resolved = *ResolveDevice(*guard.runtime(), device);
+    std::uint64_t largest = (*pool)->backend().device_info().free_bytes;
+    ForEachPool(*guard.runtime(), resolved, [&](memcoord::CachingPool& p) {
+      largest = std::max<std::uint64_t>(largest, p.stats().largest_free_bytes);
+    });
+    *largest_bytes = largest;
     return 0;
   });
 }

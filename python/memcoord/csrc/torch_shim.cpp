@@ -48,6 +48,7 @@ using MallocFn = void* (*)(std::ptrdiff_t, int, void*);
 using FreeFn = void (*)(void*, std::ptrdiff_t, int, void*);
 using RecordStreamFn = void (*)(void*, void*);
 using EmptyCacheFn = int (*)(int, std::uint64_t*);
+using CacheInfoFn = int (*)(int, std::uint64_t*);
 using DeviceCountFn = int (*)();
 using LastErrorFn = const char* (*)();
 using StreamFilterFn = int (*)(std::uintptr_t, void*);
@@ -59,6 +60,7 @@ struct CApi {
   FreeFn free = nullptr;
   RecordStreamFn record_stream = nullptr;
   EmptyCacheFn empty_cache = nullptr;
+  CacheInfoFn cache_info = nullptr;
   DeviceCountFn device_count = nullptr;
   LastErrorFn last_error = nullptr;
   BeginPoolFn begin_pool = nullptr;
@@ -114,10 +116,10 @@ void Free(void* ptr, std::size_t size, int device, cudaStream_t stream) {
 
 using PluggableAllocator = torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator;
 
-// A CUDAPluggableAllocator that answers cacheInfo as PyTorch's own allocator does: the largest block a caller
-// may take without the device running out, at least the device's free memory (memcoord maps more on a miss;
-// a request it cannot serve raises torch.OutOfMemoryError, after which cuDNN halves its workspace and tries
-// again).
+// A CUDAPluggableAllocator that answers cacheInfo as PyTorch's own allocator does: the larger of the device's
+// free memory and the largest block cached (memcoord_cache_info; a library without it: the device's free
+// memory alone). memcoord maps more on a miss; a request it cannot serve raises torch.OutOfMemoryError,
+// after which cuDNN halves its workspace and tries again.
 class MemcoordAllocator final : public PluggableAllocator {
  public:
   MemcoordAllocator(std::function<void*(std::size_t, int, cudaStream_t)> alloc_fn,
@@ -126,6 +128,11 @@ class MemcoordAllocator final : public PluggableAllocator {
 
   void cacheInfo(c10::DeviceIndex device, std::size_t* largest_block) override {
     c10::cuda::CUDAGuard on_device(device);
+    std::uint64_t largest = 0;
+    if (g_capi.cache_info != nullptr && g_capi.cache_info(static_cast<int>(device), &largest) == 0) {
+      *largest_block = std::max(*largest_block, static_cast<std::size_t>(largest));
+      return;
+    }
     std::size_t free_bytes = 0;
     std::size_t total_bytes = 0;
     C10_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -199,6 +206,7 @@ std::map<std::string, bool> Install(const std::map<std::string, std::uintptr_t>&
   g_capi.last_error = FunctionAt<LastErrorFn>(at("memcoord_last_error"), "memcoord_last_error", true);
   g_capi.record_stream = FunctionAt<RecordStreamFn>(at("memcoord_torch_record_stream"), "", false);
   g_capi.empty_cache = FunctionAt<EmptyCacheFn>(at("memcoord_empty_cache"), "", false);
+  g_capi.cache_info = FunctionAt<CacheInfoFn>(at("memcoord_cache_info"), "", false);
   g_capi.device_count = FunctionAt<DeviceCountFn>(at("memcoord_device_count"), "", false);
   g_capi.begin_pool = FunctionAt<BeginPoolFn>(at("memcoord_begin_allocate_to_pool"), "", false);
   g_capi.end_pool = FunctionAt<PoolFn>(at("memcoord_end_allocate_to_pool"), "", false);
@@ -210,6 +218,7 @@ std::map<std::string, bool> Install(const std::map<std::string, std::uintptr_t>&
   MemcoordAllocator* pluggable = allocator.get();
   std::map<std::string, bool> hooks;
   hooks["cache_info"] = true;
+  hooks["cache_info_cached_blocks"] = g_capi.cache_info != nullptr;  // else the device's free memory only
   hooks["record_stream"] = g_capi.record_stream != nullptr;
   if (g_capi.record_stream != nullptr) {
     pluggable->set_record_stream_fn(
