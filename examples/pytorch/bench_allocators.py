@@ -22,6 +22,7 @@ Usage: bench_allocators.py [--workloads a,b] [--allocators native,expandable,mem
                            [--repeat N]        (N fresh processes per configuration: median times, highest memory;
                                                 each round rotates the allocators' order: take a multiple
                                                 of the number of allocators)
+                           [--cpus auto|LIST]  (every process pinned to these CPUs; auto: the GPU's local ones)
                            [--deterministic]   (deterministic kernels: the losses check becomes meaningful bit for bit)
                            [--driver-timer SO] (bench/gpu/driver_call_timer.so preloaded: each first step's driver calls,
                                                 and every step's memory calls)
@@ -57,6 +58,7 @@ sys.path.insert(0, str(HERE))
 # The source tree's package only when none is installed: an installed one carries the shim pip built, where
 # the source tree's would build it again at the first enable() (a JIT build, ~18 s of the first process).
 sys.path.append(str(HERE.parent.parent / "python"))
+import cpu_pinning  # noqa: E402 (beside this file; no torch)
 import driver_timer  # noqa: E402 (beside this file; no torch)
 
 ALLOCATORS = ["native", "expandable", "memcoord"]
@@ -295,7 +297,8 @@ def process_order(allocators, repeat):
     return allocators[shift:] + allocators[:shift]
 
 
-def run_config(workload, allocator, steps, timeout, trace_dir=None, deterministic=False, driver_timer_lib=None):
+def run_config(workload, allocator, steps, timeout, trace_dir=None, deterministic=False, driver_timer_lib=None,
+               cpus=None):
     env = dict(os.environ)
     if driver_timer_lib:
         driver_timer.preload(env, driver_timer_lib)
@@ -318,7 +321,8 @@ def run_config(workload, allocator, steps, timeout, trace_dir=None, deterministi
         command.append("--deterministic")
     started = time.monotonic()
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env,
+                              preexec_fn=cpu_pinning.pin_to(cpus))
         out = proc.stdout + proc.stderr
     except subprocess.TimeoutExpired:
         return {"workload": workload, "allocator": allocator, "error": f"timed out after {timeout:.0f} s"}
@@ -328,6 +332,7 @@ def run_config(workload, allocator, steps, timeout, trace_dir=None, deterministi
                 "error": f"exit {proc.returncode}: {out.strip()[-600:]}"}
     result = json.loads(line[len("RESULT "):])
     result["process_s"] = round(time.monotonic() - started, 1)
+    result["cpus"] = cpu_pinning.format_cpus(cpus) if cpus else "any"
     return result
 
 
@@ -511,6 +516,9 @@ def main():
                              "driver memory calls and their time, for every allocator")
     parser.add_argument("--deterministic", action="store_true",
                         help="deterministic kernels in every run, so losses compare bit for bit (see above)")
+    parser.add_argument("--cpus", default="none",
+                        help="CPUs every process runs on: 'auto' (those local to the GPU, from sysfs), a list such as "
+                             "0-7,16-23, or 'none' (default: wherever the scheduler puts them); see cpu_pinning.py")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -528,6 +536,12 @@ def main():
 
     if args.repeat < 1 or args.repeat > 20:
         parser.error(f"--repeat must be between 1 and 20, got {args.repeat}")
+    try:
+        cpus = cpu_pinning.resolve_cpus(args.cpus)
+    except (ValueError, LookupError) as e:
+        parser.error(f"--cpus {args.cpus}: {e}")
+    if cpus:
+        print(f"bench_allocators: every process runs on CPUs {cpu_pinning.format_cpus(cpus)}", flush=True)
     names = [w for w in args.workloads.split(",") if w]
     allocators = [a for a in split_allocators(args.allocators) if a]
     for name in names:
@@ -543,7 +557,7 @@ def main():
         for repeat in range(args.repeat):
             for allocator in process_order(allocators, repeat):
                 result = run_config(name, allocator, args.steps, args.timeout, args.trace_dir, args.deterministic,
-                                    args.driver_timer)
+                                    args.driver_timer, cpus)
                 runs_of[allocator].append(result)
                 # A line per process as it ends: a bench stopped part-way (a time limit) still shows what ran.
                 print(f"{name} {allocator} process {repeat + 1}/{args.repeat}: {process_line(result)}", flush=True)

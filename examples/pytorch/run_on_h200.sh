@@ -12,7 +12,7 @@
 #   trim     cluster_trim.py: 2 GPT-2 processes, `memcoord trim` at one step, device free memory rises
 #   train    train.py under torchrun (2 ranks, gloo) and under memcoord-launch (2 ranks, a coordinator)
 #   bench1   bench_allocators.py: gpt2_fp32, gpt2_bf16_varlen, resnet50_amp x {native, expandable, memcoord},
-#            3 fresh processes each, one round per place in the order (10-25 s a process on the H200; the 27
+#            3 fresh processes each, one round per place in the order, pinned to the GPU's local CPUs (10-25 s a process on the H200; the 27
 #            processes should take ~460 s, estimated from those times, not yet run as one part)
 #   bench2   bench_allocators.py: llama_1b, alternating x {native, expandable, memcoord}, 3 processes each
 #            (~390 s, estimated the same way)
@@ -83,12 +83,17 @@ timer_args=()
 if cc -O2 -shared -fPIC -o "$state/driver_call_timer.so" bench/gpu/driver_call_timer.c -ldl 2> "$out/timer-build.log"; then
   timer_args=(--driver-timer "$state/driver_call_timer.so")
 fi
+# Every bench process on the GPU's local CPUs (cpu_pinning.py), when sysfs and nvidia-smi name them.
+pin_args=()
+if python3 -c "import sys; sys.path.insert(0, 'examples/pytorch'); import cpu_pinning; print('bench processes on CPUs', cpu_pinning.format_cpus(cpu_pinning.gpu_local_cpus()))"; then
+  pin_args=(--cpus auto)
+fi
 part_bench1() {
   python3 examples/pytorch/bench_allocators.py --workloads gpt2_fp32,gpt2_bf16_varlen,resnet50_amp \
-    --repeat 3 "${timer_args[@]}" --json "$out/bench1.json" 2>&1 | tee "$out/bench1.log" | sed -n '/== allocators/,$p'
+    --repeat 3 "${timer_args[@]}" "${pin_args[@]}" --json "$out/bench1.json" 2>&1 | tee "$out/bench1.log" | sed -n '/== allocators/,$p'
 }
 part_bench2() {
-  python3 examples/pytorch/bench_allocators.py --workloads llama_1b,alternating --repeat 3 "${timer_args[@]}" \
+  python3 examples/pytorch/bench_allocators.py --workloads llama_1b,alternating --repeat 3 "${timer_args[@]}" "${pin_args[@]}" \
     --json "$out/bench2.json" 2>&1 | tee "$out/bench2.log" | sed -n '/== allocators/,$p'
 }
 part_traces() {
@@ -98,7 +103,7 @@ part_traces() {
   tar czf "$out/traces.tgz" -C "$out" traces && rm -rf "$out/traces" && ls -l "$out/traces.tgz"
 }
 part_variants() {
-  python3 examples/pytorch/bench_allocators.py --workloads alternating,gpt2_fp32 --repeat 2 "${timer_args[@]}" \
+  python3 examples/pytorch/bench_allocators.py --workloads alternating,gpt2_fp32 --repeat 2 "${timer_args[@]}" "${pin_args[@]}" \
     --allocators "expandable,memcoord,memcoord[thread_cache:0],memcoord[thread_cache:512KiB],memcoord[large_map_unit:40MiB]" \
     --json "$out/variants.json" 2>&1 | tee "$out/variants.log" | sed -n '/== allocators/,/== targets/p'
 }

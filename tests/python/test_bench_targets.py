@@ -192,7 +192,7 @@ class TargetsTest(unittest.TestCase):
     def test_driver_timer_flag_preloads_the_timer(self):
         recorded = {}
 
-        def fake_run(command, capture_output, text, timeout, env):
+        def fake_run(command, capture_output, text, timeout, env, preexec_fn=None):
             recorded.update(env=env)
             return types.SimpleNamespace(stdout="RESULT " + json.dumps({"workload": "w", "losses": [1.0]}) + "\n",
                                          stderr="", returncode=0)
@@ -258,11 +258,11 @@ class DeterministicTest(unittest.TestCase):
 class RunConfigTest(unittest.TestCase):
     """run_config's child command and environment, with subprocess.run replaced by a recorder."""
 
-    def launch(self, allocator, deterministic=False, trace_dir=None):
-        recorded = {}
+    def launch(self, allocator, deterministic=False, trace_dir=None, cpus=None, recorded=None):
+        recorded = {} if recorded is None else recorded
 
-        def fake_run(command, capture_output, text, timeout, env):
-            recorded.update(command=command, env=env)
+        def fake_run(command, capture_output, text, timeout, env, preexec_fn):
+            recorded.update(command=command, env=env, preexec_fn=preexec_fn)
             result = {"workload": "w", "allocator": allocator, "losses": [1.0]}
             return types.SimpleNamespace(stdout="noise\nRESULT " + json.dumps(result) + "\n", stderr="",
                                          returncode=0)
@@ -270,7 +270,7 @@ class RunConfigTest(unittest.TestCase):
         real = bench.subprocess.run
         bench.subprocess.run = fake_run
         try:
-            row = bench.run_config("w", allocator, 3, 60, trace_dir, deterministic)
+            row = bench.run_config("w", allocator, 3, 60, trace_dir, deterministic, cpus=cpus)
         finally:
             bench.subprocess.run = real
         return row, recorded["command"], recorded["env"]
@@ -284,6 +284,15 @@ class RunConfigTest(unittest.TestCase):
         self.assertNotIn("--deterministic", command)
         self.assertNotIn("CUBLAS_WORKSPACE_CONFIG", env)
         self.assertNotIn("PYTORCH_CUDA_ALLOC_CONF", env)
+
+    def test_cpus_pin_the_child_and_are_recorded(self):
+        recorded = {}
+        row, _, _ = self.launch("memcoord", recorded=recorded)
+        self.assertIsNone(recorded["preexec_fn"])
+        self.assertEqual(row["cpus"], "any")
+        row, _, _ = self.launch("memcoord", cpus={0, 1, 2, 6}, recorded=recorded)
+        self.assertTrue(callable(recorded["preexec_fn"]))
+        self.assertEqual(row["cpus"], "0-2,6")
 
     def test_each_allocator_gets_its_own_environment(self):
         _, _, env = self.launch("expandable")

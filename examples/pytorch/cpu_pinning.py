@@ -1,0 +1,109 @@
+"""Which CPUs a bench process runs on (bench_allocators.py --cpus), so that a process's step times do not
+depend on where the scheduler happened to put it.
+
+Stop 32's H200 runs had ResNet-50 medians of 27.6, 32.2 and 24.5 ms in three memcoord processes, and every
+step of the 32.2 ms one from step 4 on took 28-34 ms: the whole process was slower, not some steps. One
+possible cause: on a host with several NUMA nodes, a process whose threads run on a node far from its GPU
+launches kernels more slowly, and where the scheduler puts it differs from process to process. Pinning every
+process to the same CPUs, by default those the GPU's PCI device lists as local, takes that cause away; whether
+it was the cause shows in the next run's spread.
+
+    parse_cpus("0-3,8")       -> {0, 1, 2, 3, 8}; ValueError naming what is wrong and the accepted form
+    gpu_local_cpus()          -> the CPUs local to the first visible GPU (sysfs), or raises LookupError saying why
+    resolve_cpus(text)        -> "none": None (no pinning); "auto": gpu_local_cpus(); else parse_cpus(text),
+                                 each checked against the CPUs this process may use
+    pin_to(cpus)              -> a subprocess preexec_fn that sets the child's affinity (None: no pinning)
+No PyTorch needed: the bench's parent process never imports it before its children run.
+"""
+
+import os
+import subprocess
+
+ACCEPTED = "a list of CPU numbers and ranges such as 0-7,16-23, 'auto' (the GPU's local CPUs) or 'none'"
+
+
+def parse_cpus(text):
+    """The set of CPUs in a cpulist ("0-3,8", the form of sysfs's local_cpulist and of taskset -c)."""
+    cpus = set()
+    for part in text.strip().split(","):
+        part = part.strip()
+        if not part:
+            raise ValueError(f"empty entry in CPU list {text!r}; expected {ACCEPTED}")
+        low, dash, high = part.partition("-")
+        if not low.isdigit() or (dash and not high.isdigit()):
+            raise ValueError(f"bad entry {part!r} in CPU list {text!r}; expected {ACCEPTED}")
+        first, last = int(low), int(high) if dash else int(low)
+        if last < first:
+            raise ValueError(f"range {part!r} in CPU list {text!r} runs backwards; expected {ACCEPTED}")
+        cpus.update(range(first, last + 1))
+    return cpus
+
+
+def format_cpus(cpus):
+    """The shortest cpulist for a set of CPUs: {0, 1, 2, 5} -> "0-2,5"."""
+    runs = []
+    for cpu in sorted(cpus):
+        if runs and cpu == runs[-1][1] + 1:
+            runs[-1][1] = cpu
+        else:
+            runs.append([cpu, cpu])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def first_gpu_bus_id(query=None):
+    """The PCI bus id of the first GPU this process may use ("0000:19:00.0"), from nvidia-smi (which
+    numbers GPUs as CUDA does under CUDA_DEVICE_ORDER=PCI_BUS_ID; CUDA_VISIBLE_DEVICES picks the first)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    index = visible if visible else "0"
+    command = ["nvidia-smi", f"--id={index}", "--query-gpu=pci.bus_id", "--format=csv,noheader"]
+    try:
+        out = (query or _run)(command)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise LookupError(f"cannot ask nvidia-smi for GPU {index}'s PCI bus id: {e}") from None
+    bus = out.strip().splitlines()[0].strip() if out.strip() else ""
+    if ":" not in bus:
+        raise LookupError(f"nvidia-smi gave no PCI bus id for GPU {index} (got {out.strip()!r})")
+    # nvidia-smi writes an 8-digit domain in upper case; sysfs a 4-digit one in lower case.
+    domain, rest = bus.split(":", 1)
+    return f"{int(domain, 16):04x}:{rest.lower()}"
+
+
+def gpu_local_cpus(bus_id=None, sysfs="/sys/bus/pci/devices"):
+    """The CPUs the kernel lists as local to the GPU (its NUMA node's), limited to those this process may use."""
+    bus_id = bus_id or first_gpu_bus_id()
+    path = os.path.join(sysfs, bus_id, "local_cpulist")
+    try:
+        with open(path) as f:
+            listed = f.read()
+    except OSError as e:
+        raise LookupError(f"cannot read {path}: {e.strerror}") from None
+    cpus = parse_cpus(listed) & os.sched_getaffinity(0)
+    if not cpus:
+        raise LookupError(f"{path} lists {listed.strip()}, none of which this process may run on")
+    return cpus
+
+
+def resolve_cpus(text):
+    """None for 'none'; else the CPUs `text` names ('auto': the GPU's local ones), all usable here."""
+    if text is None or text == "none":
+        return None
+    if text == "auto":
+        return gpu_local_cpus()
+    cpus = parse_cpus(text)
+    allowed = os.sched_getaffinity(0)
+    if not cpus <= allowed:
+        raise ValueError(f"CPUs {format_cpus(cpus - allowed)} of {text!r} are not among those this process may "
+                         f"use ({format_cpus(allowed)})")
+    return cpus
+
+
+def pin_to(cpus):
+    """A preexec_fn for subprocess that runs the child on `cpus` (None when not pinning)."""
+    if not cpus:
+        return None
+    chosen = frozenset(cpus)
+    return lambda: os.sched_setaffinity(0, chosen)
+
+
+def _run(command):
+    return subprocess.run(command, capture_output=True, text=True, timeout=30, check=True).stdout
