@@ -354,8 +354,10 @@ Subcommand AddReplayCommand(CLI::App& root) {
   CLI::App* app = root.add_subcommand("replay", "Replay an allocation trace through a memcoord pool");
   app->add_option(
          "trace", args->traces,
-         "trace files (memcoord/PyTorch format, .gz or plain, or an RMM CSV log); one JSON object for one "
-         "trace, an array for several")
+         "trace files (memcoord/PyTorch format, .gz or plain, or an RMM CSV log; a PyTorch memory snapshot "
+         "pickle converts with `python3 -m memcoord.snapshot_trace`); one JSON object for one trace, an "
+         "array "
+         "for several")
       ->required();
   app->add_option("--backend", args->backend, "virtual | host | cuda | cuda-vmm | pinned-host | auto")
       ->capture_default_str();

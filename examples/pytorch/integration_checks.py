@@ -9,6 +9,8 @@ in a fresh process (memcoord.enable() must precede CUDA's initialisation):
   record_stream  a block read on a side stream is not reused before that read is done
   snapshot       torch.cuda.memory._dump_snapshot writes a pickle with our blocks; memory_viz's offline
                  renderers (segsum, trace, trace_plot) accept it
+  snapshot_trace under PyTorch's own allocator, a real snapshot converts (memcoord.snapshot_trace) and
+                 replays through `memcoord replay`
   oom            an impossible allocation raises torch.OutOfMemoryError; allocation works afterwards
   graph_capture  CUDA graph capture works (replay matches eager), or fails at once with a message saying why
   compile        torch.compile trains a small transformer block (losses finite and falling)
@@ -153,6 +155,50 @@ def check_snapshot(quick):
     torch.cuda.memory._record_memory_history(enabled=None)
     reserved = next(l for l in summary.splitlines() if l.startswith("total_reserved"))
     return f"{len(snap['segments'])} segments, {len(blocks)} live blocks, {traces} trace entries; segsum {reserved}"
+
+
+def check_snapshot_trace(quick):
+    """Under PyTorch's own allocator (memcoord off): a real snapshot converts with memcoord.snapshot_trace
+    (its loader refuses any class a pickle names: a real one must hold none) and replays through the CLI."""
+    import shutil
+    import tempfile
+
+    import torch
+    from memcoord import snapshot_trace
+
+    torch.cuda.memory._record_memory_history(max_entries=1_000_000)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for _ in range(3):
+        loss = model(torch.randn(64, 1024, device="cuda")).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+    peak_allocated = torch.cuda.max_memory_allocated()
+    with tempfile.TemporaryDirectory() as tmp:
+        pickle_path, trace_path = os.path.join(tmp, "native.pickle"), os.path.join(tmp, "native.trace.gz")
+        torch.cuda.memory._dump_snapshot(pickle_path)
+        torch.cuda.memory._record_memory_history(enabled=None)
+        lines, summary = snapshot_trace.convert(snapshot_trace.load(pickle_path), workload="native")
+        assert summary["allocations"] > 0 and summary["dropped_frees"] == 0, summary
+        code = snapshot_trace.main([pickle_path, "-o", trace_path])
+        assert code == 0, f"snapshot_trace exited {code}"
+        cli = os.environ.get("MEMCOORD_CLI") or shutil.which("memcoord")
+        bundled = os.path.join(os.path.dirname(__file__), "..", "..", ".device-bundle", "bin", "memcoord")
+        cli = cli or (bundled if os.path.exists(bundled) else None)
+        if cli is None:
+            return f"converted {summary['allocations']} allocations; no memcoord CLI here to replay them"
+        replay = subprocess.run([cli, "replay", "--json", "--repeat", "1", trace_path], capture_output=True,
+                                text=True, timeout=120)
+        assert replay.returncode == 0, replay.stderr[-400:]
+        figures = json.loads(replay.stdout)
+    requested = figures["peak_requested_bytes"]
+    assert 0.9 * peak_allocated <= requested <= peak_allocated, (requested, peak_allocated)
+    return (f"{summary['allocations']} allocations converted and replayed: peak requested {requested / MB:.1f} MB "
+            f"(PyTorch's peak allocated {peak_allocated / MB:.1f} MB), memcoord would reserve "
+            f"{figures['peak_reserved_bytes'] / MB:.1f} MB (PyTorch reserved {torch.cuda.max_memory_reserved() / MB:.1f})")
 
 
 def check_oom(quick):
@@ -402,6 +448,7 @@ CHECKS = {
     "empty_cache": check_empty_cache,
     "record_stream": check_record_stream,
     "snapshot": check_snapshot,
+    "snapshot_trace": check_snapshot_trace,
     "oom": check_oom,
     "graph_capture": check_graph_capture,
     "cudnn_benchmark": check_cudnn_benchmark,

@@ -149,6 +149,18 @@ TEST(Trace, GarbageTruncatedAndMissingFiles) {
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("garbage"), std::string::npos) << g.status().message();
 
+  // A pickle (PyTorch's snapshot) is named as one, with the command that converts it.
+  const std::string snapshot = TempPath("snapshot.pickle");
+  WriteFile(snapshot, std::string("\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00}\x94.", 14));
+  Result<Trace> pickled = ReadTrace(snapshot);
+  ASSERT_FALSE(pickled.ok());
+  EXPECT_EQ(pickled.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(pickled.status().message().find("is a Python pickle"), std::string::npos)
+      << pickled.status().message();
+  EXPECT_NE(pickled.status().message().find("python3 -m memcoord.snapshot_trace " + snapshot),
+            std::string::npos)
+      << pickled.status().message();
+
   // A real gzip stream cut in half.
   const std::string full = TempPath("full.gz");
   {

@@ -1,0 +1,152 @@
+"""A PyTorch memory snapshot as an allocation trace that `memcoord replay` reads: what memcoord's pool would
+reserve for your own workload, judged from a snapshot taken under PyTorch's allocator, without running
+memcoord in training.
+
+    python3 -m memcoord.snapshot_trace SNAPSHOT.pickle [-o OUT.trace.gz] [--device N]
+    memcoord replay OUT.trace.gz
+
+SNAPSHOT is what `torch.cuda.memory._dump_snapshot(path)` writes after
+`torch.cuda.memory._record_memory_history(max_entries=N)` (or the pickle memcoord.snapshot() and
+`memcoord replay --snapshot` write): its "device_traces" become one event a line (bench/traces/README.md):
+alloc -> `a`, free_completed -> `f`, free_requested -> `r`, segment_alloc -> `S`; the other actions are left
+out. Sizes and streams are PyTorch's. The trace of one device is written: --device, else the device with the
+most allocations.
+
+PyTorch keeps the last max_entries events only. A trace that lost its beginning frees blocks it never saw
+allocated: those frees are dropped, and the summary says how many (the replay then leaves out the memory those
+blocks held, and reads low). Blocks still live at the end stay live.
+
+The pickle is read with a loader that refuses every class and function: a memory snapshot holds only plain
+values (dicts, lists, strings, numbers), and refusing the rest means reading one cannot run code.
+Exit status: 0, or 2 with a message naming the file and what is wrong.
+"""
+
+import argparse
+import gzip
+import os
+import pickle
+import sys
+
+KEPT = {"alloc": "a", "free_completed": "f", "free_requested": "r", "segment_alloc": "S"}
+
+
+class SnapshotError(ValueError):
+    """A file that is not a memory snapshot with a trace, or one this module cannot convert."""
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"it refers to {module}.{name}; a memory snapshot holds plain values only, "
+                                     "and loading anything else could run code")
+
+
+def load(path):
+    """The snapshot dict in `path` (SnapshotError when it is not one)."""
+    try:
+        with open(path, "rb") as f:
+            snapshot = _PlainUnpickler(f).load()
+    except OSError as e:
+        raise SnapshotError(f"{path}: {e.strerror}") from None
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError) as e:
+        raise SnapshotError(f"{path} is not a readable pickle: {e}") from None
+    if not isinstance(snapshot, dict) or "segments" not in snapshot:
+        raise SnapshotError(f"{path} is a pickle but not a memory snapshot (no 'segments'; expected what "
+                            "torch.cuda.memory._dump_snapshot writes)")
+    return snapshot
+
+
+def pick_device(traces, device):
+    """The device whose trace is converted: `device`, else the one with the most allocations."""
+    allocations = [sum(1 for e in t if isinstance(e, dict) and e.get("action") == "alloc") for t in traces]
+    if device is not None:
+        if not 0 <= device < len(traces):
+            raise SnapshotError(f"--device {device} is out of range: the snapshot has traces for devices "
+                                f"0..{len(traces) - 1}")
+        if allocations[device] == 0:
+            raise SnapshotError(f"device {device}'s trace has no allocations (devices with some: "
+                                f"{[d for d, n in enumerate(allocations) if n] or 'none'})")
+        return device
+    if not any(allocations):
+        raise SnapshotError("the snapshot's trace has no allocations: record them with "
+                            "torch.cuda.memory._record_memory_history(max_entries=N) before the run, then "
+                            "torch.cuda.memory._dump_snapshot(path)")
+    return max(range(len(traces)), key=lambda d: allocations[d])
+
+
+def _field(entry, name, index):
+    value = entry.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SnapshotError(f"event {index} ({entry.get('action')}) has {name} {value!r}; expected a "
+                            "non-negative integer")
+    return value
+
+
+def convert(snapshot, device=None, workload="snapshot"):
+    """(lines, summary): the trace's text lines and what was kept and dropped."""
+    traces = snapshot.get("device_traces")
+    if not isinstance(traces, list) or not all(isinstance(t, list) for t in traces):
+        raise SnapshotError("the snapshot has no 'device_traces': record the history with "
+                            "torch.cuda.memory._record_memory_history(max_entries=N) before the run")
+    device = pick_device(traces, device)
+    lines = [f"# pytorch snapshot (memcoord.snapshot_trace) workload={workload}; code addr size stream\n"]
+    live = set()
+    summary = {"device": device, "allocations": 0, "frees": 0, "dropped_frees": 0, "live_at_end": 0}
+    for index, entry in enumerate(traces[device]):
+        code = KEPT.get(entry.get("action")) if isinstance(entry, dict) else None
+        if code is None:
+            continue
+        address = _field(entry, "addr", index)
+        size = _field(entry, "size", index)
+        stream = _field(entry, "stream", index) if "stream" in entry else 0
+        if code == "a":
+            if address in live:
+                raise SnapshotError(f"event {index} allocates {address:#x}, which is already live")
+            live.add(address)
+            summary["allocations"] += 1
+        elif code in ("f", "r") and address not in live:
+            summary["dropped_frees"] += code == "f"  # allocated before the recorded window
+            continue
+        elif code == "f":
+            live.discard(address)
+            summary["frees"] += 1
+        lines.append(f"{code} {address:x} {size} {stream}\n")
+    summary["live_at_end"] = len(live)
+    return lines, summary
+
+
+def describe(summary, out):
+    text = (f"wrote {out}: device {summary['device']}, {summary['allocations']} allocations, "
+            f"{summary['frees']} frees, {summary['live_at_end']} blocks live at the end")
+    if summary["dropped_frees"]:
+        text += (f"; dropped {summary['dropped_frees']} frees of blocks allocated before the recorded window "
+                 "(PyTorch's max_entries): the replay leaves out what they held")
+    return text
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python3 -m memcoord.snapshot_trace",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("snapshot", help="the pickle torch.cuda.memory._dump_snapshot wrote")
+    parser.add_argument("-o", "--output", help="the trace to write (.gz: compressed; default: SNAPSHOT's name "
+                                               "with .trace.gz)")
+    parser.add_argument("--device", type=int, help="the device whose trace is written (default: the one with "
+                                                   "the most allocations)")
+    args = parser.parse_args(argv)
+    out = args.output or os.path.splitext(args.snapshot)[0] + ".trace.gz"
+    workload = os.path.basename(args.snapshot).split(".")[0] or "snapshot"
+    try:
+        lines, summary = convert(load(args.snapshot), args.device, workload)
+        with (gzip.open if out.endswith(".gz") else open)(out, "wt") as f:
+            f.writelines(lines)
+    except SnapshotError as e:
+        print(f"memcoord.snapshot_trace: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"memcoord.snapshot_trace: cannot write {out}: {e.strerror}", file=sys.stderr)
+        return 2
+    print(describe(summary, out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
