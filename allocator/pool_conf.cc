@@ -12,21 +12,33 @@
 namespace memcoord {
 namespace {
 
-enum class Key { kLargeMapUnit, kThreadCache, kThreadCacheBlock, kDeviceReserve, kRemap, kGrowth };
+enum class Key {
+  kLargeMapUnit,
+  kThreadCache,
+  kThreadCacheBlock,
+  kDeviceReserve,
+  kRemap,
+  kGrowth,
+  kFreeMarkerInterval,
+};
 
 struct KeySpec {
   std::string_view name;
   Key key;
-  std::uint64_t max_bytes;  // sizes only: the largest accepted (beyond it the value is surely a mistake)
+  // Sizes and counts: the largest accepted (beyond it the value is surely a mistake); 0 for words.
+  std::uint64_t max_value;
 };
 
-constexpr std::array<KeySpec, 6> kKeys{{
+constexpr std::uint64_t kMaxMarkerIntervalUs = 10'000'000;  // 10 s: a marker then never matters
+
+constexpr std::array<KeySpec, 7> kKeys{{
     {"large_map_unit", Key::kLargeMapUnit, 64 * kGiB},
     {"thread_cache", Key::kThreadCache, kGiB},
     {"thread_cache_block", Key::kThreadCacheBlock, kGiB},
     {"device_reserve", Key::kDeviceReserve, 1ULL << 50},
     {"remap", Key::kRemap, 0},
     {"growth", Key::kGrowth, 0},
+    {"free_marker_interval_us", Key::kFreeMarkerInterval, kMaxMarkerIntervalUs},
 }};
 
 std::string_view Trim(std::string_view s) {
@@ -42,9 +54,9 @@ Status BadEntry(std::string_view entry, const std::string& why) {
 Status ApplySize(const KeySpec& spec, std::string_view entry, std::string_view value, PoolOptions& out) {
   Result<std::uint64_t> bytes = ParseBytes(value);
   if (!bytes.ok()) return BadEntry(entry, std::string(bytes.status().message()));
-  if (*bytes > spec.max_bytes) {
+  if (*bytes > spec.max_value) {
     return BadEntry(entry, fmt::format("{} is larger than the {} accepted for {}", FormatBytesBinary(*bytes),
-                                       FormatBytesBinary(spec.max_bytes), spec.name));
+                                       FormatBytesBinary(spec.max_value), spec.name));
   }
   switch (spec.key) {
     case Key::kLargeMapUnit:
@@ -84,6 +96,24 @@ bool PickWord(std::string_view value, const Words<E>& words, E& out) {
   return false;
 }
 
+// A whole number of microseconds, decimal digits only.
+Status ApplyMicros(const KeySpec& spec, std::string_view entry, std::string_view value, PoolOptions& out) {
+  std::uint64_t us = 0;
+  for (const char c : value) {
+    if (c < '0' || c > '9' || us > spec.max_value) {
+      return BadEntry(entry, fmt::format("{} takes a whole number of microseconds from 0 to {}", spec.name,
+                                         spec.max_value));
+    }
+    us = us * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (us > spec.max_value) {
+    return BadEntry(entry, fmt::format("{} takes a whole number of microseconds from 0 to {}", spec.name,
+                                       spec.max_value));
+  }
+  out.large_free_marker_interval_us = static_cast<std::uint32_t>(us);
+  return Status::Ok();
+}
+
 Status ApplyWord(const KeySpec& spec, std::string_view entry, std::string_view value, PoolOptions& out) {
   if (spec.key == Key::kRemap) {
     if (PickWord(value, kRemapWords, out.remap)) return Status::Ok();
@@ -93,10 +123,23 @@ Status ApplyWord(const KeySpec& spec, std::string_view entry, std::string_view v
   return BadEntry(entry, "growth accepts auto, mapping or segments");
 }
 
+Status Apply(const KeySpec& spec, std::string_view entry, std::string_view value, PoolOptions& out) {
+  switch (spec.key) {
+    case Key::kRemap:
+    case Key::kGrowth:
+      return ApplyWord(spec, entry, value, out);
+    case Key::kFreeMarkerInterval:
+      return ApplyMicros(spec, entry, value, out);
+    default:
+      return ApplySize(spec, entry, value, out);
+  }
+}
+
 }  // namespace
 
 std::string_view PoolConfKeys() {
-  return "large_map_unit, thread_cache, thread_cache_block, device_reserve, remap, growth";
+  return "large_map_unit, thread_cache, thread_cache_block, device_reserve, remap, growth, "
+         "free_marker_interval_us";
 }
 
 Result<PoolOptions> ApplyPoolConf(std::string_view conf, PoolOptions base) {
@@ -120,9 +163,7 @@ Result<PoolOptions> ApplyPoolConf(std::string_view conf, PoolOptions base) {
     if (seen[i]) return BadEntry(entry, fmt::format("{} is given twice", name));
     seen[i] = true;
     if (value.empty()) return BadEntry(entry, fmt::format("{} has no value", name));
-    const bool word = kKeys[i].key == Key::kRemap || kKeys[i].key == Key::kGrowth;
-    MEMCOORD_RETURN_IF_ERROR(word ? ApplyWord(kKeys[i], entry, value, base)
-                                  : ApplySize(kKeys[i], entry, value, base));
+    MEMCOORD_RETURN_IF_ERROR(Apply(kKeys[i], entry, value, base));
   }
   return base;
 }

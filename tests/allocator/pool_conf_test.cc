@@ -17,7 +17,7 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   base.small_block_limit = 4096;
   Result<PoolOptions> o = ApplyPoolConf(
       " large_map_unit:40MiB, thread_cache:512KiB ,thread_cache_block:64KiB,device_reserve:2GiB,"
-      "remap:every-miss,growth:segments,",
+      "remap:every-miss,growth:segments,free_marker_interval_us:0,",
       base);
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->large_map_unit_bytes, 40 * kMiB);
@@ -26,6 +26,7 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   EXPECT_EQ(o->device_reserve_bytes, 2 * kGiB);
   EXPECT_EQ(o->remap, RemapPolicy::kEveryMiss);
   EXPECT_EQ(o->growth, PoolGrowth::kSegments);
+  EXPECT_EQ(o->large_free_marker_interval_us, 0u);
   EXPECT_EQ(o->name, "mine");
   EXPECT_EQ(o->small_block_limit, 4096u);
   EXPECT_EQ(o->pack_waits_for_streams, base.pack_waits_for_streams);
@@ -36,6 +37,9 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   EXPECT_EQ(o->remap, RemapPolicy::kUnderPressure);
   EXPECT_EQ(o->growth, PoolGrowth::kMapping);
   EXPECT_EQ(o->large_map_unit_bytes, 40 * kMiB);  // from the first conf
+  o = ApplyPoolConf("free_marker_interval_us:10000000", base);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->large_free_marker_interval_us, 10'000'000u);
 
   for (const char* nothing : {"", " ", ",", " , ,"}) {
     Result<PoolOptions> same = ApplyPoolConf(nothing, base);
@@ -62,7 +66,12 @@ TEST(PoolConf, BadConfsNameTheEntryAndWhatIsAccepted) {
       {"thread_cache:99999999999999999999999", {"invalid size"}},
       {"remap:sometimes", {"remap accepts under-pressure or every-miss"}},
       {"growth:expandable", {"growth accepts auto, mapping or segments"}},
-      {"thread_cache:1MiB,bogus:1", {"unknown key 'bogus'"}},
+      {"thread_cache:1MiB,bogus:1", {"unknown key 'bogus'", "free_marker_interval_us"}},
+      {"free_marker_interval_us:1ms",
+       {"'free_marker_interval_us:1ms'", "whole number of microseconds from 0 to 10000000"}},
+      {"free_marker_interval_us:-1", {"whole number of microseconds"}},
+      {"free_marker_interval_us:10000001", {"from 0 to 10000000"}},
+      {"free_marker_interval_us:99999999999999999999999999", {"from 0 to 10000000"}},
   };
   PoolOptions base;
   for (const Case& c : cases) {
