@@ -7,6 +7,8 @@
 #include <chrono>
 #include <limits>
 
+#include "allocator/detail/small_growth_fence.h"
+
 namespace memcoord {
 namespace {
 
@@ -127,6 +129,12 @@ detail::Block* CorePool::take_or_grow(std::size_t bytes, std::size_t size, std::
   if (b != nullptr) {
     cache_hits_.add(1);
     return b;
+  }
+  if (&arena == &small_ && detail::SmallGrowthFence::RefuseGrowth()) {
+    // The thread cache above returns every thread's cached blocks and asks again (small_growth_fence.h).
+    error = Unavailable(
+        fmt::format("pool '{}': small-block growth held back for the thread caches' blocks", options_.name));
+    return nullptr;
   }
   last_miss_ = std::chrono::steady_clock::now();
   Result<detail::Block*> grown = grow(arena, size, stream, /*last_resort=*/false);

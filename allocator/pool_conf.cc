@@ -20,6 +20,7 @@ enum class Key {
   kRemap,
   kGrowth,
   kFreeMarkerInterval,
+  kThreadCacheFence,
 };
 
 struct KeySpec {
@@ -31,7 +32,7 @@ struct KeySpec {
 
 constexpr std::uint64_t kMaxMarkerIntervalUs = 10'000'000;  // 10 s: a marker then never matters
 
-constexpr std::array<KeySpec, 7> kKeys{{
+constexpr std::array<KeySpec, 8> kKeys{{
     {"large_map_unit", Key::kLargeMapUnit, 64 * kGiB},
     {"thread_cache", Key::kThreadCache, kGiB},
     {"thread_cache_block", Key::kThreadCacheBlock, kGiB},
@@ -39,6 +40,7 @@ constexpr std::array<KeySpec, 7> kKeys{{
     {"remap", Key::kRemap, 0},
     {"growth", Key::kGrowth, 0},
     {"free_marker_interval_us", Key::kFreeMarkerInterval, kMaxMarkerIntervalUs},
+    {"thread_cache_fence", Key::kThreadCacheFence, 0},
 }};
 
 std::string_view Trim(std::string_view s) {
@@ -82,6 +84,7 @@ using Words = std::array<std::pair<std::string_view, E>, 3>;  // a value's accep
 
 constexpr Words<RemapPolicy> kRemapWords{
     {{"under-pressure", RemapPolicy::kUnderPressure}, {"every-miss", RemapPolicy::kEveryMiss}, {}}};
+constexpr Words<bool> kSwitchWords{{{"on", true}, {"off", false}, {}}};
 constexpr Words<PoolGrowth> kGrowthWords{
     {{"auto", PoolGrowth::kAuto}, {"mapping", PoolGrowth::kMapping}, {"segments", PoolGrowth::kSegments}}};
 
@@ -119,6 +122,10 @@ Status ApplyWord(const KeySpec& spec, std::string_view entry, std::string_view v
     if (PickWord(value, kRemapWords, out.remap)) return Status::Ok();
     return BadEntry(entry, "remap accepts under-pressure or every-miss");
   }
+  if (spec.key == Key::kThreadCacheFence) {
+    if (PickWord(value, kSwitchWords, out.thread_cache_fence)) return Status::Ok();
+    return BadEntry(entry, "thread_cache_fence accepts on or off");
+  }
   if (PickWord(value, kGrowthWords, out.growth)) return Status::Ok();
   return BadEntry(entry, "growth accepts auto, mapping or segments");
 }
@@ -127,6 +134,7 @@ Status Apply(const KeySpec& spec, std::string_view entry, std::string_view value
   switch (spec.key) {
     case Key::kRemap:
     case Key::kGrowth:
+    case Key::kThreadCacheFence:
       return ApplyWord(spec, entry, value, out);
     case Key::kFreeMarkerInterval:
       return ApplyMicros(spec, entry, value, out);
@@ -139,7 +147,7 @@ Status Apply(const KeySpec& spec, std::string_view entry, std::string_view value
 
 std::string_view PoolConfKeys() {
   return "large_map_unit, thread_cache, thread_cache_block, device_reserve, remap, growth, "
-         "free_marker_interval_us";
+         "free_marker_interval_us, thread_cache_fence";
 }
 
 Result<PoolOptions> ApplyPoolConf(std::string_view conf, PoolOptions base) {

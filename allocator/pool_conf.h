@@ -6,6 +6,7 @@
 //   device_reserve:SIZE      PoolOptions::device_reserve_bytes   (0: 1/32 of the device)
 //   remap:under-pressure|every-miss                              PoolOptions::remap
 //   growth:auto|mapping|segments                                 PoolOptions::growth
+//   thread_cache_fence:on|off PoolOptions::thread_cache_fence
 //   free_marker_interval_us:N PoolOptions::large_free_marker_interval_us (0..10,000,000; 0: a marker at every
 //                            large free while the pool grows)
 // SIZE as common/bytes.h reads it ("20MiB", "512KiB", "0"). The worker applies $MEMCOORD_ALLOC_CONF to every

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "allocator/detail/small_growth_fence.h"
+
 namespace memcoord {
 namespace {
 
@@ -137,16 +139,32 @@ bool ThreadCacheAdaptor::try_allocate(std::size_t bytes, StreamId stream, TagId 
                                       Status& error) {
   Slot& slot = my_slot();
   if (!take_cached(slot, bytes, stream, tag, out)) {
-    if (!upstream().try_allocate(bytes, stream, tag, out, error)) {
-      if (error.code() != StatusCode::kResourceExhausted || cached_bytes() == 0) return false;
-      flush();  // an out-of-memory never leaves memory in a cache
-      error = Status::Ok();
-      if (!upstream().try_allocate(bytes, stream, tag, out, error)) return false;
-    }
+    if (!allocate_upstream(bytes, stream, tag, out, error)) return false;
     track(slot, out);
   }
   check_peaks(slot);
   return true;
+}
+
+bool ThreadCacheAdaptor::allocate_upstream(std::size_t bytes, StreamId stream, TagId tag, Allocation& out,
+                                           Status& error) {
+  bool refused = false;
+  {
+    detail::SmallGrowthFence fence(limits_.fence_small_growth && bytes <= limits_.max_block_bytes);
+    if (upstream().try_allocate(bytes, stream, tag, out, error)) return true;
+    refused = fence.refused();
+  }
+  if (refused) {
+    // Only the pool's small-arena growth was refused: the caches go back first (when they hold anything),
+    // then the request is asked again with no fence.
+    if (cached_bytes() != 0) flush();
+    error = Status::Ok();
+    if (upstream().try_allocate(bytes, stream, tag, out, error)) return true;
+  }
+  if (error.code() != StatusCode::kResourceExhausted || cached_bytes() == 0) return false;
+  flush();  // an out-of-memory never leaves memory in a cache
+  error = Status::Ok();
+  return upstream().try_allocate(bytes, stream, tag, out, error);
 }
 
 bool ThreadCacheAdaptor::try_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) {

@@ -62,6 +62,10 @@ namespace memcoord {
 struct ThreadCacheLimits {
   std::size_t max_bytes = 2 << 20;        // per thread; 0 caches nothing (blocks are still tracked)
   std::size_t max_block_bytes = 1 << 20;  // larger blocks always go back to the pool
+  // Before the pool below grows its small-block arena for a request this layer could have cached, every
+  // thread's cache goes back to the pool and the request is asked again (detail/small_growth_fence.h): the
+  // pool then never maps small blocks beside blocks idle in another thread's cache.
+  bool fence_small_growth = false;
 };
 
 // The live figures the layers below count (a StatsAdaptor's), read without a lock.
@@ -113,6 +117,10 @@ class ThreadCacheAdaptor final : public DirectHooks<ThreadCacheAdaptor, Resource
   TrimResult do_trim(std::uint64_t target_bytes) override;
 
   void flush_slots(bool skip_empty);
+  // From upstream, for a request no cache held: under a SmallGrowthFence when limits_.fence_small_growth
+  // (a refusal returns every cache to the pool, then asks again), and once more after a flush when upstream
+  // ran out of memory while caches held blocks.
+  bool allocate_upstream(std::size_t bytes, StreamId stream, TagId tag, Allocation& out, Status& error);
   Slot& my_slot();
   Slot& bind_slot();
   // A cached block for exactly (bytes, stream, tag), made live in `slot`; false when none.

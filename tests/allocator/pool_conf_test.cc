@@ -17,7 +17,7 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   base.small_block_limit = 4096;
   Result<PoolOptions> o = ApplyPoolConf(
       " large_map_unit:40MiB, thread_cache:512KiB ,thread_cache_block:64KiB,device_reserve:2GiB,"
-      "remap:every-miss,growth:segments,free_marker_interval_us:0,",
+      "remap:every-miss,growth:segments,free_marker_interval_us:0,thread_cache_fence:off,",
       base);
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->large_map_unit_bytes, 40 * kMiB);
@@ -27,6 +27,8 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   EXPECT_EQ(o->remap, RemapPolicy::kEveryMiss);
   EXPECT_EQ(o->growth, PoolGrowth::kSegments);
   EXPECT_EQ(o->large_free_marker_interval_us, 0u);
+  EXPECT_TRUE(base.thread_cache_fence);  // the default
+  EXPECT_FALSE(o->thread_cache_fence);
   EXPECT_EQ(o->name, "mine");
   EXPECT_EQ(o->small_block_limit, 4096u);
   EXPECT_EQ(o->pack_waits_for_streams, base.pack_waits_for_streams);
@@ -70,6 +72,7 @@ TEST(PoolConf, BadConfsNameTheEntryAndWhatIsAccepted) {
       {"free_marker_interval_us:1ms",
        {"'free_marker_interval_us:1ms'", "whole number of microseconds from 0 to 10000000"}},
       {"free_marker_interval_us:-1", {"whole number of microseconds"}},
+      {"thread_cache_fence:yes", {"'thread_cache_fence:yes'", "thread_cache_fence accepts on or off"}},
       {"free_marker_interval_us:10000001", {"from 0 to 10000000"}},
       {"free_marker_interval_us:99999999999999999999999999", {"from 0 to 10000000"}},
   };

@@ -243,7 +243,9 @@ TEST(PoolThreadCache, LimitsAndOutOfMemorySeeThroughThreadCaches) {
 // would keep all four).
 TEST(PoolThreadCache, AThreadCachesAtMostOneSmallChunkByDefault) {
   VirtualBackend backend(64 * kGiB);
-  CachingPool pool(backend);
+  PoolOptions options;
+  options.thread_cache_fence = false;  // which would map nothing at all (the next test)
+  CachingPool pool(backend, options);
   ASSERT_EQ(PoolOptions{}.thread_cache_bytes, 2 * kMiB);
   std::vector<void*> kept;
   std::thread holder([&] {  // a thread's cache goes back when it exits: the check runs while it lives
@@ -256,6 +258,34 @@ TEST(PoolThreadCache, AThreadCachesAtMostOneSmallChunkByDefault) {
     });
     second.join();
     EXPECT_EQ(pool.stats().reserved_bytes - reserved, 2 * kMiB) << "the holder cached more than one chunk";
+  });
+  holder.join();
+  for (void* p : kept) ASSERT_TRUE(pool.deallocate(p).ok());
+  EXPECT_TRUE(pool.check_invariants().ok());
+}
+
+// With thread_cache_fence on, the same second thread maps nothing: before the small arena grows, the holder's
+// cached blocks go back to the pool, which serves the second thread from them (a refused growth is neither
+// a miss nor an out-of-memory).
+TEST(PoolThreadCache, TheFenceReturnsCachedBlocksBeforeTheSmallArenaGrows) {
+  VirtualBackend backend(64 * kGiB);
+  PoolOptions options;
+  options.thread_cache_fence = true;
+  CachingPool pool(backend, options);
+  std::vector<void*> kept;
+  std::thread holder([&] {
+    std::vector<void*> blocks;
+    for (int i = 0; i < 4; ++i) blocks.push_back(*pool.allocate(kMiB));
+    for (void* p : blocks) ASSERT_TRUE(pool.deallocate(p).ok());
+    const std::uint64_t reserved = pool.stats().reserved_bytes;
+    const std::uint64_t misses = pool.stats().misses;
+    std::thread second([&] {
+      for (int i = 0; i < 4; ++i) kept.push_back(*pool.allocate(kMiB));
+    });
+    second.join();
+    EXPECT_EQ(pool.stats().reserved_bytes, reserved) << "the pool mapped beside the holder's cached blocks";
+    EXPECT_EQ(pool.stats().misses, misses) << "a refused growth is not a miss";
+    EXPECT_EQ(pool.stats().ooms, 0u);
   });
   holder.join();
   for (void* p : kept) ASSERT_TRUE(pool.deallocate(p).ok());

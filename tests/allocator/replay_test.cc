@@ -156,21 +156,26 @@ TEST(Replay, AFailingAllocationIsReportedAndThePoolIsLeftClean) {
 
 // (Suite ReplayThreads, not Replay: these run under ThreadSanitizer, which leaves the long Replay suite out.)
 // A trace that names two threads is replayed by two threads: thread 1's cache keeps the eight 256 KiB blocks
-// it freed, so thread 0's eight make the pool map a second chunk (4 MiB), as they would have in the recorded
-// run; on one thread the cached blocks come back (2 MiB). tests/allocator/data/two_threads.trace says more.
+// it freed, so without the thread-cache fence thread 0's eight make the pool map a second chunk (4 MiB), as
+// they would have in the recorded run; on one thread the cached blocks come back (2 MiB), and with the fence
+// (the default) the pool takes them back before it grows (2 MiB). tests/allocator/data/two_threads.trace.
 TEST(ReplayThreads, ATraceOfTwoThreadsIsReplayedByTwoThreads) {
   Result<Trace> trace = ReadTrace(std::string(MEMCOORD_TEST_DATA_DIR) + "/two_threads.trace");
   ASSERT_TRUE(trace.ok()) << trace.status().ToString();
   ASSERT_EQ(trace->threads, 2u);
-  for (const auto& [threads, want_threads, want_reserved] :
-       {std::tuple{ReplayThreads::kRecorded, 2u, 4 * kMiB}, std::tuple{ReplayThreads::kOne, 1u, 2 * kMiB}}) {
+  for (const auto& [threads, fence, want_threads, want_reserved] :
+       {std::tuple{ReplayThreads::kRecorded, false, 2u, 4 * kMiB},
+        std::tuple{ReplayThreads::kOne, false, 1u, 2 * kMiB},
+        std::tuple{ReplayThreads::kRecorded, true, 2u, 2 * kMiB}}) {
     VirtualBackend backend;
-    CachingPool pool(backend);
+    PoolOptions options;
+    options.thread_cache_fence = fence;
+    CachingPool pool(backend, options);
     Result<ReplayResult> r = Replay(*trace, pool, nullptr, threads);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(r->threads, want_threads);
     EXPECT_EQ(r->events, 32u);
-    EXPECT_EQ(r->peak_reserved_bytes, want_reserved) << want_threads << " threads";
+    EXPECT_EQ(r->peak_reserved_bytes, want_reserved) << want_threads << " threads, fence " << fence;
     EXPECT_EQ(pool.stats().allocated_bytes, 0u);
     EXPECT_TRUE(pool.check_invariants().ok());
   }
