@@ -32,7 +32,8 @@
 // block the layer does not keep (larger than max_block_bytes, or recorded), a block from the pool and a full
 // cache take the slot's lock as well as the pool's path. A free of another thread's block takes that
 // thread's slot lock and leaves its table entry for that thread to drop. A flush (trim, empty_cache, an
-// out-of-memory retry) costs one membarrier() per slot that caches something.
+// out-of-memory retry, and with ThreadCacheLimits::fence_small_growth each growth of the pool's small-block
+// arena for a size this layer caches) costs one membarrier() per slot that caches something.
 // Lock order: a slot's lock, then the pool's (evictions, flushes, a thread's exit and the destructor return
 // blocks under the slot's lock); never a slot's lock under the pool's.
 // Thread safety: every call is thread-safe. Each thread claims a slot; beyond kMaxSlots threads share one
