@@ -143,6 +143,9 @@ Result<ReplayResult> Replay(const Trace& trace, CachingPool& pool, LaggingStream
   if (!runner.failure().ok()) return runner.failure();
 
   ReplayResult r;
+  for (const SegmentSnapshot& s : pool.snapshot().segments) {
+    (s.small ? r.small_arena_bytes : r.large_arena_bytes) += s.mapped_bytes;
+  }
   r.events = done;
   r.allocations = trace.allocations;
   r.frees = trace.frees;

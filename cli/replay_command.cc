@@ -162,6 +162,9 @@ nlohmann::json ToJson(const ReplayArgs& args, const TraceOutcome& o) {
       {"pack_waits", r.pack_waits},
       {"pack_stream_syncs", r.pack_stream_syncs},
       {"waited_events", r.waited_events},
+      // Mapped at the end, by arena (the small-block arena: requests up to 1 MiB, as PyTorch's small pool).
+      {"small_arena_bytes", r.small_arena_bytes},
+      {"large_arena_bytes", r.large_arena_bytes},
   };
   if (PyTorchBestRatio(o.trace.workload) > 0) j["pytorch_best_ratio"] = PyTorchBestRatio(o.trace.workload);
   return j;

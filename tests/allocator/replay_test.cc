@@ -176,6 +176,8 @@ TEST(ReplayThreads, ATraceOfTwoThreadsIsReplayedByTwoThreads) {
     EXPECT_EQ(r->threads, want_threads);
     EXPECT_EQ(r->events, 32u);
     EXPECT_EQ(r->peak_reserved_bytes, want_reserved) << want_threads << " threads, fence " << fence;
+    EXPECT_EQ(r->small_arena_bytes, want_reserved);  // 256 KiB blocks: the small-block arena's, still mapped
+    EXPECT_EQ(r->large_arena_bytes, 0u);
     EXPECT_EQ(pool.stats().allocated_bytes, 0u);
     EXPECT_TRUE(pool.check_invariants().ok());
   }
