@@ -146,8 +146,9 @@ typedef struct memcoord_device_stats {
 int memcoord_device_stats_get(int device, memcoord_device_stats* out);
 /* PyTorch's cacheInfo: in `largest_bytes`, the largest block a caller may ask for on `device` (-1: the
  * primary) without running it out: the larger of the device's free memory and the largest free block cached
- * by the pools on `device`. cuDNN sizes its convolution workspaces by it when torch.backends.cudnn.benchmark
- * is on; the memcoord Python package's shim answers PyTorch with it. Takes each pool's lock once. */
+ * by the device's default pool (the one memcoord_torch_malloc uses; named and capture pools' blocks cannot
+ * serve it). cuDNN sizes its convolution workspaces by it when torch.backends.cudnn.benchmark is on; the
+ * memcoord Python package's shim answers PyTorch with it. Takes the pool's lock once. */
 int memcoord_cache_info(int device, uint64_t* largest_bytes);
 /* Resets the peak counters of every pool on `device` to their current values. */
 int memcoord_reset_peak_stats(int device);

@@ -142,7 +142,8 @@ TEST_F(CAbi, StatsEmptyCacheAndSnapshotReportThePoolsCounters) {
 
 // PyTorch's cacheInfo: the larger of the device's free memory and the largest cached block. On the virtual
 // backend (an H200's 140 GiB, addresses only) a freed 100 GiB block leaves the device 40 GiB free, and the
-// answer is the cached block; before it, and once it is trimmed, the device's free memory.
+// answer is the cached block; before it, once it is trimmed, and with the same block cached in a named pool
+// (which PyTorch's allocations never use), the device's free memory.
 TEST_F(CAbi, CacheInfoIsTheLargerOfTheDevicesFreeMemoryAndTheLargestCachedBlock) {
   setenv("MEMCOORD_BACKEND", "virtual", 1);
   ASSERT_EQ(memcoord_init(), 0) << memcoord_last_error();
@@ -162,6 +163,12 @@ TEST_F(CAbi, CacheInfoIsTheLargerOfTheDevicesFreeMemoryAndTheLargestCachedBlock)
   EXPECT_EQ(memcoord_empty_cache(0, nullptr), 0) << memcoord_last_error();
   ASSERT_EQ(memcoord_cache_info(0, &largest), 0) << memcoord_last_error();
   EXPECT_EQ(largest, total);
+  // A named pool's cached block cannot serve PyTorch's allocations: only the device's free memory counts.
+  void* named = memcoord_alloc("kv", big, 0);
+  ASSERT_NE(named, nullptr) << memcoord_last_error();
+  ASSERT_EQ(memcoord_free("kv", named), 0);
+  ASSERT_EQ(memcoord_cache_info(0, &largest), 0) << memcoord_last_error();
+  EXPECT_LT(largest, total - big + (std::uint64_t{64} << 20));
   // Bad calls.
   EXPECT_EQ(memcoord_cache_info(0, nullptr), MEMCOORD_ERR_INVALID_ARGUMENT);
   EXPECT_NE(LastError().find("largest_bytes is NULL"), std::string::npos) << LastError();

@@ -112,15 +112,12 @@ int memcoord_cache_info(int device, uint64_t* largest_bytes) {
     }
     CallGuard guard;
     if (guard.runtime() == nullptr) return FailNotInitialized("memcoord_cache_info");
-    // The default pool routes this device's allocations (made here on first use, as an allocation would).
+    // The default pool serves PyTorch's allocations on this device (made here on first use, as an allocation
+    // would); named and capture pools' blocks could not serve them, as PyTorch's private pools do not count.
     auto pool = DevicePool(*guard.runtime(), device);
     if (!pool.ok()) return Fail(pool.status());
-    const int resolved = *ResolveDevice(*guard.runtime(), device);
-    std::uint64_t largest = (*pool)->backend().device_info().free_bytes;
-    ForEachPool(*guard.runtime(), resolved, [&](memcoord::CachingPool& p) {
-      largest = std::max<std::uint64_t>(largest, p.stats().largest_free_bytes);
-    });
-    *largest_bytes = largest;
+    *largest_bytes = std::max<std::uint64_t>((*pool)->backend().device_info().free_bytes,
+                                             (*pool)->stats().largest_free_bytes);
     return 0;
   });
 }
