@@ -84,10 +84,14 @@ struct PoolOptions {
   std::uint32_t free_marker_growing_window_ms = 1000;
   // Free blocks each thread keeps for itself in front of the pool's lock (ThreadCacheAdaptor): at most this
   // many bytes per thread, blocks of at most thread_cache_block_bytes. 0 keeps none. Cached blocks are memory
-  // the pool cannot hand to another thread nor merge, so the small arena maps more beside them: 2 MiB (one
-  // small-arena chunk) a thread. On the H200, GPT-2 and ResNet-50 trained alternately (two threads allocate:
-  // the training loop and autograd's) mapped 62 MiB of small blocks with 4 MiB a thread, 56 MiB with thread
-  // caches off, as expandable_segments does.
+  // the pool cannot hand to another thread nor merge, so the small arena maps more beside them: up to 2 MiB
+  // (one small-arena chunk) a thread. On the H200, GPT-2 and ResNet-50 trained alternately (two threads
+  // allocate: the training loop and autograd's) mapped 62 MiB of small blocks with 4 MiB a thread, 60 MiB
+  // with 2 MiB (both before thread_cache_fence), 56 MiB with thread caches off, as expandable_segments does.
+  // Even on one thread the cache leaves one chunk more (bench/traces replays: alternating 58 against 56),
+  // through the blocks' layout rather than growth, which the fence below does not prevent; a 512 KiB cache
+  // would avoid it but sends capi_bench's 1 MiB pair through the pool's lock (138 ns a pair on this project's
+  // 2-core test machine, against 38).
   std::size_t thread_cache_bytes = 2 << 20;
   std::size_t thread_cache_block_bytes = 1 << 20;
   // Before the small arena grows for a request the thread caches could have held, every thread's cache goes
