@@ -166,10 +166,11 @@ def check_snapshot_trace(quick):
     import torch
     from memcoord import snapshot_trace
 
-    torch.cuda.memory._record_memory_history(max_entries=1_000_000)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    # Recording starts after the model is built, as it usually does: its weights come from the segments.
+    torch.cuda.memory._record_memory_history(max_entries=1_000_000)
     for _ in range(3):
         loss = model(torch.randn(64, 1024, device="cuda")).square().mean()
         loss.backward()
@@ -182,7 +183,7 @@ def check_snapshot_trace(quick):
         torch.cuda.memory._dump_snapshot(pickle_path)
         torch.cuda.memory._record_memory_history(enabled=None)
         lines, summary = snapshot_trace.convert(snapshot_trace.load(pickle_path), workload="native")
-        assert summary["allocations"] > 0 and summary["dropped_frees"] == 0, summary
+        assert summary["allocations"] > 0 and summary["from_before"] >= 4, summary  # 2 weights, 2 biases
         code = snapshot_trace.main([pickle_path, "-o", trace_path])
         assert code == 0, f"snapshot_trace exited {code}"
         cli = os.environ.get("MEMCOORD_CLI") or shutil.which("memcoord")
@@ -196,7 +197,8 @@ def check_snapshot_trace(quick):
         figures = json.loads(replay.stdout)
     requested = figures["peak_requested_bytes"]
     assert 0.9 * peak_allocated <= requested <= peak_allocated, (requested, peak_allocated)
-    return (f"{summary['allocations']} allocations converted and replayed: peak requested {requested / MB:.1f} MB "
+    return (f"{summary['allocations']} allocations and {summary['from_before']} blocks from before the recording "
+            f"converted and replayed: peak requested {requested / MB:.1f} MB "
             f"(PyTorch's peak allocated {peak_allocated / MB:.1f} MB), memcoord would reserve "
             f"{figures['peak_reserved_bytes'] / MB:.1f} MB (PyTorch reserved {torch.cuda.max_memory_reserved() / MB:.1f})")
 

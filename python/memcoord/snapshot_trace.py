@@ -12,9 +12,11 @@ alloc -> `a`, free_completed -> `f`, free_requested -> `r`, segment_alloc -> `S`
 out. Sizes and streams are PyTorch's. The trace of one device is written: --device, else the device with the
 most allocations.
 
-PyTorch keeps the last max_entries events only. A trace that lost its beginning frees blocks it never saw
-allocated: those frees are dropped, and the summary says how many (the replay then leaves out the memory those
-blocks held, and reads low). Blocks still live at the end stay live.
+Blocks allocated before the recorded window (the model's weights, when recording starts after the model is
+built; anything older than PyTorch's last max_entries events) start the trace as live, so the replay counts
+their memory: those the window frees (its free events give their sizes) and those still allocated in the
+snapshot's segments at the end that the window never allocated. Their order at the start is not known; the
+summary says how many there were. Blocks still live at the end stay live.
 
 The pickle is read with a loader that refuses every class and function: a memory snapshot holds only plain
 values (dicts, lists, strings, numbers), and refusing the rest means reading one cannot run code.
@@ -81,16 +83,32 @@ def _field(entry, name, index):
     return value
 
 
+def _live_at_end(snapshot, device):
+    """{address: (requested bytes, stream)} of the blocks the snapshot's segments hold allocated on `device`."""
+    blocks = {}
+    for segment in snapshot.get("segments") or []:
+        if not isinstance(segment, dict) or segment.get("device", device) != device:
+            continue
+        stream = segment.get("stream", 0)
+        for block in segment.get("blocks") or []:
+            if not isinstance(block, dict) or block.get("state") not in ("active_allocated", "active_pending_free"):
+                continue
+            address, size = block.get("address"), block.get("requested_size") or block.get("size")
+            if isinstance(address, int) and isinstance(size, int) and address >= 0 and size > 0:
+                blocks[address] = (size, stream if isinstance(stream, int) and stream >= 0 else 0)
+    return blocks
+
+
 def convert(snapshot, device=None, workload="snapshot"):
-    """(lines, summary): the trace's text lines and what was kept and dropped."""
+    """(lines, summary): the trace's text lines and what they hold."""
     traces = snapshot.get("device_traces")
     if not isinstance(traces, list) or not all(isinstance(t, list) for t in traces):
         raise SnapshotError("the snapshot has no 'device_traces': record the history with "
                             "torch.cuda.memory._record_memory_history(max_entries=N) before the run")
     device = pick_device(traces, device)
-    lines = [f"# pytorch snapshot (memcoord.snapshot_trace) workload={workload}; code addr size stream\n"]
-    live = set()
-    summary = {"device": device, "allocations": 0, "frees": 0, "dropped_frees": 0, "live_at_end": 0}
+    live, events, before = set(), [], {}  # before: blocks allocated before the window, in first-seen order
+    summary = {"device": device, "allocations": 0, "frees": 0, "live_at_end": 0, "from_before": 0,
+               "from_before_bytes": 0}
     for index, entry in enumerate(traces[device]):
         code = KEPT.get(entry.get("action")) if isinstance(entry, dict) else None
         if code is None:
@@ -104,22 +122,33 @@ def convert(snapshot, device=None, workload="snapshot"):
             live.add(address)
             summary["allocations"] += 1
         elif code in ("f", "r") and address not in live:
-            summary["dropped_frees"] += code == "f"  # allocated before the recorded window
-            continue
-        elif code == "f":
+            if code == "r" or address in before or size == 0:
+                continue
+            before[address] = (size, stream)  # freed here, allocated before the window: live from the start
+            live.add(address)
+        if code == "f":
             live.discard(address)
             summary["frees"] += 1
-        lines.append(f"{code} {address:x} {size} {stream}\n")
+        events.append(f"{code} {address:x} {size} {stream}\n")
+    for address, block in _live_at_end(snapshot, device).items():
+        if address not in live and address not in before:  # never allocated in the window, live throughout
+            before[address] = block
+            live.add(address)
     summary["live_at_end"] = len(live)
-    return lines, summary
+    summary["from_before"] = len(before)
+    summary["from_before_bytes"] = sum(size for size, _ in before.values())
+    lines = [f"# pytorch snapshot (memcoord.snapshot_trace) workload={workload}; code addr size stream\n"]
+    lines += [f"a {address:x} {size} {stream}\n" for address, (size, stream) in before.items()]
+    return lines + events, summary
 
 
 def describe(summary, out):
     text = (f"wrote {out}: device {summary['device']}, {summary['allocations']} allocations, "
             f"{summary['frees']} frees, {summary['live_at_end']} blocks live at the end")
-    if summary["dropped_frees"]:
-        text += (f"; dropped {summary['dropped_frees']} frees of blocks allocated before the recorded window "
-                 "(PyTorch's max_entries): the replay leaves out what they held")
+    if summary["from_before"]:
+        text += (f"; {summary['from_before']} blocks ({summary['from_before_bytes'] / (1 << 20):,.1f} MiB) were "
+                 "allocated before the recorded window (freed in it, or live at its end) and start the trace "
+                 "as live, in an order the snapshot does not give")
     return text
 
 

@@ -87,15 +87,36 @@ class ConvertTest(unittest.TestCase):
         self.assertEqual(code, 0)
         self.assertIn("device 1, 1 allocations", out)
 
-    def test_a_window_that_lost_its_beginning_drops_the_frees_it_cannot_place(self):
+    def test_blocks_from_before_the_window_start_the_trace_as_live(self):
+        # The window frees two blocks it never saw allocated (0x1000, 0x9000), and the segments at the end hold
+        # one it never allocated (0x50000, the model's weights when recording starts after the model is
+        # built): all three start the trace as live. 0x20000, allocated in the window, is not added twice;
+        # inactive blocks and another device's segments are not blocks.
         trace = [event("free_requested", 0x1000, MIB), event("free_completed", 0x1000, MIB),
-                 event("free_completed", 0x9000, MIB), event("alloc", 0x20000, 2 * MIB)]
-        snapshot = self.write_pickle("late.pickle", pytorch_snapshot([trace]))
+                 event("free_completed", 0x9000, 3 * MIB, stream=5), event("alloc", 0x20000, 2 * MIB)]
+        segments = [
+            {"device": 0, "address": 0x0, "stream": 0, "total_size": 20 * MIB,
+             "blocks": [{"address": 0x20000, "size": 2 * MIB, "requested_size": 2 * MIB, "state": "active_allocated"},
+                        {"address": 0x50000, "size": 4 * MIB, "requested_size": 4 * MIB - 100,
+                         "state": "active_allocated"},
+                        {"address": 0x90000, "size": 8 * MIB, "requested_size": 0, "state": "inactive"}]},
+            {"device": 1, "address": 0x0, "stream": 0, "total_size": 20 * MIB,
+             "blocks": [{"address": 0x70000, "size": MIB, "requested_size": MIB, "state": "active_allocated"}]}]
+        snapshot = self.write_pickle("late.pickle", dict(pytorch_snapshot([trace]), segments=segments))
         code, out, _ = self.run_main(snapshot, "-o", self.path("late.trace"))
         self.assertEqual(code, 0)
-        self.assertIn("dropped 2 frees of blocks allocated before the recorded window", out)
+        self.assertIn("1 allocations, 2 frees, 2 blocks live at the end; 3 blocks (8.0 MiB) were allocated before "
+                      "the recorded window", out)
         with open(self.path("late.trace")) as f:
-            self.assertEqual(f.read().splitlines()[1:], [f"a 20000 {2 * MIB} 0"])
+            self.assertEqual(f.read().splitlines()[1:], [
+                f"a 1000 {MIB} 0", f"a 9000 {3 * MIB} 5", f"a 50000 {4 * MIB - 100} 0",
+                f"f 1000 {MIB} 0", f"f 9000 {3 * MIB} 5", f"a 20000 {2 * MIB} 0"])
+        cli = os.environ.get("MEMCOORD_CLI")
+        if cli:
+            replay = subprocess.run([cli, "replay", "--json", "--repeat", "1", self.path("late.trace")],
+                                    capture_output=True, text=True)
+            self.assertEqual(replay.returncode, 0, replay.stderr)
+            self.assertEqual(json.loads(replay.stdout)["peak_requested_bytes"], 8 * MIB - 100)
 
     def test_memcoords_own_snapshot_converts_back_to_its_trace(self):
         cli = os.environ.get("MEMCOORD_CLI")
