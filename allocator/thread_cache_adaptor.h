@@ -64,8 +64,9 @@ struct ThreadCacheLimits {
   std::size_t max_bytes = 2 << 20;        // per thread; 0 caches nothing (blocks are still tracked)
   std::size_t max_block_bytes = 1 << 20;  // larger blocks always go back to the pool
   // Before the pool below grows its small-block arena for a request this layer could have cached, every
-  // thread's cache goes back to the pool and the request is asked again (detail/small_growth_fence.h): the
-  // pool then never maps small blocks beside blocks idle in another thread's cache.
+  // thread's cache goes back to the pool and the request is asked again (detail/small_growth_fence.h): when
+  // the pool then maps, the blocks that were idle in the caches were there for it to use (another thread may
+  // cache a block again in between).
   bool fence_small_growth = false;
 };
 

@@ -289,13 +289,11 @@ Result<Trace> ReadTrace(const std::string& path) {
   MEMCOORD_ASSIGN_OR_RETURN(std::string text, ReadAll(path));
   // Pickle protocol 2 and later open with PROTO (0x80): most likely a PyTorch memory snapshot.
   if (!text.empty() && static_cast<unsigned char>(text[0]) == 0x80) {
-    return InvalidArgument(
-        fmt::format("trace '{}' is a Python pickle (a PyTorch memory snapshot from "
-                    "torch.cuda.memory._dump_snapshot?), not a "
-                    "trace: convert it with `python3 -m memcoord.snapshot_trace {}` (the memcoord Python "
-                    "package) and replay "
-                    "the .trace.gz it writes",
-                    path, path));
+    constexpr const char* kPickle =
+        "trace '{}' is a Python pickle (a PyTorch memory snapshot from torch.cuda.memory._dump_snapshot?), "
+        "not a trace: convert it with `python3 -m memcoord.snapshot_trace {}` (the memcoord Python package) "
+        "and replay the .trace.gz it writes";
+    return InvalidArgument(fmt::format(fmt::runtime(kPickle), path, path));
   }
   for (std::size_t i = 0; i < std::min<std::size_t>(text.size(), 4096); ++i) {
     if (text[i] == '\0') {

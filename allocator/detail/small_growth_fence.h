@@ -1,8 +1,8 @@
 // SmallGrowthFence: while one is alive on a thread, the CorePool below refuses to grow its small-block arena
-// for that thread's allocation (RefuseGrowth) instead of mapping more. ThreadCacheAdaptor arms one when other
-// threads may hold cached small blocks: on a refusal it returns every thread's cache to the pool and asks
-// again, so the pool reuses those blocks before it maps beside them. Thread-local: no other thread's calls
-// are affected; the layers in between pass the refusal up as a plain failure (UNAVAILABLE, never
+// for that thread's allocation (RefuseGrowth) instead of mapping more. ThreadCacheAdaptor arms one around a
+// request of a size it caches: on a refusal it returns every thread's cache to the pool and asks again, so
+// the pool reuses those blocks before it maps beside them. Thread-local: no other thread's calls are
+// affected; the layers in between pass the refusal up as a plain failure (UNAVAILABLE, never
 // RESOURCE_EXHAUSTED, so no out-of-memory is counted or retried). Fences nest; the inner one rules.
 #pragma once
 
