@@ -154,7 +154,9 @@ def describe(summary, out):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python3 -m memcoord.snapshot_trace",
-                                     description=__doc__.splitlines()[0])
+                                     description="Converts a PyTorch memory snapshot (the pickle "
+                                                 "torch.cuda.memory._dump_snapshot writes) into a trace for "
+                                                 "`memcoord replay`.")
     parser.add_argument("snapshot", help="the pickle torch.cuda.memory._dump_snapshot wrote")
     parser.add_argument("-o", "--output", help="the trace to write (.gz: compressed; default: SNAPSHOT's name "
                                                "with .trace.gz)")
