@@ -95,8 +95,8 @@ int CallFilter(std::uintptr_t stream, void* user) {
 // The out-of-memory message, built without iostreams: this is the one path that runs while memory is
 // short, and formatting numbers through std::ostream is where a shim with a private libstdc++ crashed.
 std::string OomMessage(std::size_t size, int device) {
-  return "memcoord could not allocate " + std::to_string(size) + " bytes on device " + std::to_string(device) +
-         ": " + LastError();
+  return "memcoord could not allocate " + std::to_string(size) + " bytes on device " +
+         std::to_string(device) + ": " + LastError();
 }
 
 void* Allocate(std::size_t size, int device, cudaStream_t stream) {
