@@ -90,8 +90,9 @@ struct PoolOptions {
   // with 2 MiB (both before thread_cache_fence), 56 MiB with thread caches off, as expandable_segments does.
   // Even on one thread the cache leaves one chunk more (bench/traces replays: alternating 58 against 56),
   // through the blocks' layout rather than growth, which the fence below does not prevent; a 512 KiB cache
-  // would avoid it but sends capi_bench's 1 MiB pair through the pool's lock (138 ns a pair on this project's
-  // 2-core test machine, against 38).
+  // avoided it on alternating (not on ResNet-50: 56 against 54) but sends capi_bench's 1 MiB pair through the
+  // pool's lock (on this project's 2-core test machine 100 ns a pair on one thread and 298 on two, against 37
+  // with 2 MiB).
   std::size_t thread_cache_bytes = 2 << 20;
   std::size_t thread_cache_block_bytes = 1 << 20;
   // Before the small arena grows for a request the thread caches could have held, every thread's cache goes
