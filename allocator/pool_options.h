@@ -37,10 +37,11 @@ struct PoolOptions {
   // CorePool on its own ignores it (put a LimitAdaptor under it instead).
   std::uint64_t limit_bytes = 0;
   // Mapping backends: the most physical memory the large arena maps in one driver allocation (a unit, rounded
-  // up to the backend's chunk). The driver's cost is per allocation whatever its size: on an H200 about 40 us
-  // with the GPU idle (bench/gpu/vmm_handle_cost.py) and 45-85 us in a first training step, where
-  // cuMemSetAccess costs per allocation in the range it grants (2 MiB units: 20-43 ms a GiB; 20 MiB: 2-4 ms).
-  // A unit is unmapped only whole, so a free range keeps the units it covers only in part. 0:
+  // up to the backend's chunk), except that a miss of more than detail::kMaxUnitsPerMiss (32) units maps that
+  // many equal, larger ones (detail/map_units.h). The driver's cost is per allocation whatever its size: on
+  // an H200 about 40 us with the GPU idle (bench/gpu/vmm_handle_cost.py) and 45-85 us in a first training
+  // step, where cuMemSetAccess costs per allocation in the range it grants (2 MiB units: 20-43 ms a GiB; 20
+  // MiB: 2-4 ms). A unit is unmapped only whole, so a free range keeps the units it covers only in part. 0:
   // kDefaultLargeMapUnit, 20 MiB, the page PyTorch's expandable segments map for large blocks (replays: the
   // same peak as 2 MiB units within 0.02 GB on GPT-2 and ResNet-50, a tenth of the driver calls; 40 MiB units
   // made a third fewer allocations than 20 MiB but moved the peaks of bench/traces, and of copies with

@@ -373,9 +373,11 @@ Subcommand AddReplayCommand(CLI::App& root) {
                   "at the high-water mark on every miss, for comparison)")
       ->check(CLI::IsMember({"under-pressure", "every-miss"}))
       ->capture_default_str();
-  app->add_option("--map-unit", args->map_unit,
-                  "mapping pools: the most memory the large arena maps in one driver allocation (e.g. 32MiB; "
-                  "rounded up to the backend's chunk; default 20MiB)");
+  app->add_option(
+      "--map-unit", args->map_unit,
+      "mapping pools: the most memory the large arena maps in one driver allocation (e.g. 32MiB; "
+      "rounded up to the backend's chunk; default 20MiB), but for a miss of more than 32 such units, "
+      "which maps 32 equal ones");
   app->add_option(
       "--alloc-conf", args->alloc_conf,
       "pool options as MEMCOORD_ALLOC_CONF gives them to a training process, applied over --growth, "

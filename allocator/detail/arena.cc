@@ -8,6 +8,8 @@
 #include <iterator>
 #include <limits>
 
+#include "allocator/detail/map_units.h"
+
 namespace memcoord::detail {
 namespace {
 
@@ -459,14 +461,9 @@ std::uint64_t Arena::release_block(Block* b, std::uint64_t want_bytes) {
 }
 
 Status Arena::map_units(std::uintptr_t base, std::uintptr_t address, std::size_t bytes) {
-  const std::size_t unit = std::max(config_.map_unit_bytes, config_.chunk_bytes);
-  const std::uintptr_t end = address + bytes;
-  std::vector<std::size_t> pieces;
-  for (std::uintptr_t a = address; a < end;) {
-    const std::uintptr_t next = std::min<std::uintptr_t>(end, base + ((a - base) / unit + 1) * unit);
-    pieces.push_back(next - a);
-    a = next;
-  }
+  const std::vector<std::size_t> pieces =
+      coarse_units() ? UnitPieces(address - base, bytes, config_.map_unit_bytes, config_.chunk_bytes)
+                     : std::vector<std::size_t>(bytes / config_.chunk_bytes, config_.chunk_bytes);
   MEMCOORD_RETURN_IF_ERROR(backend_.map_pieces(address, pieces));  // one call: the driver sets access once
   backend_allocations_ += pieces.size();
   if (!coarse_units()) return Status::Ok();
@@ -539,10 +536,12 @@ Status Arena::check_units() const {
       if (it == unit_starts_.end() || *it != b->address) {
         return Internal(fmt::format("mapped run at {:#x} does not begin with a unit", b->address));
       }
+      // Units below the unit come from the grid and never cross it; a unit of a miss of more than
+      // kMaxUnitsPerMiss units is at least the unit and may start anywhere.
       for (; it != unit_starts_.end() && *it < end; ++it) {
         const auto next = std::next(it);
         const std::uintptr_t unit_end = (next != unit_starts_.end() && *next < end) ? *next : end;
-        if ((*it - seg.base) / unit != (unit_end - 1 - seg.base) / unit) {
+        if (unit_end - *it < unit && (*it - seg.base) / unit != (unit_end - 1 - seg.base) / unit) {
           return Internal(fmt::format("unit [{:#x}, {:#x}) crosses a multiple of {}", *it, unit_end, unit));
         }
         ++seen;

@@ -4,8 +4,9 @@
 //   whole chunks can be unmapped anywhere (unmap_free_chunks) so the pool can move memory to where it is
 //   needed instead of growing.
 //   Physical memory is mapped in units: one driver allocation per unit (a miss's units reach the backend in
-//   one map_pieces call), at most map_unit_bytes and never across a multiple of it, and a unit is unmapped
-//   only whole. Units cost the driver per unit, not per byte (40-85 us each on an H200 whatever their size),
+//   one map_pieces call), at most map_unit_bytes and never across a multiple of it (a miss of more than
+//   kMaxUnitsPerMiss units maps that many larger ones instead: map_units.h), and a unit is unmapped only
+//   whole. Units cost the driver per unit, not per byte (40-85 us each on an H200 whatever their size),
 //   so large arenas map coarse units; a free range that covers only part of a unit keeps that unit mapped.
 //   Segment arenas grow by whole backend allocations and give back only whole free segments.
 // Streams are small per-pool indices; `stream_ids` maps them to backend stream ids. Free blocks carry the
@@ -34,8 +35,9 @@ struct ArenaConfig {
   bool mapping = true;
   std::size_t chunk_bytes = 2 << 20;  // mapping: the backend's chunk
   std::uint64_t range_bytes = 0;      // mapping: address space reserved per segment
-  // mapping: the largest unit mapped by one backend call, a multiple of chunk_bytes (0: chunk_bytes). Units
-  // never cross the segment's base plus a multiple of it: whole units fit in any free run of twice its size.
+  // mapping: the largest unit mapped by one backend call, a multiple of chunk_bytes (0: chunk_bytes), except
+  // for misses of more than kMaxUnitsPerMiss units (map_units.h). Units up to it never cross the segment's
+  // base plus a multiple of it: whole units fit in any free run of twice its size between them.
   std::size_t map_unit_bytes = 0;
   bool small = false;  // segment sizing: small arenas grow by 2 MiB segments
 };
@@ -182,8 +184,8 @@ class Arena {
   Result<std::uint32_t> new_mapping_segment(std::size_t min_bytes);
   // Mapping units. With map_unit_bytes == chunk_bytes every chunk is a unit and unit_starts_ stays empty.
   bool coarse_units() const { return config_.mapping && config_.map_unit_bytes > config_.chunk_bytes; }
-  // Maps [address, address+bytes) as units (split at base + k * unit, base the segment's, so the same events
-  // cut the same units on any backend), in one backend map_pieces call; all or nothing.
+  // Maps [address, address+bytes) as units (UnitPieces; `base` the segment's), in one backend map_pieces
+  // call; all or nothing.
   Status map_units(std::uintptr_t base, std::uintptr_t address, std::size_t bytes);
   // Unmaps [lo, hi), a run of whole units.
   void unmap_units(std::uintptr_t lo, std::uintptr_t hi);

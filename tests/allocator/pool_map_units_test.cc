@@ -1,5 +1,6 @@
 // The large arena maps physical memory in units (PoolOptions::large_map_unit_bytes, default 20 MiB): one
-// backend map call per unit, never across a multiple of the unit, and a unit is unmapped only whole (the
+// backend map call per unit, never across a multiple of the unit (but for a miss of more than
+// detail::kMaxUnitsPerMiss units, which maps that many equal ones), and a unit is unmapped only whole (the
 // CUDA driver cannot unmap part of a physical allocation). UnitCheckingBackend records every map range and
 // counts each unmap that would cut one, so every test here also checks the arena never asks for that.
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "allocator/caching_pool.h"
+#include "allocator/detail/map_units.h"
 #include "allocator/virtual_backend.h"
 #include "tests/support/forwarding_backend.h"
 
@@ -90,6 +92,34 @@ TEST(PoolMapUnits, ALargeMissMapsAFewUnitsInsteadOfAChunkEach) {
   ASSERT_TRUE(pool.deallocate(p).ok());
   pool.trim(0);
   EXPECT_EQ(pool.stats().backend_frees, backend.map_sizes.size());
+  EXPECT_EQ(backend.used_bytes(), 0u);
+  EXPECT_EQ(backend.cut_units, 0);
+}
+
+// A miss of more than kMaxUnitsPerMiss units maps that many equal units in one call (GPT-2's 1.5 GiB logits:
+// 32 driver allocations instead of 79); a trim gives them all back, and a block that reuses the front of the
+// freed range keeps only the units it touches.
+TEST(PoolMapUnits, AMissOfMoreThanTheMostUnitsMapsThatManyEqualOnes) {
+  UnitCheckingBackend backend;
+  CachingPool pool(backend, MappingOptions());
+  void* logits = *pool.allocate(1572 * kMiB, kDefaultStream);
+  ASSERT_EQ(backend.map_sizes.size(), detail::kMaxUnitsPerMiss);
+  std::size_t total = 0;
+  for (std::size_t s : backend.map_sizes) {
+    EXPECT_TRUE(s == 48 * kMiB || s == 50 * kMiB) << s;  // 786 chunks: 18 units of 25 chunks, 14 of 24
+    total += s;
+  }
+  EXPECT_EQ(total, 1572 * kMiB);
+  EXPECT_EQ(backend.run_lengths, std::vector<std::size_t>{detail::kMaxUnitsPerMiss});
+  ASSERT_TRUE(pool.deallocate(logits).ok());
+  void* front = *pool.allocate(30 * kMiB, kDefaultStream);  // the freed range's front: its first unit
+  EXPECT_EQ(backend.map_sizes.size(), detail::kMaxUnitsPerMiss) << "served from the cache";
+  pool.trim(0);
+  EXPECT_EQ(pool.stats().reserved_bytes, 50 * kMiB) << "the one unit the live block touches";
+  EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
+  ASSERT_TRUE(pool.deallocate(front).ok());
+  pool.trim(0);
+  EXPECT_EQ(pool.stats().reserved_bytes, 0u);
   EXPECT_EQ(backend.used_bytes(), 0u);
   EXPECT_EQ(backend.cut_units, 0);
 }
@@ -186,6 +216,46 @@ TEST(PoolMapUnits, RandomTrafficUnderALimitNeverCutsAUnit) {
     EXPECT_EQ(backend.used_bytes(), 0u) << unit;
     EXPECT_EQ(backend.cut_units, 0) << unit;
   }
+}
+
+// The same with misses of more than kMaxUnitsPerMiss units among the others: at most six blocks live, one in
+// four of 650-900 MiB, under a 3 GiB limit. Their larger units are packed, trimmed and reused beside the
+// grid's without an unmap cutting one, and the invariants hold throughout.
+TEST(PoolMapUnits, RandomTrafficWithMissesOfMoreThanTheMostUnitsNeverCutsAUnit) {
+  UnitCheckingBackend backend;
+  PoolOptions options = MappingOptions();
+  options.limit_bytes = 3ULL << 30;
+  CachingPool pool(backend, options);
+  std::mt19937_64 rng(7);
+  std::vector<void*> live;
+  int large_misses = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const std::uint64_t r = rng();
+    if (live.size() == 6 || (r % 3 == 0 && !live.empty())) {
+      const std::size_t at = (r >> 8) % live.size();
+      ASSERT_TRUE(pool.deallocate(live[at]).ok());
+      live[at] = live.back();
+      live.pop_back();
+    } else {
+      const bool large = (r >> 8) % 4 == 0;
+      const std::size_t size =
+          large ? 650 * kMiB + (r >> 16) % (250 * kMiB) : kMiB + (r >> 16) % (160 * kMiB);
+      const std::size_t maps_before = backend.map_sizes.size();
+      Result<void*> p = pool.allocate(size, (r >> 40) % 2 == 0 ? kDefaultStream : 5);
+      if (p.ok()) live.push_back(*p);
+      if (large && backend.map_sizes.size() - maps_before == detail::kMaxUnitsPerMiss) ++large_misses;
+    }
+    if (i % 250 == 249) pool.trim(0);
+    if (i % 25 == 0) {
+      ASSERT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
+    }
+  }
+  EXPECT_GT(large_misses, 0) << "no miss mapped kMaxUnitsPerMiss equal units";
+  for (void* p : live) ASSERT_TRUE(pool.deallocate(p).ok());
+  pool.trim(0);
+  EXPECT_EQ(pool.stats().reserved_bytes, 0u);
+  EXPECT_EQ(backend.used_bytes(), 0u);
+  EXPECT_EQ(backend.cut_units, 0);
 }
 
 // A map that fails part-way (the device is full) undoes the units it mapped: nothing stays mapped.

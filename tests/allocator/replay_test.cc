@@ -41,7 +41,7 @@ TEST(Replay, DefaultPoolBeatsPyTorchOnEveryRealTrace) {
     EXPECT_LE(r->ratio, a.pytorch_best_ratio) << a.trace;
     EXPECT_GE(r->ratio, 1.0) << a.trace;
     log_sum += std::log(r->ratio);
-    EXPECT_TRUE(pool.check_invariants().ok());
+    EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
     EXPECT_EQ(pool.stats().allocated_bytes, 0u);  // the replay frees what it allocated
   }
   EXPECT_LE(std::exp(log_sum / 4), 1.02);
