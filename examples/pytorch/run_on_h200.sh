@@ -16,6 +16,10 @@
 #            processes should take ~460 s, estimated from those times, not yet run as one part)
 #   bench2   bench_allocators.py: llama_1b, alternating x {native, expandable, memcoord}, 3 processes each
 #            (~390 s, estimated the same way)
+#   benches  bench1 and bench2 at once, each on its own GPU, when the machine has two (nvidia-h200-x2: ~460 s,
+#            bench1's estimate); one after the other otherwise (two calls' worth: run bench1 and bench2 apart)
+#   gtests   the bundle's GPU suites (allocator_gpu_tests, worker_c_abi_gpu_tests: cacheInfo, the C ABI on the
+#            device) and capi_bench on cuda-vmm at 1 and 4 threads beside the C library's malloc/free
 #   losses   bench_allocators.py --deterministic, 6 steps of all five workloads x 3 allocators: losses bit for bit
 #   traces   bench_allocators.py --trace-dir: memcoord's traces of alternating and gpt2_fp32, each call with its
 #            thread, in $out/traces.tgz, for `memcoord replay` with the run's threads (2 processes, ~35 s)
@@ -85,8 +89,11 @@ if cc -O2 -shared -fPIC -o "$state/driver_call_timer.so" bench/gpu/driver_call_t
 fi
 # Every bench process on the GPU's local CPUs (cpu_pinning.py), when sysfs and nvidia-smi name them.
 pin_args=()
-if python3 -c "import sys; sys.path.insert(0, 'examples/pytorch'); import cpu_pinning; print('bench processes on CPUs', cpu_pinning.format_cpus(cpu_pinning.gpu_local_cpus()))"; then
+if pinning=$(python3 -c "import sys; sys.path.insert(0, 'examples/pytorch'); import cpu_pinning; print('bench processes on CPUs', cpu_pinning.format_cpus(cpu_pinning.gpu_local_cpus()))" 2>&1); then
   pin_args=(--cpus auto)
+  echo "$pinning"
+else
+  echo "bench processes not pinned: ${pinning##*$'\n'}"
 fi
 part_bench1() {
   python3 examples/pytorch/bench_allocators.py --workloads gpt2_fp32,gpt2_bf16_varlen,resnet50_amp \
@@ -95,6 +102,35 @@ part_bench1() {
 part_bench2() {
   python3 examples/pytorch/bench_allocators.py --workloads llama_1b,alternating --repeat 3 "${timer_args[@]}" "${pin_args[@]}" \
     --json "$out/bench2.json" 2>&1 | tee "$out/bench2.log" | sed -n '/== allocators/,$p'
+}
+part_benches() {
+  local gpus
+  gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU ')
+  if [ "${gpus:-0}" -lt 2 ]; then
+    echo "benches: $gpus GPU(s): bench1, then bench2"
+    part_bench1 && part_bench2
+    return
+  fi
+  echo "benches: $gpus GPUs: bench1 on GPU 0 and bench2 on GPU 1 at once (each pinned to its own GPU's local CPUs)"
+  (export CUDA_VISIBLE_DEVICES=0; part_bench1 > "$out/benches-gpu0.txt" 2>&1) &
+  local first=$!
+  (export CUDA_VISIBLE_DEVICES=1; part_bench2 > "$out/benches-gpu1.txt" 2>&1) &
+  local second=$! rc=0
+  wait $first || rc=1
+  wait $second || rc=1
+  cat "$out/benches-gpu0.txt" "$out/benches-gpu1.txt"
+  return $rc
+}
+part_gtests() {
+  local rc=0 suite
+  for suite in allocator_gpu_tests worker_c_abi_gpu_tests; do
+    "$bundle/bin/$suite" --gtest_brief=1 > "$out/$suite.log" 2>&1 || rc=1
+    echo "$suite: $(grep -E '^\[  (PASSED|FAILED)  \]|tests? ran' "$out/$suite.log" | tr '\n' ' ')"
+  done
+  "$bundle/bin/capi_bench" --lib "$bundle/lib/libmemcoord_capi.so" --backend cuda-vmm --threads 1 4 --control \
+    > "$out/capi_bench.json" 2> "$out/capi_bench.log" || rc=1
+  tail -c 1500 "$out/capi_bench.json"
+  return $rc
 }
 part_traces() {
   rm -rf "$out/traces"
@@ -113,14 +149,17 @@ part_losses() {
 }
 
 [ $# -gt 0 ] || { sed -n '2,/^set -uo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 2; }
-# Every part needs the shim: built once per machine (the `shim` part rebuilds it).
+# Every part but gtests needs the shim: built once per machine (the `shim` part rebuilds it).
 # A shim built earlier on a machine like this one may be placed in python/memcoord/ instead.
-if [ "$1" != shim ] && ! ls "$site"/memcoord/_torch_shim*.so python/memcoord/_torch_shim*.so > /dev/null 2>&1; then
+needs_shim=0
+for part in "$@"; do [ "$part" = gtests ] || needs_shim=1; done
+if [ "$1" != shim ] && [ $needs_shim = 1 ] &&
+  ! ls "$site"/memcoord/_torch_shim*.so python/memcoord/_torch_shim*.so > /dev/null 2>&1; then
   set -- shim "$@"
 fi
 for part in "$@"; do
   if ! declare -F "part_$part" > /dev/null; then
-    echo "run_on_h200: unknown part '$part'; accepted: shim checks abort abort_nccl trim train bench1 bench2 losses traces variants"
+    echo "run_on_h200: unknown part '$part'; accepted: shim checks abort abort_nccl trim train bench1 bench2 benches gtests losses traces variants"
     exit 2
   fi
   echo "==== $part"
