@@ -178,7 +178,7 @@ TEST(Trace, GarbageTruncatedAndMissingFiles) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kDataLoss) << c.status().ToString();
   EXPECT_NE(c.status().message().find("truncated"), std::string::npos) << c.status().message();
-  for (const auto& p : {garbage, full, cut}) std::remove(p.c_str());
+  for (const auto& p : {garbage, snapshot, full, cut}) std::remove(p.c_str());
 }
 
 TEST(TraceRecorder, APoolRecordsATraceThatReplaysToTheSamePeak) {
