@@ -155,6 +155,17 @@ int memcoord_reset_peak_stats(int device);
 /* Returns every cached (free) byte of the pools on `device` to the device (trim to 0); live blocks stay.
  * `released_bytes` (may be NULL) receives the bytes returned. */
 int memcoord_empty_cache(int device, uint64_t* released_bytes);
+/* PyTorch's torch.cuda.set_per_process_memory_fraction: caps what the default pool of `device` (-1: the
+ * primary; the pool memcoord_torch_malloc uses) may reserve at `fraction` of the device's total memory,
+ * rounded down to a byte. Accepted: 0 < fraction <= 1 (1: the whole device, i.e. no cap); anything else is
+ * INVALID_ARGUMENT. The pool's cache is trimmed to fit; a cap below the bytes live in the pool is
+ * FAILED_PRECONDITION and leaves the cap as it was (PyTorch would take it and fail later allocations). An
+ * allocation the cap refuses fails as an out-of-memory does (torch.OutOfMemoryError). The cap is the pool's
+ * limit: a quota the coordinator sets later replaces it, and this replaces the coordinator's. */
+int memcoord_set_memory_fraction(int device, double fraction);
+/* The default pool's cap on `device` as a fraction of the device's total memory, in `fraction`: 1 when it
+ * has none (PyTorch's default). */
+int memcoord_memory_fraction(int device, double* fraction);
 /* A JSON snapshot of the pools on `device`: {"device":d,"trace":[..],"pools":[{"name":..,"stats":{..},
  * "segments_available":true,"segments":[{"address":..,"size":..,"small":bool,"mapped_bytes":..,"blocks":[{
  * "address":..,"size":..,"requested":..,"state":"active_allocated"|"inactive"|"unmapped","stream":..}]}]}]}.

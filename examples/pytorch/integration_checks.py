@@ -95,6 +95,30 @@ def check_empty_cache(quick):
     return f"device free +{gained / GB:.2f} GB, reserved {reserved_before / GB:.2f} -> {reserved_after / GB:.2f} GB"
 
 
+def check_memory_fraction(quick):
+    """torch.cuda.set_per_process_memory_fraction caps memcoord's pool (CUDAPluggableAllocator's own raises
+    "does not yet support setMemoryFraction"): at 5% of the device a tensor of 10% fails with
+    torch.OutOfMemoryError, and at 1.0 it fits."""
+    memcoord, _ = _enable()
+    import torch
+
+    total = torch.cuda.mem_get_info()[1]
+    torch.cuda.set_per_process_memory_fraction(0.05)
+    getter = getattr(torch.cuda, "get_per_process_memory_fraction", None)
+    seen = getter() if getter is not None else memcoord.memory_fraction()
+    assert abs(seen - 0.05) < 1e-6, seen
+    try:
+        torch.empty(int(total * 0.10), dtype=torch.uint8, device="cuda")
+        raise AssertionError("a tensor of 10% of the device fit under a 5% cap")
+    except torch.OutOfMemoryError as e:
+        refused = str(e).splitlines()[0][:120]
+    torch.cuda.set_per_process_memory_fraction(1.0)
+    x = torch.empty(int(total * 0.10), dtype=torch.uint8, device="cuda")
+    del x
+    return (f"cap 5% read back {seen:.3f} ({'torch' if getter else 'memcoord'}), 10% refused: {refused!r}; "
+            "at 1.0 it fits")
+
+
 def check_record_stream(quick):
     memcoord, details = _enable()
     import torch
@@ -448,6 +472,7 @@ CHECKS = {
     "refuses_after_init": check_refuses_after_init,
     "stats": check_stats,
     "empty_cache": check_empty_cache,
+    "memory_fraction": check_memory_fraction,
     "record_stream": check_record_stream,
     "snapshot": check_snapshot,
     "snapshot_trace": check_snapshot_trace,

@@ -34,11 +34,13 @@ __all__ = [
     "init",
     "is_enabled",
     "library_path",
+    "memory_fraction",
     "memory_stats",
     "record_history",
     "record_stream",
     "reset_accumulated_stats",
     "reset_peak_stats",
+    "set_memory_fraction",
     "shutdown",
     "snapshot",
     "stats",
@@ -210,6 +212,21 @@ def empty_cache(device=None):
         lib.call("memcoord_empty_cache", d, ctypes.byref(released))
         released_total += released.value
     return released_total
+
+
+def set_memory_fraction(fraction, device=-1):
+    """Caps what `device`'s default pool (PyTorch's allocations; -1: the primary device) may reserve at
+    `fraction` of the device's memory, as torch.cuda.set_per_process_memory_fraction caps PyTorch's allocator
+    (which, under memcoord.enable(), calls this). Accepted: 0 < fraction <= 1 (1: the whole device). The cache
+    is trimmed to fit; MemcoordError (FAILED_PRECONDITION) when more than that is live, the cap unchanged."""
+    _lib().call("memcoord_set_memory_fraction", int(device), float(fraction))
+
+
+def memory_fraction(device=-1):
+    """`device`'s default pool's cap as a fraction of the device's memory: 1.0 when it has none."""
+    out = ctypes.c_double(0)
+    _lib().call("memcoord_memory_fraction", int(device), ctypes.byref(out))
+    return out.value
 
 
 def _snapshot_documents(devices):

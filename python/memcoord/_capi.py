@@ -167,6 +167,8 @@ PROTOTYPES = {
     "memcoord_reset_peak_stats": (_int, [_int]),
     "memcoord_empty_cache": (_int, [_int, ctypes.POINTER(_u64)]),
     "memcoord_cache_info": (_int, [_int, ctypes.POINTER(_u64)]),
+    "memcoord_set_memory_fraction": (_int, [_int, ctypes.c_double]),
+    "memcoord_memory_fraction": (_int, [_int, ctypes.POINTER(ctypes.c_double)]),
     # char* that must go back through memcoord_free_string: kept as a raw pointer, never a bytes copy.
     "memcoord_snapshot_json": (_vp, [_int]),
     "memcoord_free_string": (None, [_vp]),

@@ -216,6 +216,12 @@ def _patch_memory_api(torch, shim_hooks):
     _patch(torch, "_accelerator_getDeviceStats", memory_stats)
     _patch(torch, "_accelerator_resetPeakStats", reset_peak)
     _patch(torch, "_accelerator_resetAccumulatedStats", reset_accumulated)
+    # torch.cuda.set_per_process_memory_fraction has checked 0 <= fraction <= 1 (memcoord refuses 0, which
+    # would fail every allocation, with a message); CUDAPluggableAllocator's own raises "does not yet support".
+    if memcoord._lib().has("memcoord_set_memory_fraction"):
+        _patch(torch, "_cuda_setMemoryFraction",
+               lambda fraction, device: memcoord.set_memory_fraction(fraction, _device_arg(torch, device)))
+        _patch(torch, "_cuda_getMemoryFraction", lambda device: memcoord.memory_fraction(_device_arg(torch, device)))
     if not shim_hooks.get("empty_cache"):
         _patch(torch, "_cuda_emptyCache", lambda *args, **kwargs: memcoord.empty_cache())
 

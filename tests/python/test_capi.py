@@ -165,6 +165,40 @@ class AllocationTest(unittest.TestCase):
         self.assertEqual(caught.exception.code, _capi.INVALID_ARGUMENT)
         self.assertIn("device 9 is out of range", str(caught.exception))
 
+    def test_a_memory_fraction_caps_the_default_pool(self):
+        # torch.cuda.set_per_process_memory_fraction's path under memcoord.enable(): a cap of 64 MiB of the
+        # device (host memory here) takes one 48 MiB block and refuses a second as out of memory; a cap below
+        # what is live is refused with the reason; 1 lifts it. CAbi.AMemoryFraction... covers the rest.
+        require(self, "memcoord_set_memory_fraction")
+        total = memcoord.stats()["device_total_bytes"]
+        self.assertGreater(total, 256 * MIB)
+        self.assertEqual(memcoord.memory_fraction(), 1.0)
+        memcoord.empty_cache()
+        live = memcoord.stats()["allocated_bytes"]
+        fraction = (live + 64 * MIB) / total
+        memcoord.set_memory_fraction(fraction)
+        ptr = None
+        try:
+            self.assertAlmostEqual(memcoord.memory_fraction(), fraction, places=6)
+            ptr = memcoord.alloc(48 * MIB)
+            with self.assertRaises(memcoord.MemcoordError) as caught:
+                memcoord.alloc(48 * MIB)
+            self.assertEqual(caught.exception.code, _capi.RESOURCE_EXHAUSTED)
+            with self.assertRaises(memcoord.MemcoordError) as caught:
+                memcoord.set_memory_fraction((live + 16 * MIB) / total)
+            self.assertEqual(caught.exception.code, _capi.FAILED_PRECONDITION)
+            self.assertIn("below the", str(caught.exception))
+            for bad in (0.0, -1.0, 1.5, float("nan")):
+                with self.assertRaises(memcoord.MemcoordError) as caught:
+                    memcoord.set_memory_fraction(bad)
+                self.assertEqual(caught.exception.code, _capi.INVALID_ARGUMENT)
+                self.assertIn("accepted: more than 0 and at most 1", str(caught.exception))
+        finally:
+            if ptr is not None:
+                memcoord.free(ptr)
+            memcoord.set_memory_fraction(1.0)
+        self.assertEqual(memcoord.memory_fraction(), 1.0)
+
     def test_record_stream_on_a_live_block(self):
         require(self, "memcoord_record_stream")
         ptr = memcoord.alloc(MIB)

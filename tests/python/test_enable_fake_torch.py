@@ -35,7 +35,8 @@ def fake_torch(initialized=False):
     torch.cuda = cuda
     torch._C = types.SimpleNamespace(
         _cuda_memoryStats=None, _cuda_resetPeakMemoryStats=None, _cuda_resetAccumulatedMemoryStats=None,
-        _cuda_memorySnapshot=None, _cuda_emptyCache=None, _cuda_record_memory_history=None)
+        _cuda_memorySnapshot=None, _cuda_emptyCache=None, _cuda_record_memory_history=None,
+        _cuda_setMemoryFraction=None, _cuda_getMemoryFraction=None)
 
     class Tensor:
         def record_stream(self, stream):
@@ -143,6 +144,21 @@ class EnableTest(unittest.TestCase):
         with self.assertRaises(memcoord.MemcoordError):
             tensor.record_stream(types.SimpleNamespace(cuda_stream=0))
         memcoord.free(live, device=0)
+
+        # torch.cuda.set_per_process_memory_fraction(f, device) reaches _cuda_setMemoryFraction(f, device) once
+        # PyTorch has checked 0 <= f <= 1; get_per_process_memory_fraction reads it back.
+        if memcoord._lib().has("memcoord_set_memory_fraction"):
+            self.assertIn("_cuda_setMemoryFraction", details["patched"])
+            torch._C._cuda_setMemoryFraction(0.5, 0)
+            try:
+                self.assertEqual(torch._C._cuda_getMemoryFraction(0), 0.5)
+                self.assertEqual(memcoord.stats(0)["limit_bytes"], memcoord.stats(0)["device_total_bytes"] // 2)
+                with self.assertRaises(memcoord.MemcoordError) as caught:
+                    torch._C._cuda_setMemoryFraction(0.0, 0)  # PyTorch's range allows 0; memcoord says why not
+                self.assertIn("accepted: more than 0 and at most 1", str(caught.exception))
+            finally:
+                torch._C._cuda_setMemoryFraction(1.0, 0)
+            self.assertEqual(torch._C._cuda_getMemoryFraction(0), 1.0)
 
 
 if __name__ == "__main__":

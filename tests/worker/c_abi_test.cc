@@ -3,6 +3,7 @@
 // clear error and never a crash, and nothing is thrown across the boundary).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -174,6 +175,62 @@ TEST_F(CAbi, CacheInfoIsTheLargerOfTheDevicesFreeMemoryAndTheLargestCachedBlock)
   EXPECT_NE(LastError().find("largest_bytes is NULL"), std::string::npos) << LastError();
   EXPECT_EQ(memcoord_cache_info(4, &largest), MEMCOORD_ERR_INVALID_ARGUMENT);
   EXPECT_NE(LastError().find("device 4 is out of range"), std::string::npos) << LastError();
+}
+
+// torch.cuda.set_per_process_memory_fraction: the default pool may reserve at most that share of the device.
+// On the virtual backend (140 GiB): at 0.25, a 30 GiB block fits and a second does not (out of memory, as
+// PyTorch's cap fails it), while a named pool is not capped; the cache is trimmed to a new cap; a cap below
+// the live blocks is refused and the old one stays; 1 lifts it.
+TEST_F(CAbi, AMemoryFractionCapsTheDefaultPoolAtThatShareOfTheDevice) {
+  setenv("MEMCOORD_BACKEND", "virtual", 1);
+  ASSERT_EQ(memcoord_init(), 0) << memcoord_last_error();
+  double fraction = 0;
+  ASSERT_EQ(memcoord_memory_fraction(0, &fraction), 0) << memcoord_last_error();
+  EXPECT_EQ(fraction, 1.0);  // no cap: PyTorch's default
+  const std::uint64_t total = Stats(0).device_total_bytes;
+  ASSERT_EQ(memcoord_set_memory_fraction(-1, 0.25), 0) << memcoord_last_error();
+  ASSERT_EQ(memcoord_memory_fraction(0, &fraction), 0);
+  EXPECT_NEAR(fraction, 0.25, 1e-9);
+  EXPECT_EQ(Stats(0).limit_bytes, total / 4);
+  const auto gib30 = static_cast<std::ptrdiff_t>(std::int64_t{30} << 30);
+  void* first = memcoord_torch_malloc(gib30, 0, nullptr);
+  ASSERT_NE(first, nullptr) << memcoord_last_error();
+  EXPECT_EQ(memcoord_torch_malloc(gib30, 0, nullptr), nullptr);
+  EXPECT_NE(LastError().find("RESOURCE_EXHAUSTED"), std::string::npos) << LastError();
+  void* named = memcoord_alloc("kv", std::size_t{30} << 30, 0);  // another pool: not capped
+  ASSERT_NE(named, nullptr) << memcoord_last_error();
+  ASSERT_EQ(memcoord_free("kv", named), 0);
+  ASSERT_EQ(memcoord_empty_cache(0, nullptr), 0);  // the kv pool's cached 30 GiB go
+  // A cap below the 30 GiB live: refused, naming both; the quarter stays.
+  EXPECT_EQ(memcoord_set_memory_fraction(0, 0.1), MEMCOORD_ERR_FAILED_PRECONDITION);
+  EXPECT_NE(LastError().find("below the"), std::string::npos) << LastError();
+  EXPECT_EQ(Stats(0).limit_bytes, total / 4);
+  // Freed and cached, the block is trimmed away by a cap it no longer fits under.
+  memcoord_torch_free(first, gib30, 0, nullptr);
+  ASSERT_EQ(memcoord_set_memory_fraction(0, 0.1), 0) << memcoord_last_error();
+  memcoord_device_stats capped{};
+  capped.struct_size = sizeof(capped);
+  ASSERT_EQ(memcoord_device_stats_get(0, &capped), 0);
+  EXPECT_LE(capped.reserved_bytes, total / 10);
+  // 1: the whole device, so a second 30 GiB block fits again.
+  ASSERT_EQ(memcoord_set_memory_fraction(0, 1.0), 0) << memcoord_last_error();
+  ASSERT_EQ(memcoord_memory_fraction(0, &fraction), 0);
+  EXPECT_EQ(fraction, 1.0);
+  EXPECT_EQ(Stats(0).limit_bytes, 0u);  // no cap left
+  void* a = memcoord_torch_malloc(gib30, 0, nullptr);
+  void* b = memcoord_torch_malloc(gib30, 0, nullptr);
+  EXPECT_TRUE(a != nullptr && b != nullptr) << memcoord_last_error();
+  memcoord_torch_free(a, gib30, 0, nullptr);
+  memcoord_torch_free(b, gib30, 0, nullptr);
+  // Bad calls: the accepted range named, NaN included; a bad device; NULL.
+  for (double bad : {0.0, -0.5, 1.5, std::nan("")}) {
+    EXPECT_EQ(memcoord_set_memory_fraction(0, bad), MEMCOORD_ERR_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(LastError().find("accepted: more than 0 and at most 1"), std::string::npos) << LastError();
+  }
+  EXPECT_EQ(memcoord_set_memory_fraction(4, 0.5), MEMCOORD_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("device 4 is out of range"), std::string::npos) << LastError();
+  EXPECT_EQ(memcoord_memory_fraction(0, nullptr), MEMCOORD_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastError().find("fraction is NULL"), std::string::npos) << LastError();
 }
 
 TEST_F(CAbi, ResetPeakStatsBringsEveryPoolsPeaksToTheCurrentFigures) {
@@ -399,6 +456,9 @@ TEST_F(CAbi, BadCallsGetClearErrorsNeverACrash) {
   EXPECT_EQ(memcoord_reset_peak_stats(0), MEMCOORD_ERR_FAILED_PRECONDITION);
   std::uint64_t largest = 0;
   EXPECT_EQ(memcoord_cache_info(0, &largest), MEMCOORD_ERR_FAILED_PRECONDITION);
+  EXPECT_EQ(memcoord_set_memory_fraction(0, 0.5), MEMCOORD_ERR_FAILED_PRECONDITION);
+  double fraction = 0;
+  EXPECT_EQ(memcoord_memory_fraction(0, &fraction), MEMCOORD_ERR_FAILED_PRECONDITION);
   EXPECT_EQ(memcoord_snapshot_json(0), nullptr);
   EXPECT_EQ(memcoord_wait_abort(0), MEMCOORD_ERR_FAILED_PRECONDITION);
   EXPECT_EQ(memcoord_set_abort_callback(nullptr, nullptr), MEMCOORD_ERR_FAILED_PRECONDITION);
