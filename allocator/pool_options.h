@@ -102,7 +102,9 @@ struct PoolOptions {
   // again beside them for another thread. bench/traces/alternating's events dealt to two threads in turns of
   // seven (a made-up split: the shared traces name no thread) map a 60 MiB small arena without it, 58 with
   // it and 56 with no thread caches, the H200's 60 and expandable_segments' 56; the one-thread replays of
-  // bench/traces are the same with and without it (the cache's other 2 MiB there is layout, not growth).
+  // bench/traces are the same with and without it (the cache's other 2 MiB there is layout, not growth). On
+  // the H200 itself (2026-12-05) the alternating run still mapped 60 MiB with the fence (56 with
+  // thread_cache:0): what the real run's caches add is not growth the fence sees.
   bool thread_cache_fence = true;
 };
 
