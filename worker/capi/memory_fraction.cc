@@ -24,14 +24,16 @@ int memcoord_set_memory_fraction(int device, double fraction) {
     if (guard.runtime() == nullptr) return FailNotInitialized("memcoord_set_memory_fraction");
     auto pool = DevicePool(*guard.runtime(), device);
     if (!pool.ok()) return Fail(pool.status());
-    const std::uint64_t total = (*pool)->backend().device_info().total_bytes;
     // 1: the whole device, which is no cap at all (the pool's limit 0: memcoord status shows none).
-    const auto cap =
-        fraction == 1.0 ? 0 : static_cast<std::uint64_t>(std::floor(fraction * static_cast<double>(total)));
-    if (cap == 0 && fraction != 1.0) {
-      return Fail(memcoord::InvalidArgument(
-          fmt::format("memcoord_set_memory_fraction: fraction {} of the device's {} bytes is no byte at all",
-                      fraction, total)));
+    std::uint64_t cap = 0;
+    if (fraction < 1.0) {
+      const std::uint64_t total = (*pool)->backend().device_info().total_bytes;
+      cap = static_cast<std::uint64_t>(std::floor(fraction * static_cast<double>(total)));
+      if (cap == 0) {
+        return Fail(memcoord::InvalidArgument(fmt::format(
+            "memcoord_set_memory_fraction: fraction {} of the device's {} bytes is no byte at all", fraction,
+            total)));
+      }
     }
     memcoord::Status set = (*pool)->set_limit(cap);
     return set.ok() ? 0 : Fail(set);
