@@ -20,6 +20,9 @@
 #            bench1's estimate); one after the other otherwise (two calls' worth: run bench1 and bench2 apart)
 #   gtests   the bundle's GPU suites (allocator_gpu_tests, worker_c_abi_gpu_tests: cacheInfo, the C ABI on the
 #            device) and capi_bench on cuda-vmm at 1 and 4 threads beside the C library's malloc/free
+#   firststep bench_allocators.py: gpt2_fp32, resnet50_amp, alternating x {expandable, memcoord}, 6 fresh processes
+#            each in alternating order, pinned, driver timer: the first-step target with each allocator's spread
+#            between processes (~460 s)
 #   losses   bench_allocators.py --deterministic, 6 steps of all five workloads x 3 allocators: losses bit for bit
 #   traces   bench_allocators.py --trace-dir: memcoord's traces of alternating and gpt2_fp32, each call with its
 #            thread, in $out/traces.tgz, for `memcoord replay` with the run's threads (2 processes, ~35 s)
@@ -143,6 +146,11 @@ part_variants() {
     --allocators "expandable,memcoord,memcoord[thread_cache_fence:off],memcoord[thread_cache:512KiB],memcoord[large_map_unit:40MiB],memcoord[free_marker_interval_us:0]" \
     --json "$out/variants.json" 2>&1 | tee "$out/variants.log" | sed -n '/== allocators/,/== targets/p'
 }
+part_firststep() {
+  python3 examples/pytorch/bench_allocators.py --workloads gpt2_fp32,resnet50_amp,alternating --allocators expandable,memcoord \
+    --repeat 6 "${timer_args[@]}" "${pin_args[@]}" --json "$out/firststep.json" 2>&1 | tee "$out/firststep.log" |
+    sed -n '/== allocators/,$p'
+}
 part_losses() {
   python3 examples/pytorch/bench_allocators.py --deterministic --steps 6 --json "$out/losses.json" 2>&1 |
     tee "$out/losses.log" | sed -n '/== targets/,$p' | grep -E "losses|bench_allocators"
@@ -159,7 +167,7 @@ if [ "$1" != shim ] && [ $needs_shim = 1 ] &&
 fi
 for part in "$@"; do
   if ! declare -F "part_$part" > /dev/null; then
-    echo "run_on_h200: unknown part '$part'; accepted: shim checks abort abort_nccl trim train bench1 bench2 benches gtests losses traces variants"
+    echo "run_on_h200: unknown part '$part'; accepted: shim checks abort abort_nccl trim train bench1 bench2 benches gtests firststep losses traces variants"
     exit 2
   fi
   echo "==== $part"

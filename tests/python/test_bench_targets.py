@@ -146,6 +146,20 @@ class TargetsTest(unittest.TestCase):
         self.assertTrue(checks_of([run("native", [2.0]), run("memcoord", [2.0001])], 1e-3)
                         ["losses memcoord = native"][0])
 
+    def test_deterministic_runs_are_judged_on_their_losses_alone(self):
+        rows = [run("native", [3.0, 2.0]), run("expandable", [3.0, 2.0], device=9 * GB, first=400),
+                run("memcoord", [3.0, 2.0001], median=103.0, first=450.0, device=9 * GB + 1)]
+        for row in rows:
+            row["deterministic"] = True
+        checks = checks_of(rows)
+        self.assertEqual(set(checks), {"losses expandable = native", "losses memcoord = native",
+                                       "losses within expandable's spread"})
+        self.assertFalse(checks["losses memcoord = native"][0])  # a loss that differs still fails
+        rows[2]["losses"] = [3.0, 2.0]
+        self.assertTrue(all(held for held, _ in checks_of(rows).values()))
+        rows[0].pop("deterministic")  # a mix of deterministic and not: every target, as before
+        self.assertIn("device <= expandable", checks_of(rows))
+
     def test_a_shorter_loss_list_never_counts_as_equal(self):
         checks = checks_of([run("native", [3.0, 2.0]), run("memcoord", [3.0])])
         self.assertFalse(checks["losses memcoord = native"][0])

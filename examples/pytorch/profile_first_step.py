@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Where a fresh process's first training step spends its CPU time, per allocator: one workload, one allocator,
+in this process (run it once per allocator, each in a fresh process).
+
+    profile_first_step.py WORKLOAD ALLOCATOR   (ALLOCATOR: native | expandable | memcoord)
+
+Prints the first step's wall time, then torch.profiler's operators by self CPU time (the first step's top 15),
+and the Python functions of the memcoord package that ran during the step (cProfile), so two allocators' first
+steps can be set side by side operator by operator.
+"""
+
+import cProfile
+import os
+import pstats
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def main():
+    workload_name, allocator = sys.argv[1], sys.argv[2]
+    if allocator == "expandable":
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    if allocator == "memcoord":
+        import memcoord
+
+        os.environ.setdefault("MEMCOORD_BACKEND", "cuda-vmm")
+        memcoord.enable()
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    import workloads
+
+    torch.cuda.init()
+    workload = workloads.make(workload_name)
+    torch.cuda.synchronize()
+    python_profile = cProfile.Profile()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        started = time.perf_counter()
+        python_profile.enable()
+        workload.step(0)
+        torch.cuda.synchronize()
+        python_profile.disable()
+        first = (time.perf_counter() - started) * 1000
+    print(f"{workload_name} {allocator}: first step {first:.0f} ms (under the profilers)")
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
+    stats = pstats.Stats(python_profile)
+    own = {k: v for k, v in stats.stats.items() if "memcoord" in k[0]}
+    total = sum(v[3] for v in own.values())  # cumulative seconds of memcoord's Python functions
+    print(f"memcoord's Python functions during the step: {len(own)}, {total * 1000:.1f} ms")
+    for (path, line, name), value in sorted(own.items(), key=lambda kv: -kv[1][3])[:10]:
+        print(f"  {name} ({os.path.basename(path)}:{line}): {value[0]} calls, {value[3] * 1000:.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
