@@ -105,12 +105,12 @@ struct PoolOptions {
   // bench/traces are the same with and without it (the cache's other 2 MiB there is layout, not growth). On
   // the H200 itself (2026-12-05) the alternating run still mapped 60 MiB with the fence (56 with
   // thread_cache:0): what the real run's caches add is not growth the fence sees. Its trace recorded with its
-  // threads (bench/traces/alternating_threads.trace.gz) replays to the same 60 and 56: the caches change where
-  // small blocks go between growths (a block idle in one thread's cache is not there for the other's next
-  // request, which splits another free block), not whether the arena grows. Returning a thread's cache at each
-  // of its misses restores 56 there but makes capi_bench's rotating sizes miss every time (148 ns a pair on this
-  // project's test machine against 37-42); limits on the blocks' age or count moved the replays by a chunk either
-  // way, with no trend.
+  // threads (bench/traces/alternating_threads.trace.gz) replays to the same 60 and 56: the caches change
+  // where small blocks go between growths (a block idle in one thread's cache is not there for the other's
+  // next request, which splits another free block), not whether the arena grows. Returning a thread's cache
+  // at each of its misses restores 56 there but makes capi_bench's rotating sizes miss every time (148 ns a
+  // pair on this project's test machine against 37-42); limits on the blocks' age or count moved the replays
+  // by a chunk either way, with no trend.
   bool thread_cache_fence = true;
 };
 
