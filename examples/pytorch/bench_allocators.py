@@ -40,6 +40,7 @@ torch.use_deterministic_algorithms(True, warn_only=True), CUBLAS_WORKSPACE_CONFI
 and not benchmarking, and SDPA's math kernel only (flash, memory-efficient and cuDNN attention have
 nondeterministic backward passes): then the losses depend on the inputs alone, and any difference between
 allocators is the allocator's. Each run reports the nondeterministic operations PyTorch still warned about.
+Such runs are judged on their losses alone (deterministic kernels are not what users train with).
 With --repeat >= 2 the table also reports native's own run-to-run spread of the losses (informational).
 """
 
