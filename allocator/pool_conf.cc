@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <charconv>
 #include <cstdint>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include "common/bytes.h"
@@ -102,14 +104,9 @@ bool PickWord(std::string_view value, const Words<E>& words, E& out) {
 // A whole number of microseconds, decimal digits only.
 Status ApplyMicros(const KeySpec& spec, std::string_view entry, std::string_view value, PoolOptions& out) {
   std::uint64_t us = 0;
-  for (const char c : value) {
-    if (c < '0' || c > '9' || us > spec.max_value) {
-      return BadEntry(entry, fmt::format("{} takes a whole number of microseconds from 0 to {}", spec.name,
-                                         spec.max_value));
-    }
-    us = us * 10 + static_cast<std::uint64_t>(c - '0');
-  }
-  if (us > spec.max_value) {
+  const char* const end = value.data() + value.size();
+  const auto [stop, error] = std::from_chars(value.data(), end, us);  // digits only: no sign, no spaces
+  if (error != std::errc() || stop != end || us > spec.max_value) {
     return BadEntry(entry, fmt::format("{} takes a whole number of microseconds from 0 to {}", spec.name,
                                        spec.max_value));
   }

@@ -73,6 +73,15 @@ PoolOptions MappingOptions(std::size_t unit = 0) {
   return options;
 }
 
+// Frees the pool's last live block and trims: every unit goes back to the backend whole.
+void ExpectEverythingGivenBack(CachingPool& pool, UnitCheckingBackend& backend, void* last) {
+  ASSERT_TRUE(pool.deallocate(last).ok());
+  pool.trim(0);
+  EXPECT_EQ(pool.stats().reserved_bytes, 0u);
+  EXPECT_EQ(backend.used_bytes(), 0u);
+  EXPECT_EQ(backend.cut_units, 0);
+}
+
 TEST(PoolMapUnits, ALargeMissMapsAFewUnitsInsteadOfAChunkEach) {
   UnitCheckingBackend backend;
   CachingPool pool(backend, MappingOptions());
@@ -117,11 +126,7 @@ TEST(PoolMapUnits, AMissOfMoreThanTheMostUnitsMapsThatManyEqualOnes) {
   pool.trim(0);
   EXPECT_EQ(pool.stats().reserved_bytes, 50 * kMiB) << "the one unit the live block touches";
   EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
-  ASSERT_TRUE(pool.deallocate(front).ok());
-  pool.trim(0);
-  EXPECT_EQ(pool.stats().reserved_bytes, 0u);
-  EXPECT_EQ(backend.used_bytes(), 0u);
-  EXPECT_EQ(backend.cut_units, 0);
+  ExpectEverythingGivenBack(pool, backend, front);
 }
 
 // The units one miss of `bytes` maps with large_map_unit_bytes = `unit`.
@@ -173,11 +178,7 @@ TEST(PoolMapUnits, ATrimKeepsUnitsThatALiveBlockStillShares) {
   EXPECT_GE(kept, 12 * kMiB);
   EXPECT_LE(kept, 24 * kMiB);
   EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
-  ASSERT_TRUE(pool.deallocate(c).ok());
-  pool.trim(0);
-  EXPECT_EQ(pool.stats().reserved_bytes, 0u);
-  EXPECT_EQ(backend.used_bytes(), 0u);
-  EXPECT_EQ(backend.cut_units, 0);
+  ExpectEverythingGivenBack(pool, backend, c);
 }
 
 // Random sizes from 1 KiB to 160 MiB on two streams under a 1 GiB limit (so the pool packs), with trims:
