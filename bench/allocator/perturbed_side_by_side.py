@@ -2,11 +2,15 @@
 """memcoord's pool against PyTorch's expandable_segments on perturbed copies of allocation traces, so that a
 default is judged on workloads near the shared ones and not on those few traces alone.
 
-    perturbed_side_by_side.py TRACE... [--copies N] [--spread F] [--alloc-conf CONF]... [--memcoord BIN] [--json F]
+    perturbed_side_by_side.py TRACE... [--copies N] [--spread F] [--keep-powers-of-two] [--alloc-conf CONF]...
+                              [--memcoord BIN] [--json F]
 
 Each TRACE gets N copies (default 12) in which every distinct request size is scaled by its own factor drawn
 uniformly from [1 - F, 1 + F] (default 0.1; copy k seeded with k, so runs repeat): a loop's repeated sizes stay
-repeated, as in a model a few percent wider or a batch a little larger. Every copy is replayed by
+repeated, as in a model a few percent wider or a batch a little larger. With --keep-powers-of-two, sizes that
+are a power of two keep their size in every copy: real models allocate many (a 1024x256 fp32 weight is exactly
+1 MiB, the pool's small-block limit), and scaling them moves blocks across that limit, which no real model of
+those shapes does. Every copy is replayed by
 `memcoord replay --json --repeat 1` (the virtual backend: the default pool users get, or each --alloc-conf as
 MEMCOORD_ALLOC_CONF would set it; --alloc-conf '' is the defaults) and by expandable_model.py (what
 expandable_segments:True reserves for the same events). Prints, per trace and conf, over the copies: the
@@ -31,9 +35,13 @@ import expandable_model  # noqa: E402
 MIB = 1 << 20
 
 
-def perturbed_lines(lines, seed, spread):
+def is_power_of_two(n):
+    return n > 0 and n & (n - 1) == 0
+
+
+def perturbed_lines(lines, seed, spread, keep_powers_of_two=False):
     """The trace's lines with every distinct size of an 'a' or 'f' event scaled by its own factor (at least 1
-    byte); other lines unchanged."""
+    byte), except powers of two when `keep_powers_of_two`; other lines unchanged."""
     rng = random.Random(seed)
     factor = {}
     out = []
@@ -44,13 +52,14 @@ def perturbed_lines(lines, seed, spread):
             continue
         size = int(fields[2])
         if size not in factor:
-            factor[size] = rng.uniform(1 - spread, 1 + spread)
+            draw = rng.uniform(1 - spread, 1 + spread)  # drawn even when kept: the other sizes' factors stay
+            factor[size] = 1.0 if keep_powers_of_two and is_power_of_two(size) else draw
         fields[2] = str(max(1, int(size * factor[size])))
         out.append(" ".join(fields) + "\n")
     return out
 
 
-def write_copies(trace, copies, spread, folder):
+def write_copies(trace, copies, spread, folder, keep_powers_of_two=False):
     """Writes the copies of `trace` into `folder`; returns their paths."""
     with (gzip.open if trace.endswith(".gz") else open)(trace, "rt") as f:
         lines = f.readlines()
@@ -59,7 +68,7 @@ def write_copies(trace, copies, spread, folder):
     for k in range(copies):
         path = os.path.join(folder, f"{name}-{k:03d}.trace.gz")
         with gzip.open(path, "wt") as f:
-            f.writelines(perturbed_lines(lines, k, spread))
+            f.writelines(perturbed_lines(lines, k, spread, keep_powers_of_two))
         paths.append(path)
     return paths
 
@@ -101,6 +110,8 @@ def main(argv=None):
     parser.add_argument("traces", nargs="+")
     parser.add_argument("--copies", type=int, default=12)
     parser.add_argument("--spread", type=float, default=0.1)
+    parser.add_argument("--keep-powers-of-two", action="store_true",
+                        help="sizes that are a power of two are not scaled (see above)")
     parser.add_argument("--alloc-conf", action="append", dest="confs",
                         help="a MEMCOORD_ALLOC_CONF to replay with (repeatable; default: the defaults only)")
     parser.add_argument("--memcoord", default=default_memcoord(), help="the memcoord CLI (default: $MEMCOORD_CLI, "
@@ -118,7 +129,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as folder:
         for trace in args.traces:
             try:
-                paths = write_copies(trace, args.copies, args.spread, folder)
+                paths = write_copies(trace, args.copies, args.spread, folder, args.keep_powers_of_two)
                 models = {p: model_figures(p) for p in paths}
                 for conf in confs:
                     ours = memcoord_figures(args.memcoord, paths, conf)
@@ -128,8 +139,9 @@ def main(argv=None):
             except (OSError, ValueError, RuntimeError) as error:
                 print(f"perturbed_side_by_side: {trace}: {error}", file=sys.stderr)
                 return 2
+    kept = " (powers of two kept)" if args.keep_powers_of_two else ""
     print(f"memcoord - expandable_segments' model, peak reserved (MiB) over {args.copies} copies per trace, "
-          f"sizes scaled by 1 +- {args.spread}; driver allocations: memcoord's maps, the model's pages")
+          f"sizes scaled by 1 +- {args.spread}{kept}; driver allocations: memcoord's maps, the model's pages")
     print(f"{'trace':<28} {'alloc conf':<24} {'median':>8} {'mean':>8} {'min':>7} {'max':>7} {'no more':>8} "
           f"{'maps':>7} {'pages':>7}")
     for r in report:
@@ -139,7 +151,8 @@ def main(argv=None):
               f"{r['model_pages']:>7.0f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"copies": args.copies, "spread": args.spread, "results": report}, f, indent=1)
+            json.dump({"copies": args.copies, "spread": args.spread, "keep_powers_of_two": args.keep_powers_of_two,
+                       "results": report}, f, indent=1)
     return 0
 
 

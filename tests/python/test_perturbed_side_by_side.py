@@ -30,6 +30,18 @@ class PerturbTest(unittest.TestCase):
         self.assertNotEqual(pss.perturbed_lines(LINES, 4, 0.1), out)
         self.assertEqual(pss.perturbed_lines(LINES, 5, 0.0), [l if l.startswith("#") else l for l in LINES])
 
+    def test_powers_of_two_keep_their_size_when_asked_and_the_rest_their_factors(self):
+        lines = ["a 1 1048576 0\n", "a 2 3000 0\n", "f 1 1048576 0\n", "a 3 4096 0\n", "f 2 3000 0\n"]
+        kept = pss.perturbed_lines(lines, seed=7, spread=0.1, keep_powers_of_two=True)
+        scaled = pss.perturbed_lines(lines, seed=7, spread=0.1)
+        sizes = [int(l.split()[2]) for l in kept]
+        self.assertEqual([sizes[0], sizes[2], sizes[3]], [1048576, 1048576, 4096])
+        self.assertEqual(sizes[1], int(scaled[1].split()[2]))  # the same draw as without the option
+        self.assertNotEqual(sizes[1], 3000)
+        self.assertNotEqual(int(scaled[0].split()[2]), 1048576)  # without it, 1 MiB is scaled like the rest
+        self.assertEqual([pss.is_power_of_two(n) for n in (0, 1, 3, 512, 1048576, 3 << 20)],
+                         [False, True, False, True, True, False])
+
     def test_sizes_never_fall_to_zero(self):
         out = pss.perturbed_lines(["a 1 1 0\n", "f 1 1 0\n"], seed=0, spread=0.9)
         self.assertEqual([int(l.split()[2]) for l in out], [1, 1])
