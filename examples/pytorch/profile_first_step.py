@@ -9,6 +9,7 @@ and the Python functions of the memcoord package that ran during the step (cProf
 steps can be set side by side operator by operator.
 """
 
+import argparse
 import cProfile
 import os
 import pstats
@@ -19,7 +20,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def main():
-    workload_name, allocator = sys.argv[1], sys.argv[2]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("workload", help="a workload of workloads.py (e.g. gpt2_fp32, resnet50_amp)")
+    parser.add_argument("allocator", choices=("native", "expandable", "memcoord"))
+    args = parser.parse_args()
+    workload_name, allocator = args.workload, args.allocator
     if allocator == "expandable":
         os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     if allocator == "memcoord":
@@ -33,7 +38,10 @@ def main():
     import workloads
 
     torch.cuda.init()
-    workload = workloads.make(workload_name)
+    try:
+        workload = workloads.make(workload_name)
+    except ValueError as error:  # an unknown workload: the message names the accepted ones
+        parser.error(str(error))
     torch.cuda.synchronize()
     python_profile = cProfile.Profile()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
