@@ -28,10 +28,11 @@ class CachingPool::Impl {
         stats_(core_),
         tags_(stats_, owner_),
         locked_(stats_),
-        cache_(locked_, LiveFigures{&stats_.allocated_counter(), &stats_.requested_counter()},
-               ThreadCacheLimits{core_.options().thread_cache_bytes, core_.options().thread_cache_block_bytes,
-                                 core_.options().thread_cache_fence},
-               owner_),
+        cache_(
+            locked_, LiveFigures{&stats_.allocated_counter(), &stats_.requested_counter()},
+            ThreadCacheLimits{core_.options().thread_cache_bytes, core_.options().thread_cache_block_bytes,
+                              core_.options().thread_cache_fence, core_.options().thread_cache_idle_misses},
+            owner_),
         oom_(cache_, [this](std::size_t bytes) { return oom_event(bytes); }) {}
 
   // The top of the stack is oom_ while a hook is set, else cache_; both are called by their concrete

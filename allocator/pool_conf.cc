@@ -23,6 +23,7 @@ enum class Key {
   kGrowth,
   kFreeMarkerInterval,
   kThreadCacheFence,
+  kThreadCacheIdleMisses,
 };
 
 struct KeySpec {
@@ -34,7 +35,9 @@ struct KeySpec {
 
 constexpr std::uint64_t kMaxMarkerIntervalUs = 10'000'000;  // 10 s: a marker then never matters
 
-constexpr std::array<KeySpec, 8> kKeys{{
+constexpr std::uint64_t kMaxIdleMisses = 1'000'000;  // a thread idle that long is idle at any setting
+
+constexpr std::array<KeySpec, 9> kKeys{{
     {"large_map_unit", Key::kLargeMapUnit, 64 * kGiB},
     {"thread_cache", Key::kThreadCache, kGiB},
     {"thread_cache_block", Key::kThreadCacheBlock, kGiB},
@@ -43,6 +46,7 @@ constexpr std::array<KeySpec, 8> kKeys{{
     {"growth", Key::kGrowth, 0},
     {"free_marker_interval_us", Key::kFreeMarkerInterval, kMaxMarkerIntervalUs},
     {"thread_cache_fence", Key::kThreadCacheFence, 0},
+    {"thread_cache_idle_misses", Key::kThreadCacheIdleMisses, kMaxIdleMisses},
 }};
 
 std::string_view Trim(std::string_view s) {
@@ -101,16 +105,21 @@ bool PickWord(std::string_view value, const Words<E>& words, E& out) {
   return false;
 }
 
-// A whole number of microseconds, decimal digits only.
-Status ApplyMicros(const KeySpec& spec, std::string_view entry, std::string_view value, PoolOptions& out) {
-  std::uint64_t us = 0;
+// A whole number (microseconds, or a count), decimal digits only.
+Status ApplyWhole(const KeySpec& spec, std::string_view entry, std::string_view value, PoolOptions& out) {
+  std::uint64_t n = 0;
   const char* const end = value.data() + value.size();
-  const auto [stop, error] = std::from_chars(value.data(), end, us);  // digits only: no sign, no spaces
-  if (error != std::errc() || stop != end || us > spec.max_value) {
-    return BadEntry(entry, fmt::format("{} takes a whole number of microseconds from 0 to {}", spec.name,
-                                       spec.max_value));
+  const auto [stop, error] = std::from_chars(value.data(), end, n);  // digits only: no sign, no spaces
+  const bool micros = spec.key == Key::kFreeMarkerInterval;
+  if (error != std::errc() || stop != end || n > spec.max_value) {
+    return BadEntry(entry, fmt::format("{} takes a whole number{} from 0 to {}", spec.name,
+                                       micros ? " of microseconds" : "", spec.max_value));
   }
-  out.large_free_marker_interval_us = static_cast<std::uint32_t>(us);
+  if (micros) {
+    out.large_free_marker_interval_us = static_cast<std::uint32_t>(n);
+  } else {
+    out.thread_cache_idle_misses = static_cast<std::uint32_t>(n);
+  }
   return Status::Ok();
 }
 
@@ -134,7 +143,8 @@ Status Apply(const KeySpec& spec, std::string_view entry, std::string_view value
     case Key::kThreadCacheFence:
       return ApplyWord(spec, entry, value, out);
     case Key::kFreeMarkerInterval:
-      return ApplyMicros(spec, entry, value, out);
+    case Key::kThreadCacheIdleMisses:
+      return ApplyWhole(spec, entry, value, out);
     default:
       return ApplySize(spec, entry, value, out);
   }
@@ -144,7 +154,7 @@ Status Apply(const KeySpec& spec, std::string_view entry, std::string_view value
 
 std::string_view PoolConfKeys() {
   return "large_map_unit, thread_cache, thread_cache_block, device_reserve, remap, growth, "
-         "free_marker_interval_us, thread_cache_fence";
+         "free_marker_interval_us, thread_cache_fence, thread_cache_idle_misses";
 }
 
 Result<PoolOptions> ApplyPoolConf(std::string_view conf, PoolOptions base) {

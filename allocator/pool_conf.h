@@ -7,6 +7,8 @@
 //   remap:under-pressure|every-miss                              PoolOptions::remap
 //   growth:auto|mapping|segments                                 PoolOptions::growth
 //   thread_cache_fence:on|off PoolOptions::thread_cache_fence
+//   thread_cache_idle_misses:N PoolOptions::thread_cache_idle_misses (0..1,000,000; 0: idle threads keep
+//                            their caches)
 //   free_marker_interval_us:N PoolOptions::large_free_marker_interval_us (0..10,000,000; 0: a marker at every
 //                            large free while the pool grows)
 // SIZE as common/bytes.h reads it ("20MiB", "512KiB", "0"). The worker applies $MEMCOORD_ALLOC_CONF to every

@@ -139,6 +139,7 @@ bool ThreadCacheAdaptor::try_allocate(std::size_t bytes, StreamId stream, TagId 
                                       Status& error) {
   Slot& slot = my_slot();
   if (!take_cached(slot, bytes, stream, tag, out)) {
+    flush_idle(slot);
     if (!allocate_upstream(bytes, stream, tag, out, error)) return false;
     track(slot, out);
   }
@@ -170,6 +171,10 @@ bool ThreadCacheAdaptor::allocate_upstream(std::size_t bytes, StreamId stream, T
 bool ThreadCacheAdaptor::try_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) {
   Slot& slot = my_slot();
   if (!take_cached(slot, bytes, stream, tag, out)) {
+    // A flush may reach the driver (a marker a free owes), which this path never does: the full path does it.
+    if (sweeps() && slot.pending_flush == nullptr && (slot.pending_flush = find_idle(slot)) != nullptr) {
+      return false;
+    }
     if (!upstream().try_allocate_cached(bytes, stream, tag, out)) return false;
     track(slot, out);
   }
@@ -210,6 +215,7 @@ bool ThreadCacheAdaptor::take_cached_owned(Slot& slot, std::size_t bytes, Stream
 
 void ThreadCacheAdaptor::track(Slot& slot, const Allocation& a) {
   std::lock_guard lock(slot.mu);
+  slot.from_pool.add(1);
   drop_freed_elsewhere(slot);  // the pool may hand back an address whose old entry still waits here
   const auto key = reinterpret_cast<std::uintptr_t>(a.ptr);
   const detail::BlockEntry entry{a.size, a.requested, a.stream, a.tag, detail::EntryState::kLive, false};
@@ -389,18 +395,46 @@ void ThreadCacheAdaptor::flush() { flush_slots(/*skip_empty=*/true); }
 // an owner caching at that instant keeps its block, as with any call that runs concurrently. Turning caching
 // off must not leave such a block behind, so set_caching(false) excludes every owner.
 void ThreadCacheAdaptor::flush_slots(bool skip_empty) {
-  std::array<detail::CachedBlock, detail::kMaxCachedBlocks> blocks;
   const std::size_t count = slot_count_.load(std::memory_order_acquire);
   for (std::size_t i = 0; i < count; ++i) {
     Slot& slot = *slot_at(i);
     if (skip_empty && slot.cached_blocks.load() == 0) continue;
-    std::lock_guard lock(slot.mu);
-    slot.gate.exclude();
-    const std::size_t n = take_all_locked(slot, blocks.data());
-    return_to_pool_locked(slot, blocks.data(), n);
-    drop_freed_elsewhere(slot);
-    slot.gate.admit();
+    flush_slot(slot);
   }
+}
+
+void ThreadCacheAdaptor::flush_slot(Slot& slot) {
+  std::array<detail::CachedBlock, detail::kMaxCachedBlocks> blocks;
+  std::lock_guard lock(slot.mu);
+  slot.gate.exclude();
+  const std::size_t n = take_all_locked(slot, blocks.data());
+  return_to_pool_locked(slot, blocks.data(), n);
+  drop_freed_elsewhere(slot);
+  slot.gate.admit();
+}
+
+// A slot's activity is its allocations (hits and blocks from the pool: a thread that only frees caches
+// nothing new beyond its limits, so it may as well be idle). A slot that caches nothing is skipped without a
+// look: its watch keeps the activity it last saw, so a thread that caches again after a long idle spell is
+// not flushed at once unless it made no allocation since.
+ThreadCacheAdaptor::Slot* ThreadCacheAdaptor::find_idle(Slot& own) {
+  const std::size_t count = slot_count_.load(std::memory_order_acquire);
+  const std::size_t looks = std::min(count, kSweepLooks);
+  for (std::size_t k = 0; k < looks; ++k) {
+    own.sweep_cursor = own.sweep_cursor + 1 < count ? own.sweep_cursor + 1 : 0;
+    Slot& slot = *slot_at(own.sweep_cursor);
+    if (&slot == &own || slot.cached_blocks.load() == 0) continue;
+    if (slot.idle.idle_after(slot.hits.load() + slot.from_pool.load(), limits_.idle_misses)) return &slot;
+  }
+  return nullptr;
+}
+
+// Called with no lock held: it takes another slot's lock, and holding this thread's own could deadlock with
+// a thread flushing this one.
+void ThreadCacheAdaptor::flush_idle(Slot& own) {
+  if (!sweeps()) return;
+  Slot* idle = own.pending_flush != nullptr ? std::exchange(own.pending_flush, nullptr) : find_idle(own);
+  if (idle != nullptr) flush_slot(*idle);
 }
 
 void ThreadCacheAdaptor::set_caching(bool on) {

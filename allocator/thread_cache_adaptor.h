@@ -34,6 +34,10 @@
 // thread's slot lock and leaves its table entry for that thread to drop. A flush (trim, empty_cache, an
 // out-of-memory retry, and with ThreadCacheLimits::fence_small_growth each growth of the pool's small-block
 // arena for a size this layer caches) costs one membarrier() per slot that caches something.
+// An idle thread's cache (ThreadCacheLimits::idle_misses) goes back the same way, one membarrier() per idle
+// spell of that thread; a miss looks at no more than kSweepLooks slots (two relaxed loads each, plus a store
+// or two to the slot's watch line). try_allocate_cached then declines (nothing else changes) and the
+// try_allocate the caller makes next flushes.
 // Lock order: a slot's lock, then the pool's (evictions, flushes, a thread's exit and the destructor return
 // blocks under the slot's lock); never a slot's lock under the pool's.
 // Thread safety: every call is thread-safe. Each thread claims a slot; beyond kMaxSlots threads share one
@@ -68,6 +72,14 @@ struct ThreadCacheLimits {
   // the pool then maps, the blocks that were idle in the caches were there for it to use (another thread may
   // cache a block again in between).
   bool fence_small_growth = false;
+  // An idle thread's cache goes back to the pool: each request that misses a thread's cache looks at up to
+  // kSweepLooks slots (round robin), and the first that caches something and whose owner made no allocation
+  // across this many such looks in a row (by any threads) is flushed before the request goes to the pool. The
+  // training loop's thread then does not keep blocks through a backward pass that autograd's thread runs (nor
+  // autograd's through the next forward), blocks the other thread's requests would otherwise split other free
+  // blocks for. try_allocate_cached never flushes (a flush may reach the driver): it declines, and the
+  // try_allocate that follows flushes. 0: never.
+  std::uint32_t idle_misses = 0;
 };
 
 // The live figures the layers below count (a StatsAdaptor's), read without a lock.
@@ -79,6 +91,7 @@ struct LiveFigures {
 class ThreadCacheAdaptor final : public DirectHooks<ThreadCacheAdaptor, ResourceAdaptor<>> {
  public:
   static constexpr std::size_t kMaxSlots = 256;
+  static constexpr std::size_t kSweepLooks = 4;  // slots a miss looks at (round robin), so a miss costs O(1)
 
   // `owner` names the pool in errors ("pool 'x'").
   ThreadCacheAdaptor(MemoryResource& upstream, LiveFigures below, ThreadCacheLimits limits,
@@ -119,6 +132,15 @@ class ThreadCacheAdaptor final : public DirectHooks<ThreadCacheAdaptor, Resource
   TrimResult do_trim(std::uint64_t target_bytes) override;
 
   void flush_slots(bool skip_empty);
+  // REQUIRES: slot.mu not held by this thread. Returns `slot`'s cache to upstream, the owner excluded.
+  void flush_slot(Slot& slot);
+  // Idle sweeps (ThreadCacheLimits::idle_misses), at a request of `own`'s thread that missed its cache: one
+  // look at each of up to kSweepLooks slots, round robin; the first slot found idle, or nullptr.
+  Slot* find_idle(Slot& own);
+  // The full path's: flushes the slot the fast path found idle (Slot::pending_flush), else looks and
+  // flushes the one it finds.
+  void flush_idle(Slot& own);
+  bool sweeps() const { return limits_.idle_misses != 0; }
   // From upstream, for a request no cache held: under a SmallGrowthFence when limits_.fence_small_growth
   // (a refusal returns every cache to the pool, then asks again), and once more after a flush when upstream
   // ran out of memory while caches held blocks.

@@ -36,13 +36,21 @@ class EventRunner {
   bool run(std::size_t i) {
     const TraceEvent& e = trace_.events[i];
     if (lagging_ != nullptr) lagging_->advance();
+    // The calls the C ABI makes (memcoord_torch_malloc/free): the driver-free paths first, the full ones when
+    // they decline.
     if (e.kind == TraceEvent::Kind::kAlloc) {
-      Result<void*> p = pool_.allocate(e.bytes, e.stream);
-      if (!p.ok()) return fail(p.status(), i);
-      slots_[e.slot] = *p;
+      void* hit = pool_.allocate_cached(e.bytes, e.stream);
+      if (hit == nullptr) {
+        Result<void*> p = pool_.allocate(e.bytes, e.stream);
+        if (!p.ok()) return fail(p.status(), i);
+        hit = *p;
+      }
+      slots_[e.slot] = hit;
     } else {
-      Status s = pool_.deallocate(slots_[e.slot]);
-      if (!s.ok()) return fail(s, i);
+      if (!pool_.free_cached(slots_[e.slot], e.stream)) {
+        Status s = pool_.deallocate(slots_[e.slot]);
+        if (!s.ok()) return fail(s, i);
+      }
       slots_[e.slot] = nullptr;
     }
     return true;

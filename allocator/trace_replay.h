@@ -62,8 +62,10 @@ enum class ReplayThreads {
 // (about one every ten events on GPT-2, where a millisecond of an H200 step is ~12 events).
 PoolOptions ForLaggedReplay(PoolOptions options);
 
-// `lagging`: the backend under `pool` when it is a LaggingStreamsAdaptor, advanced once per event (null:
-// the pool's streams are whatever its backend says, idle on the virtual backend).
+// Each event makes the calls the C ABI makes for PyTorch: allocate_cached, then allocate when it declines;
+// free_cached, then deallocate. `lagging`: the backend under `pool` when it is a LaggingStreamsAdaptor,
+// advanced once per event (null: the pool's streams are whatever its backend says, idle on the virtual
+// backend).
 Result<ReplayResult> Replay(const Trace& trace, CachingPool& pool, LaggingStreamsAdaptor* lagging = nullptr,
                             ReplayThreads threads = ReplayThreads::kRecorded);
 

@@ -56,6 +56,25 @@ struct CachedBlock {
 constexpr std::size_t kMaxCachedBlocks = 16;
 constexpr std::uint32_t kFloorWindow = 1024;
 
+// What other threads' misses saw of one slot's activity: how many looks in a row found it unchanged.
+struct IdleWatch {
+  std::atomic<std::uint64_t> seen_activity{0};
+  std::atomic<std::uint32_t> unchanged_looks{0};
+
+  // One look at `activity`; true (and the count starts again) at the `looks`-th look in a row that found it
+  // unchanged.
+  bool idle_after(std::uint64_t activity, std::uint32_t looks) {
+    if (seen_activity.load(std::memory_order_relaxed) != activity) {
+      seen_activity.store(activity, std::memory_order_relaxed);
+      unchanged_looks.store(0, std::memory_order_relaxed);
+      return false;
+    }
+    const std::uint32_t n = unchanged_looks.load(std::memory_order_relaxed) + 1;
+    unchanged_looks.store(n < looks ? n : 0, std::memory_order_relaxed);
+    return n >= looks;
+  }
+};
+
 // 128 bytes, not 64: Intel's L2 prefetches lines in adjacent pairs, so a neighbour's last line (its window
 // counters, written on every call) would otherwise contend with this slot's first (the lock and the gate).
 struct alignas(128) ThreadCacheSlot {
@@ -81,8 +100,16 @@ struct alignas(128) ThreadCacheSlot {
   std::array<Counter, kMaxTags> cached_tag_bytes, cached_tag_blocks;  // [kUntagged] unused
   std::uint64_t window_min_bytes = 0, window_min_requested = 0;       // as `cached`
   std::uint32_t window_changes = 0;                                   // as `cached`
+  // Blocks the owner took from the pool (its misses); with `hits`, its allocations, which other threads'
+  // misses watch (IdleWatch). Written by the owner only.
+  Counter from_pool;
+  std::size_t sweep_cursor = 0;              // the owner's: the last slot its misses looked at
+  ThreadCacheSlot* pending_flush = nullptr;  // the owner's: found idle by the fast path, for the full path
   std::atomic<bool> owned{false};  // bound to a running thread (claimed under the adaptor's slots_mu_)
   bool shared = false;             // the slot of threads beyond kMaxSlots: never owned, caches nothing
+  // Written by other threads' misses, without a lock (relaxed: two misses looking at once may count one
+  // look, which only delays a sweep): on its own line, so the owner's calls never contend with them.
+  alignas(128) IdleWatch idle;
 };
 
 }  // namespace memcoord::detail

@@ -27,9 +27,9 @@
 #   traces   bench_allocators.py --trace-dir: memcoord's traces of alternating and gpt2_fp32, each call with its
 #            thread, in $out/traces.tgz, for `memcoord replay` with the run's threads (2 processes, ~35 s)
 #   variants bench_allocators.py: alternating and gpt2_fp32 under expandable, memcoord and memcoord with
-#            MEMCOORD_ALLOC_CONF thread_cache_fence:off, thread_cache:512KiB, large_map_unit:40MiB and
-#            free_marker_interval_us:0, 2 processes each (device memory and first-step driver calls of each
-#            setting; 24 processes of 16-17 s, ~420 s, an estimate: not yet run as one part)
+#            MEMCOORD_ALLOC_CONF thread_cache_idle_misses:0, thread_cache_fence:off, thread_cache:512KiB,
+#            large_map_unit:40MiB and free_marker_interval_us:0, 2 processes each (device memory and first-step
+#            driver calls of each setting; 28 processes of 16-17 s, ~490 s, an estimate: not yet run as one part)
 # Exits non-zero when a part failed (each part's last lines say why).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -143,7 +143,7 @@ part_traces() {
 }
 part_variants() {
   python3 examples/pytorch/bench_allocators.py --workloads alternating,gpt2_fp32 --repeat 2 "${timer_args[@]}" "${pin_args[@]}" \
-    --allocators "expandable,memcoord,memcoord[thread_cache_fence:off],memcoord[thread_cache:512KiB],memcoord[large_map_unit:40MiB],memcoord[free_marker_interval_us:0]" \
+    --allocators "expandable,memcoord,memcoord[thread_cache_idle_misses:0],memcoord[thread_cache_fence:off],memcoord[thread_cache:512KiB],memcoord[large_map_unit:40MiB],memcoord[free_marker_interval_us:0]" \
     --json "$out/variants.json" 2>&1 | tee "$out/variants.log" | sed -n '/== allocators/,/== targets/p'
 }
 part_firststep() {

@@ -17,7 +17,8 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   base.small_block_limit = 4096;
   Result<PoolOptions> o = ApplyPoolConf(
       " large_map_unit:40MiB, thread_cache:512KiB ,thread_cache_block:64KiB,device_reserve:2GiB,"
-      "remap:every-miss,growth:segments,free_marker_interval_us:0,thread_cache_fence:off,",
+      "remap:every-miss,growth:segments,free_marker_interval_us:0,thread_cache_fence:off,"
+      "thread_cache_idle_misses:0",
       base);
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->large_map_unit_bytes, 40 * kMiB);
@@ -29,6 +30,8 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   EXPECT_EQ(o->large_free_marker_interval_us, 0u);
   EXPECT_TRUE(base.thread_cache_fence);  // the default
   EXPECT_FALSE(o->thread_cache_fence);
+  EXPECT_EQ(base.thread_cache_idle_misses, 16u);  // the default
+  EXPECT_EQ(o->thread_cache_idle_misses, 0u);
   EXPECT_EQ(o->name, "mine");
   EXPECT_EQ(o->small_block_limit, 4096u);
   EXPECT_EQ(o->pack_waits_for_streams, base.pack_waits_for_streams);
@@ -42,6 +45,9 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   o = ApplyPoolConf("free_marker_interval_us:10000000", base);
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->large_free_marker_interval_us, 10'000'000u);
+  o = ApplyPoolConf("thread_cache_idle_misses:1000000", base);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->thread_cache_idle_misses, 1'000'000u);
 
   for (const char* nothing : {"", " ", ",", " , ,"}) {
     Result<PoolOptions> same = ApplyPoolConf(nothing, base);
@@ -75,6 +81,13 @@ TEST(PoolConf, BadConfsNameTheEntryAndWhatIsAccepted) {
       {"thread_cache_fence:yes", {"'thread_cache_fence:yes'", "thread_cache_fence accepts on or off"}},
       {"free_marker_interval_us:10000001", {"from 0 to 10000000"}},
       {"free_marker_interval_us:99999999999999999999999999", {"from 0 to 10000000"}},
+      {"thread_cache_idle_misses:some",
+       {"'thread_cache_idle_misses:some'",
+        "thread_cache_idle_misses takes a whole number from 0 to 1000000"}},
+      {"thread_cache_idle_misses:-16", {"whole number from 0 to 1000000"}},
+      {"thread_cache_idle_misses:16.5", {"whole number from 0 to 1000000"}},
+      {"thread_cache_idle_misses:1000001", {"from 0 to 1000000"}},
+      {"thread_cache:1MiB,bogus:1", {"thread_cache_idle_misses"}},
   };
   PoolOptions base;
   for (const Case& c : cases) {

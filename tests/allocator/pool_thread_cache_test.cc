@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <barrier>
+#include <latch>
 #include <map>
 #include <mutex>
 #include <random>
@@ -290,6 +291,43 @@ TEST(PoolThreadCache, TheFenceReturnsCachedBlocksBeforeTheSmallArenaGrows) {
   holder.join();
   for (void* p : kept) ASSERT_TRUE(pool.deallocate(p).ok());
   EXPECT_TRUE(pool.check_invariants().ok());
+}
+
+// A thread that stops allocating gives its cache back once 16 requests of other threads that missed their
+// caches found it idle (PoolOptions::thread_cache_idle_misses): the other thread's next request of that size
+// then takes the holder's block, an exact fit, instead of splitting the chunk's remainder, as it would
+// without thread caches at all. With the sweep off the holder keeps it. No growth is involved (the fence
+// never acts): the misses are large blocks, in the other arena.
+TEST(PoolThreadCache, AnIdleThreadsCachedBlockServesAnotherThreadOnceItsMissesFindItIdle) {
+  for (const std::uint32_t idle_misses : {PoolOptions{}.thread_cache_idle_misses, 0u}) {
+    VirtualBackend backend(64 * kGiB);
+    PoolOptions options;
+    options.thread_cache_idle_misses = idle_misses;
+    CachingPool pool(backend, options);
+    std::latch cached(1), done(1);
+    void* held = nullptr;
+    std::thread holder([&] {
+      held = *pool.allocate(256 * kKiB);
+      ASSERT_TRUE(pool.deallocate(held).ok());  // kept in this thread's cache
+      cached.count_down();
+      done.wait();
+    });
+    cached.wait();
+    std::vector<void*> mine;
+    for (int i = 0; i < 20; ++i) mine.push_back(*pool.allocate(4 * kMiB));
+    void* p = *pool.allocate(256 * kKiB);
+    if (idle_misses != 0) {
+      EXPECT_EQ(p, held) << "the idle holder's block, back in the pool, is the exact fit";
+    } else {
+      EXPECT_NE(p, held) << "the holder keeps its block with the sweep off";
+    }
+    EXPECT_EQ(pool.stats().reserved_bytes, 2 * kMiB + 20 * 4 * kMiB);
+    mine.push_back(p);
+    for (void* q : mine) ASSERT_TRUE(pool.deallocate(q).ok());
+    done.count_down();
+    holder.join();
+    EXPECT_TRUE(pool.check_invariants().ok());
+  }
 }
 
 // A block freed by another thread goes back to the pool while its entry waits in the allocating thread's

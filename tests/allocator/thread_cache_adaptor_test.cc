@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <latch>
+#include <memory>
+#include <semaphore>
 #include <thread>
 #include <vector>
 
@@ -224,6 +226,113 @@ TEST_F(ThreadCacheTest, DestroyingTheAdaptorGivesBackWhatThreadsCached) {
   worker.join();  // its exit gave the new adaptor's block back
   EXPECT_EQ(cache_->cached_bytes(), 0u);
   EXPECT_TRUE(fake_.live.empty());
+}
+
+// A fixture-like adaptor with idle sweeps after `idle_misses` looks (the fixture's own has them off).
+std::unique_ptr<ThreadCacheAdaptor> SweepingCache(MemoryResource& upstream, StatsAdaptor<>& stats,
+                                                  std::uint32_t idle_misses) {
+  ThreadCacheLimits limits;
+  limits.idle_misses = idle_misses;
+  return std::make_unique<ThreadCacheAdaptor>(
+      upstream, LiveFigures{&stats.allocated_counter(), &stats.requested_counter()}, limits, "pool 'test'");
+}
+
+// A thread that stops allocating gives its cache back once other threads' misses have found it idle
+// idle_misses looks in a row (the first look only notes its activity). Three slots here (the shared one,
+// the worker's, this thread's): each miss served by the pool looks at the worker's once.
+TEST_F(ThreadCacheTest, AnIdleThreadsCacheGoesBackOnceOtherThreadsMissesFindItIdle) {
+  cache_ = SweepingCache(locked_, stats_, 4);
+  std::latch cached(1), done(1);
+  void* kept = nullptr;
+  std::thread worker([&] {
+    kept = Alloc(4096);
+    ASSERT_TRUE(Free(kept).ok());
+    cached.count_down();
+    done.wait();
+    void* again = Alloc(4096);  // its cache is empty now: the pool's
+    EXPECT_NE(again, kept);
+    ASSERT_TRUE(Free(again).ok());
+  });
+  cached.wait();
+  std::vector<void*> mine;
+  for (int i = 0; i < 4; ++i) mine.push_back(Alloc(512));  // misses: a note, then three unchanged looks
+  EXPECT_EQ(cache_->cached_bytes(), 4096u);
+  EXPECT_EQ(fake_.deallocate_calls, 0);
+  mine.push_back(Alloc(512));  // the fourth unchanged look
+  EXPECT_EQ(cache_->cached_bytes(), 0u);
+  EXPECT_EQ(fake_.deallocate_calls, 1);
+  EXPECT_EQ(fake_.live.count(kept), 0u) << "the idle worker's block is back in the pool";
+  const int allocations = fake_.allocate_calls;
+  done.count_down();
+  worker.join();
+  EXPECT_EQ(fake_.allocate_calls, allocations + 1);
+  EXPECT_TRUE(cache_->check_invariants(stats_.live_blocks()).ok());
+  for (void* p : mine) ASSERT_TRUE(Free(p).ok());
+}
+
+// try_allocate_cached never flushes (a flush may reach the driver, which that path must not): when its look
+// finds a thread idle it declines, and the try_allocate the caller makes next flushes that thread's cache.
+TEST_F(ThreadCacheTest, TheDriverFreePathLeavesTheFlushOfAnIdleThreadToTheFullPath) {
+  cache_ = SweepingCache(locked_, stats_, 2);
+  std::latch cached(1), done(1);
+  std::thread worker([&] {
+    ASSERT_TRUE(Free(Alloc(4096)).ok());
+    cached.count_down();
+    done.wait();
+  });
+  cached.wait();
+  void* mine = Alloc(512);  // a look that notes the worker's activity
+  Allocation a;
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_FALSE(cache_->try_allocate_cached(1024, kStream, kUntagged, a));  // the fake upstream declines too
+    EXPECT_EQ(cache_->cached_bytes(), 4096u) << "a flush on the driver-free path, call " << i;
+  }
+  EXPECT_EQ(fake_.deallocate_calls, 0);
+  void* next = Alloc(1024);
+  EXPECT_EQ(cache_->cached_bytes(), 0u);
+  EXPECT_EQ(fake_.deallocate_calls, 1);
+  ASSERT_TRUE(Free(mine).ok());
+  ASSERT_TRUE(Free(next).ok());
+  done.count_down();
+  worker.join();
+  EXPECT_TRUE(cache_->check_invariants(stats_.live_blocks()).ok());
+}
+
+// A thread that allocates between the other threads' misses is never idle, however many misses there are;
+// and with idle_misses 0 (ThreadCacheLimits' default) no idle thread is swept either.
+TEST_F(ThreadCacheTest, AThreadThatKeepsAllocatingOrSweepsOffKeepTheirCaches) {
+  for (const std::uint32_t idle_misses : {4u, 0u}) {
+    cache_ = SweepingCache(locked_, stats_, idle_misses);
+    const int deallocations = fake_.deallocate_calls;
+    std::counting_semaphore<1> go(0), went(0);
+    bool stop = false;
+    void* first = nullptr;
+    std::thread worker([&] {
+      first = Alloc(4096);
+      ASSERT_TRUE(Free(first).ok());
+      went.release();
+      for (go.acquire(); !stop; go.acquire()) {
+        if (idle_misses != 0) {
+          EXPECT_EQ(Alloc(4096), first);  // a hit: its cache is still there
+          ASSERT_TRUE(Free(first).ok());
+        }
+        went.release();
+      }
+    });
+    went.acquire();
+    std::vector<void*> mine;
+    for (int i = 0; i < 50; ++i) {
+      mine.push_back(Alloc(512));  // a miss served by the pool: a look at the worker's slot
+      go.release();
+      went.acquire();
+    }
+    EXPECT_EQ(cache_->cached_bytes(), 4096u) << "idle_misses " << idle_misses;
+    EXPECT_EQ(fake_.deallocate_calls, deallocations);
+    stop = true;
+    go.release();
+    worker.join();
+    for (void* p : mine) ASSERT_TRUE(Free(p).ok());
+  }
 }
 
 }  // namespace
