@@ -132,6 +132,7 @@ void ThreadCacheAdaptor::release_slot(Slot& slot) {
   std::array<detail::CachedBlock, detail::kMaxCachedBlocks> blocks;
   return_to_pool_locked(slot, blocks.data(), take_all_locked(slot, blocks.data()));
   drop_freed_elsewhere(slot);
+  slot.pending_flush = nullptr;  // the next owner looks for itself
   slot.owned.store(false, std::memory_order_release);
 }
 
