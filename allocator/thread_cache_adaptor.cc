@@ -133,6 +133,7 @@ void ThreadCacheAdaptor::release_slot(Slot& slot) {
   return_to_pool_locked(slot, blocks.data(), take_all_locked(slot, blocks.data()));
   drop_freed_elsewhere(slot);
   slot.pending_flush = nullptr;  // the next owner looks for itself
+  slot.looked = false;
   slot.owned.store(false, std::memory_order_release);
 }
 
@@ -172,11 +173,15 @@ bool ThreadCacheAdaptor::allocate_upstream(std::size_t bytes, StreamId stream, T
 bool ThreadCacheAdaptor::try_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) {
   Slot& slot = my_slot();
   if (!take_cached(slot, bytes, stream, tag, out)) {
-    // A flush may reach the driver (a marker a free owes), which this path never does: the full path does it.
-    if (sweeps() && slot.pending_flush == nullptr && (slot.pending_flush = find_idle(slot)) != nullptr) {
-      return false;
+    if (sweeps()) {
+      // This request's look; a flush may reach the driver (a marker a free owes), which this path never does,
+      // so the slot found idle waits for the full path, which then makes no look of its own.
+      if (slot.pending_flush == nullptr) slot.pending_flush = find_idle(slot);
+      slot.looked = true;
+      if (slot.pending_flush != nullptr) return false;
     }
-    if (!upstream().try_allocate_cached(bytes, stream, tag, out)) return false;
+    if (!upstream().try_allocate_cached(bytes, stream, tag, out)) return false;  // the full path follows
+    slot.looked = false;
     track(slot, out);
   }
   check_peaks(slot);
@@ -431,10 +436,12 @@ ThreadCacheAdaptor::Slot* ThreadCacheAdaptor::find_idle(Slot& own) {
 }
 
 // Called with no lock held: it takes another slot's lock, and holding this thread's own could deadlock with
-// a thread flushing this one.
+// a thread flushing this one. One look per request whichever path serves it, so that what is flushed when
+// does not depend on why the driver-free path declined (a marker falling due, which is a matter of time).
 void ThreadCacheAdaptor::flush_idle(Slot& own) {
   if (!sweeps()) return;
-  Slot* idle = own.pending_flush != nullptr ? std::exchange(own.pending_flush, nullptr) : find_idle(own);
+  Slot* idle = own.looked ? std::exchange(own.pending_flush, nullptr) : find_idle(own);
+  own.looked = false;
   if (idle != nullptr) flush_slot(*idle);
 }
 

@@ -137,8 +137,8 @@ class ThreadCacheAdaptor final : public DirectHooks<ThreadCacheAdaptor, Resource
   // Idle sweeps (ThreadCacheLimits::idle_misses), at a request of `own`'s thread that missed its cache: one
   // look at each of up to kSweepLooks slots, round robin; the first slot found idle, or nullptr.
   Slot* find_idle(Slot& own);
-  // The full path's: flushes the slot the fast path found idle (Slot::pending_flush), else looks and
-  // flushes the one it finds.
+  // The full path's: flushes the slot the driver-free path found idle for this request (Slot::pending_flush,
+  // when it looked: Slot::looked), else looks and flushes the one it finds.
   void flush_idle(Slot& own);
   bool sweeps() const { return limits_.idle_misses != 0; }
   // From upstream, for a request no cache held: under a SmallGrowthFence when limits_.fence_small_growth

@@ -103,8 +103,11 @@ struct alignas(128) ThreadCacheSlot {
   // Blocks the owner took from the pool (its misses); with `hits`, its allocations, which other threads'
   // misses watch (IdleWatch). Written by the owner only.
   Counter from_pool;
-  std::size_t sweep_cursor = 0;              // the owner's: the last slot its misses looked at
-  ThreadCacheSlot* pending_flush = nullptr;  // the owner's: found idle by the fast path, for the full path
+  std::size_t sweep_cursor = 0;  // the owner's: the last slot its misses looked at
+  // The owner's: the driver-free path looked for this request (`looked`) and found `pending_flush` idle (or
+  // nullptr), for the full path that follows its decline.
+  ThreadCacheSlot* pending_flush = nullptr;
+  bool looked = false;
   std::atomic<bool> owned{false};  // bound to a running thread (claimed under the adaptor's slots_mu_)
   bool shared = false;             // the slot of threads beyond kMaxSlots: never owned, caches nothing
   // Written by other threads' misses, without a lock (relaxed: two misses looking at once may count one

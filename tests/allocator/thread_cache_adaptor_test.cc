@@ -298,6 +298,33 @@ TEST_F(ThreadCacheTest, TheDriverFreePathLeavesTheFlushOfAnIdleThreadToTheFullPa
   EXPECT_TRUE(cache_->check_invariants(stats_.live_blocks()).ok());
 }
 
+// A request makes one look whichever path serves it: one the driver-free path declined (here the fake
+// upstream declines every such request; in a pool, a marker falling due does, which depends on time) counts
+// once, so what is flushed when does not depend on why it declined.
+TEST_F(ThreadCacheTest, ARequestTheDriverFreePathDeclinesLooksOnce) {
+  cache_ = SweepingCache(locked_, stats_, 4);
+  std::latch cached(1), done(1);
+  std::thread worker([&] {
+    ASSERT_TRUE(Free(Alloc(4096)).ok());
+    cached.count_down();
+    done.wait();
+  });
+  cached.wait();
+  std::vector<void*> mine{Alloc(512)};  // a look that notes the worker's activity
+  Allocation a;
+  for (int i = 0; i < 4; ++i) {  // four requests the way the C ABI makes them: four unchanged looks
+    EXPECT_EQ(cache_->cached_bytes(), 4096u) << "flushed after " << i << " requests";
+    EXPECT_FALSE(cache_->try_allocate_cached(1024, kStream, kUntagged, a));
+    mine.push_back(Alloc(1024));
+  }
+  EXPECT_EQ(cache_->cached_bytes(), 0u);
+  EXPECT_EQ(fake_.deallocate_calls, 1);
+  for (void* p : mine) ASSERT_TRUE(Free(p).ok());
+  done.count_down();
+  worker.join();
+  EXPECT_TRUE(cache_->check_invariants(stats_.live_blocks()).ok());
+}
+
 // A thread that allocates between the other threads' misses is never idle, however many misses there are;
 // and with idle_misses 0 (ThreadCacheLimits' default) no idle thread is swept either.
 TEST_F(ThreadCacheTest, AThreadThatKeepsAllocatingOrSweepsOffKeepTheirCaches) {
