@@ -78,9 +78,40 @@ void ExpectFiguresMatch(const CachingPool& pool, const Model& model, int phase) 
   EXPECT_TRUE(inv.ok()) << "phase " << phase << ": " << inv.ToString();
 }
 
-TEST(PoolThreadCache, ThreadsAgainstTheModel) {
+// How the threads call the pool: CachingPool's own calls with the defaults, or the C ABI's (the driver-free
+// calls first, the full ones when they decline) with idle threads' caches flushed after a single look, so
+// that sweeps, and the fast path's declines that leave them to the full path, run all the time among the
+// others.
+struct CallStyle {
+  bool c_abi = false;
+  std::uint32_t idle_misses = PoolOptions{}.thread_cache_idle_misses;
+};
+
+class PoolThreadsAgainstTheModel : public ::testing::TestWithParam<CallStyle> {
+ protected:
+  Result<void*> Allocate(CachingPool& pool, std::size_t bytes, StreamId stream) {
+    if (GetParam().c_abi) {
+      if (void* hit = pool.allocate_cached(bytes, stream)) return hit;
+    }
+    return pool.allocate(bytes, stream);
+  }
+  Status Deallocate(CachingPool& pool, void* p) {
+    if (GetParam().c_abi && pool.free_cached(p)) return Status::Ok();
+    return pool.deallocate(p);
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Calls, PoolThreadsAgainstTheModel,
+                         ::testing::Values(CallStyle{}, CallStyle{/*c_abi=*/true, /*idle_misses=*/1}),
+                         [](const auto& param_info) {
+                           return param_info.param.c_abi ? "CAbiSweepingAtOnce" : "Defaults";
+                         });
+
+TEST_P(PoolThreadsAgainstTheModel, FiguresAndBlocksAgree) {
   VirtualBackend backend(64 * kGiB);
-  CachingPool pool(backend);
+  PoolOptions options;
+  options.thread_cache_idle_misses = GetParam().idle_misses;
+  CachingPool pool(backend, options);
   Model model;
   constexpr int kThreads = 4;
   constexpr int kPhases = 20;
@@ -118,18 +149,18 @@ TEST(PoolThreadCache, ThreadsAgainstTheModel) {
               }
               if (p != nullptr) {
                 model.remove(p);
-                ASSERT_TRUE(pool.deallocate(p).ok());
+                ASSERT_TRUE(Deallocate(pool, p).ok());
               }
             } else if (live.empty() || (live.size() < 64 && what < 58)) {
               const std::size_t bytes = LoopSize(rng);
-              Result<void*> p = pool.allocate(bytes, stream);
+              Result<void*> p = Allocate(pool, bytes, stream);
               ASSERT_TRUE(p.ok()) << p.status().ToString();
               model.add(*p, *pool.block_size(*p), bytes);
               live.push_back(*p);
             } else {
               const std::size_t i = rng() % live.size();
               model.remove(live[i]);
-              ASSERT_TRUE(pool.deallocate(live[i]).ok());
+              ASSERT_TRUE(Deallocate(pool, live[i]).ok());
               live[i] = live.back();
               live.pop_back();
             }
