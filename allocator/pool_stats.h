@@ -47,6 +47,9 @@ struct PoolStats {
   bool maps_chunks = false;  // the pool grows by mapped chunks (else by whole segments)
   std::uint64_t trims = 0;
   std::uint64_t trimmed_bytes = 0;
+  // Thread caches returned to the pool because their threads had stopped allocating
+  // (PoolOptions::thread_cache_idle_misses).
+  std::uint64_t idle_cache_flushes = 0;
   std::uint64_t ooms = 0;
   std::uint64_t largest_free_bytes = 0;  // largest block allocatable without the backend
   std::uint64_t limit_bytes = 0;         // 0: no limit

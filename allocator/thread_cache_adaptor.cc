@@ -442,7 +442,9 @@ void ThreadCacheAdaptor::flush_idle(Slot& own) {
   if (!sweeps()) return;
   Slot* idle = own.looked ? std::exchange(own.pending_flush, nullptr) : find_idle(own);
   own.looked = false;
-  if (idle != nullptr) flush_slot(*idle);
+  if (idle == nullptr) return;
+  flush_slot(*idle);
+  idle_flushes_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void ThreadCacheAdaptor::set_caching(bool on) {
@@ -625,6 +627,7 @@ void ThreadCacheAdaptor::adjust_stats(PoolStats& s) const {
   s.live_blocks = SubClamped(s.live_blocks, blocks);
   s.allocations += hits;
   s.cache_hits += hits;
+  s.idle_cache_flushes = idle_flushes_.load(std::memory_order_relaxed);
   s.peak_allocated_bytes = std::max(peak_allocated_.load(std::memory_order_relaxed), s.allocated_bytes);
   s.peak_active_bytes = s.peak_allocated_bytes;
   s.peak_requested_bytes = std::max(peak_requested_.load(std::memory_order_relaxed), s.requested_bytes);

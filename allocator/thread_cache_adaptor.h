@@ -182,6 +182,7 @@ class ThreadCacheAdaptor final : public DirectHooks<ThreadCacheAdaptor, Resource
   std::atomic<std::uint64_t> peak_requested_{0};
   std::atomic<std::uint64_t> floor_bytes_total_{0};  // the sum of every slot's floor_bytes
   std::atomic<std::uint64_t> floor_requested_total_{0};
+  std::atomic<std::uint64_t> idle_flushes_{0};  // slots flush_idle flushed (PoolStats::idle_cache_flushes)
 
   alignas(64) std::mutex slots_mu_;                     // guards claiming and creating slots
   std::array<std::shared_ptr<Slot>, kMaxSlots> slots_;  // [0] is shared by threads beyond kMaxSlots

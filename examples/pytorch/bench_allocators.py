@@ -97,17 +97,19 @@ def memcoord_step_figures():
 
 def memcoord_driver_figures():
     """memcoord_step_figures() plus what only the pools' snapshot holds: the misses that waited for their own
-    marker to pack a large shortfall (pack_drains), and the markers recorded (deferred: owed by a large free that
-    came too soon for its own, recorded at a later call). The snapshot empties the thread caches: read it once,
-    after the last step."""
+    marker to pack a large shortfall (pack_drains), the markers recorded (deferred: owed by a large free that
+    came too soon for its own, recorded at a later call) and the thread caches returned because their threads
+    had stopped allocating (idle_cache_flushes). The snapshot empties the thread caches: read it once, after the
+    last step."""
     import memcoord
 
     figures = memcoord_step_figures()
-    figures.update(pack_drains=0, markers=0, deferred_markers=0)
+    snapshot_keys = ("pack_drains", "markers", "deferred_markers", "idle_cache_flushes")
+    figures.update({key: 0 for key in snapshot_keys})
     for document in memcoord._snapshot_documents([0]):
         for pool in document.get("pools", []):
             stats = pool.get("stats", {})
-            for key in ("pack_drains", "markers", "deferred_markers"):
+            for key in snapshot_keys:
                 figures[key] += stats.get(key, 0)
     return figures
 
@@ -124,6 +126,8 @@ def driver_summary(figures):
     drains = f", {figures['pack_drains']} for a miss's own marker" if "pack_drains" in figures else ""
     markers = (f", {figures['markers']} markers ({figures.get('deferred_markers', 0)} deferred)"
                if "markers" in figures else "")
+    if "idle_cache_flushes" in figures:
+        markers += f", {figures['idle_cache_flushes']} idle thread caches flushed"
     return (f"{figures['misses']} misses ({figures.get('miss_ms', 0.0):.1f} ms), {figures['units_mapped']} units "
             f"mapped, {figures['units_unmapped']} unmapped, {figures['pack_waits']} packing waits "
             f"({figures.get('pack_wait_ms', 0.0):.1f} ms; {figures['pack_stream_syncs']} of them whole-stream"

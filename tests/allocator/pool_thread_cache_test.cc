@@ -353,6 +353,7 @@ TEST(PoolThreadCache, AnIdleThreadsCachedBlockServesAnotherThreadOnceItsMissesFi
       EXPECT_NE(p, held) << "the holder keeps its block with the sweep off";
     }
     EXPECT_EQ(pool.stats().reserved_bytes, 2 * kMiB + 20 * 4 * kMiB);
+    EXPECT_EQ(pool.stats().idle_cache_flushes, idle_misses != 0 ? 1u : 0u);
     mine.push_back(p);
     for (void* q : mine) ASSERT_TRUE(pool.deallocate(q).ok());
     done.count_down();

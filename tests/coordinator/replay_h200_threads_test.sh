@@ -18,13 +18,15 @@ import json, sys
 MIB = 1 << 20
 default, unswept, uncached = (json.loads(a) for a in sys.argv[1:4])
 assert (default["threads"], default["trace_threads"]) == (2, 2), default
+assert default["idle_cache_flushes"] > 0 and unswept["idle_cache_flushes"] == 0, (default, unswept)
 small, large = default["small_arena_bytes"], default["large_arena_bytes"]
 assert small <= 56 * MIB, ("more than the traced H200 run and expandable_segments (56 MiB)", small)
 assert large <= 15262 * MIB, ("more than the untraced H200 run (15,262 MiB)", large)
 assert unswept["small_arena_bytes"] <= 60 * MIB, ("more than the untraced H200 run (60 MiB)", unswept)
 assert uncached["small_arena_bytes"] <= 56 * MIB, ("more than the traced H200 run (56 MiB)", uncached)
-print("H200 alternating trace, two threads: small %d MiB + large %d MiB (expandable_segments: 56 + 15,260); "
-      "idle sweep off: small %d MiB (the untraced run before it: 60); thread_cache:0: small %d MiB"
-      % (small // MIB, large // MIB, unswept["small_arena_bytes"] // MIB, uncached["small_arena_bytes"] // MIB))
+print("H200 alternating trace, two threads: small %d MiB + large %d MiB (expandable_segments: 56 + 15,260), "
+      "%d idle caches flushed; idle sweep off: small %d MiB (the untraced run before it: 60); thread_cache:0: "
+      "small %d MiB" % (small // MIB, large // MIB, default["idle_cache_flushes"],
+                        unswept["small_arena_bytes"] // MIB, uncached["small_arena_bytes"] // MIB))
 ' "$default" "$unswept" "$uncached"
 echo "ok"

@@ -34,9 +34,10 @@ class SummaryTest(unittest.TestCase):
     def test_driver_summary_names_misses_waits_and_their_time(self):
         line = bench.driver_summary({"misses": 12, "miss_ms": 3.25, "units_mapped": 30, "units_unmapped": 4,
                                      "pack_waits": 2, "pack_wait_ms": 1.5, "pack_stream_syncs": 0, "pack_drains": 1,
-                                     "markers": 40, "deferred_markers": 3})
+                                     "markers": 40, "deferred_markers": 3, "idle_cache_flushes": 31})
         self.assertEqual(line, "12 misses (3.2 ms), 30 units mapped, 4 unmapped, 2 packing waits (1.5 ms; 0 of "
-                               "them whole-stream, 1 for a miss's own marker), 40 markers (3 deferred)")
+                               "them whole-stream, 1 for a miss's own marker), 40 markers (3 deferred), 31 idle "
+                               "thread caches flushed")
 
     def test_step_figures_leave_out_drains_and_markers_they_do_not_hold(self):
         line = bench.driver_summary({"misses": 2, "miss_ms": 0.5, "units_mapped": 3, "units_unmapped": 0,
@@ -72,6 +73,7 @@ class StepFiguresTest(unittest.TestCase):
         whole = bench.memcoord_driver_figures()  # the counters, plus drains and markers from the snapshot
         self.assertEqual(whole["misses"], after["misses"])
         self.assertEqual(whole["markers"], sum(p.get("markers", 0) for p in pools))
+        self.assertEqual(whole["idle_cache_flushes"], sum(p["idle_cache_flushes"] for p in pools))  # a key of each
         self.assertNotIn("markers", after)
 
 

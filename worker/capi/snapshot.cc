@@ -45,6 +45,7 @@ nlohmann::json StatsJson(const PoolStats& s) {
           {"maps_chunks", s.maps_chunks},
           {"trims", s.trims},
           {"trimmed_bytes", s.trimmed_bytes},
+          {"idle_cache_flushes", s.idle_cache_flushes},
           {"ooms", s.ooms},
           {"largest_free_bytes", s.largest_free_bytes},
           {"limit_bytes", s.limit_bytes},
