@@ -113,14 +113,16 @@ struct PoolOptions {
   // by a chunk either way, with no trend.
   bool thread_cache_fence = true;
   // A thread that stops allocating gives its cache back (ThreadCacheLimits::idle_misses): once this many
-  // requests of other threads that missed their own caches found it idle, its cached blocks return to the
-  // pool (0: never). In PyTorch the training loop's thread and autograd's take turns, each idle while the
-  // other runs, and each one's cache held blocks the other's requests then split other free blocks for:
-  // the layout the paragraph above describes. Replays of bench/traces/alternating_threads (2026-12-05):
-  // small arena 60 MiB without it, 56 with it (expandable_segments' figure, and thread_cache:0's); over
-  // 24 copies with every size but powers of two scaled by a random 0.9-1.1, a mean of 59.6 without, 57.5
-  // with, 56.3 with thread_cache:0. A thread made idle costs one flush (a membarrier) per idle spell; a
-  // steady loop whose threads all hit their caches makes no look at all.
+  // looks in a row by requests of other threads that missed their own caches (each looks at up to four
+  // slots, round robin: one look a miss with two or three threads) found it idle, its cached blocks return
+  // to the pool (0: never; PoolStats::idle_cache_flushes counts them). In PyTorch the training loop's thread
+  // and autograd's take turns, each idle while the other runs, and each one's cache held blocks the other's
+  // requests then split other free blocks for: the layout the paragraph above describes. Replays of
+  // bench/traces/alternating_threads (2026-12-05): small arena 60 MiB without it, 56 with it
+  // (expandable_segments' figure, and thread_cache:0's); over 24 copies with every size but powers of two
+  // scaled by a random 0.9-1.1, a mean of 59.6 without, 57.5 with, 56.3 with thread_cache:0. A thread made
+  // idle costs one flush (a membarrier) per idle spell; a steady loop whose threads all hit their caches
+  // makes no look at all.
   std::uint32_t thread_cache_idle_misses = 16;
 };
 
