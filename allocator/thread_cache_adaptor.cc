@@ -173,7 +173,7 @@ bool ThreadCacheAdaptor::allocate_upstream(std::size_t bytes, StreamId stream, T
 bool ThreadCacheAdaptor::try_allocate_cached(std::size_t bytes, StreamId stream, TagId tag, Allocation& out) {
   Slot& slot = my_slot();
   if (!take_cached(slot, bytes, stream, tag, out)) {
-    if (sweeps()) {
+    if (sweeps(slot)) {
       // This request's look; a flush may reach the driver (a marker a free owes), which this path never does,
       // so the slot found idle waits for the full path, which then makes no look of its own.
       if (slot.pending_flush == nullptr) slot.pending_flush = find_idle(slot);
@@ -439,7 +439,7 @@ ThreadCacheAdaptor::Slot* ThreadCacheAdaptor::find_idle(Slot& own) {
 // a thread flushing this one. One look per request whichever path serves it, so that what is flushed when
 // does not depend on why the driver-free path declined (a marker falling due, which is a matter of time).
 void ThreadCacheAdaptor::flush_idle(Slot& own) {
-  if (!sweeps()) return;
+  if (!sweeps(own)) return;
   Slot* idle = own.looked ? std::exchange(own.pending_flush, nullptr) : find_idle(own);
   own.looked = false;
   if (idle == nullptr) return;

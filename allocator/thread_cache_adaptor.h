@@ -140,7 +140,9 @@ class ThreadCacheAdaptor final : public DirectHooks<ThreadCacheAdaptor, Resource
   // The full path's: flushes the slot the driver-free path found idle for this request (Slot::pending_flush,
   // when it looked: Slot::looked), else looks and flushes the one it finds.
   void flush_idle(Slot& own);
-  bool sweeps() const { return limits_.idle_misses != 0; }
+  // Whether `own`'s thread looks for idle slots: not from the shared slot, whose threads would race on the
+  // owner's fields (its threads cache nothing; the other threads' misses still look).
+  bool sweeps(const Slot& own) const { return limits_.idle_misses != 0 && !own.shared; }
   // From upstream, for a request no cache held: under a SmallGrowthFence when limits_.fence_small_growth
   // (a refusal returns every cache to the pool, then asks again), and once more after a flush when upstream
   // ran out of memory while caches held blocks.

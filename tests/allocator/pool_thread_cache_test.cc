@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "allocator/caching_pool.h"
+#include "allocator/thread_cache_adaptor.h"
 #include "allocator/virtual_backend.h"
 #include "common/bytes.h"
 
@@ -360,6 +361,34 @@ TEST(PoolThreadCache, AnIdleThreadsCachedBlockServesAnotherThreadOnceItsMissesFi
     holder.join();
     EXPECT_TRUE(pool.check_invariants().ok());
   }
+}
+
+// Threads beyond ThreadCacheAdaptor::kMaxSlots share one slot, which caches nothing and makes no idle sweeps
+// of its own (its owner's fields would be raced on; TSAN would say so), while the other threads' misses
+// still sweep. 300 threads stay bound at once and allocate with sweeps after a single look.
+TEST(PoolThreadCache, ThreadsBeyondTheSlotsShareOneThatNeitherCachesNorSweeps) {
+  VirtualBackend backend(64 * kGiB);
+  PoolOptions options;
+  options.thread_cache_idle_misses = 1;
+  CachingPool pool(backend, options);
+  constexpr int kThreads = static_cast<int>(ThreadCacheAdaptor::kMaxSlots) + 44;
+  std::latch bound(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      void* first = *pool.allocate(512);  // binds a slot (or the shared one)
+      bound.arrive_and_wait();            // every thread holds its slot from here on
+      for (int i = 0; i < 20; ++i) {
+        const std::size_t bytes = (i + t) % 2 == 0 ? 512 : 4096 + 512 * static_cast<std::size_t>(i);
+        void* p = *pool.allocate(bytes);
+        ASSERT_TRUE(pool.deallocate(p).ok());
+      }
+      ASSERT_TRUE(pool.deallocate(first).ok());
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+  EXPECT_TRUE(pool.check_invariants().ok());
 }
 
 // A block freed by another thread goes back to the pool while its entry waits in the allocating thread's
