@@ -35,9 +35,9 @@
 // out-of-memory retry, and with ThreadCacheLimits::fence_small_growth each growth of the pool's small-block
 // arena for a size this layer caches) costs one membarrier() per slot that caches something.
 // An idle thread's cache (ThreadCacheLimits::idle_misses) goes back the same way, one membarrier() per idle
-// spell of that thread; a miss looks at no more than kSweepLooks slots (two relaxed loads each, plus a store
-// or two to the slot's watch line). try_allocate_cached then declines (nothing else changes) and the
-// try_allocate the caller makes next flushes.
+// spell of that thread; a miss looks at no more than kSweepLooks slots (three relaxed loads each, a few
+// more and a store or two on the slot's watch line). try_allocate_cached then declines (nothing else changes)
+// and the try_allocate the caller makes next flushes.
 // Lock order: a slot's lock, then the pool's (evictions, flushes, a thread's exit and the destructor return
 // blocks under the slot's lock); never a slot's lock under the pool's.
 // Thread safety: every call is thread-safe. Each thread claims a slot; beyond kMaxSlots threads share one
