@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <latch>
 #include <memory>
 #include <semaphore>
@@ -40,6 +41,33 @@ class ThreadCacheTest : public ::testing::Test {
     Status error;
     return cache_->try_deallocate(p, freed, error) ? Status::Ok() : error;
   }
+
+  // A thread that caches one 4096-byte block, then makes no call until finish() (or its destruction); `after`
+  // runs on it then.
+  class IdleWorker {
+   public:
+    explicit IdleWorker(ThreadCacheTest& test, std::function<void()> after = {})
+        : thread_([this, &test, after = std::move(after)] {
+            kept = test.Alloc(4096);
+            EXPECT_TRUE(test.Free(kept).ok());
+            cached_.count_down();
+            done_.wait();
+            if (after) after();
+          }) {
+      cached_.wait();
+    }
+    ~IdleWorker() { finish(); }
+    void finish() {
+      if (!thread_.joinable()) return;
+      done_.count_down();
+      thread_.join();
+    }
+    void* kept = nullptr;
+
+   private:
+    std::latch cached_{1}, done_{1};
+    std::thread thread_;  // last: it starts once the rest exists
+  };
 
   testing::FakeResource fake_;
   StatsAdaptor<> stats_{fake_};
@@ -242,18 +270,12 @@ std::unique_ptr<ThreadCacheAdaptor> SweepingCache(MemoryResource& upstream, Stat
 // the worker's, this thread's): each miss served by the pool looks at the worker's once.
 TEST_F(ThreadCacheTest, AnIdleThreadsCacheGoesBackOnceOtherThreadsMissesFindItIdle) {
   cache_ = SweepingCache(locked_, stats_, 4);
-  std::latch cached(1), done(1);
-  void* kept = nullptr;
-  std::thread worker([&] {
-    kept = Alloc(4096);
-    ASSERT_TRUE(Free(kept).ok());
-    cached.count_down();
-    done.wait();
+  IdleWorker worker(*this, [&] {
     void* again = Alloc(4096);  // its cache is empty now: the pool's
-    EXPECT_NE(again, kept);
-    ASSERT_TRUE(Free(again).ok());
+    EXPECT_NE(again, worker.kept);
+    EXPECT_TRUE(Free(again).ok());
   });
-  cached.wait();
+  void* const kept = worker.kept;
   std::vector<void*> mine;
   for (int i = 0; i < 4; ++i) mine.push_back(Alloc(512));  // misses: a note, then three unchanged looks
   EXPECT_EQ(cache_->cached_bytes(), 4096u);
@@ -263,8 +285,7 @@ TEST_F(ThreadCacheTest, AnIdleThreadsCacheGoesBackOnceOtherThreadsMissesFindItId
   EXPECT_EQ(fake_.deallocate_calls, 1);
   EXPECT_EQ(fake_.live.count(kept), 0u) << "the idle worker's block is back in the pool";
   const int allocations = fake_.allocate_calls;
-  done.count_down();
-  worker.join();
+  worker.finish();
   EXPECT_EQ(fake_.allocate_calls, allocations + 1);
   EXPECT_TRUE(cache_->check_invariants(stats_.live_blocks()).ok());
   for (void* p : mine) ASSERT_TRUE(Free(p).ok());
@@ -274,13 +295,7 @@ TEST_F(ThreadCacheTest, AnIdleThreadsCacheGoesBackOnceOtherThreadsMissesFindItId
 // finds a thread idle it declines, and the try_allocate the caller makes next flushes that thread's cache.
 TEST_F(ThreadCacheTest, TheDriverFreePathLeavesTheFlushOfAnIdleThreadToTheFullPath) {
   cache_ = SweepingCache(locked_, stats_, 2);
-  std::latch cached(1), done(1);
-  std::thread worker([&] {
-    ASSERT_TRUE(Free(Alloc(4096)).ok());
-    cached.count_down();
-    done.wait();
-  });
-  cached.wait();
+  IdleWorker worker(*this);
   void* mine = Alloc(512);  // a look that notes the worker's activity
   Allocation a;
   for (int i = 0; i < 10; ++i) {
@@ -293,8 +308,7 @@ TEST_F(ThreadCacheTest, TheDriverFreePathLeavesTheFlushOfAnIdleThreadToTheFullPa
   EXPECT_EQ(fake_.deallocate_calls, 1);
   ASSERT_TRUE(Free(mine).ok());
   ASSERT_TRUE(Free(next).ok());
-  done.count_down();
-  worker.join();
+  worker.finish();
   EXPECT_TRUE(cache_->check_invariants(stats_.live_blocks()).ok());
 }
 
@@ -303,13 +317,7 @@ TEST_F(ThreadCacheTest, TheDriverFreePathLeavesTheFlushOfAnIdleThreadToTheFullPa
 // once, so what is flushed when does not depend on why it declined.
 TEST_F(ThreadCacheTest, ARequestTheDriverFreePathDeclinesLooksOnce) {
   cache_ = SweepingCache(locked_, stats_, 4);
-  std::latch cached(1), done(1);
-  std::thread worker([&] {
-    ASSERT_TRUE(Free(Alloc(4096)).ok());
-    cached.count_down();
-    done.wait();
-  });
-  cached.wait();
+  IdleWorker worker(*this);
   std::vector<void*> mine{Alloc(512)};  // a look that notes the worker's activity
   Allocation a;
   for (int i = 0; i < 4; ++i) {  // four requests the way the C ABI makes them: four unchanged looks
@@ -320,8 +328,7 @@ TEST_F(ThreadCacheTest, ARequestTheDriverFreePathDeclinesLooksOnce) {
   EXPECT_EQ(cache_->cached_bytes(), 0u);
   EXPECT_EQ(fake_.deallocate_calls, 1);
   for (void* p : mine) ASSERT_TRUE(Free(p).ok());
-  done.count_down();
-  worker.join();
+  worker.finish();
   EXPECT_TRUE(cache_->check_invariants(stats_.live_blocks()).ok());
 }
 
