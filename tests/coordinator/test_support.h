@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -72,7 +73,11 @@ inline std::unique_ptr<Worker> StartWorker(const std::string& address, int rank,
   return *std::move(worker);
 }
 
-// A child process with stdout (and stderr) going to a temporary file.
+// A child process with stdout (and stderr) going to a temporary file. Unless its environment names one, Open
+// MPI keeps its session directory under a base of the child's own (OMPI_MCA_orte_tmpdir_base, removed with
+// the child): two mpirun (or MPI singletons) that start at once under a shared base race to create it
+// ("A call to mkdir was unable to create the desired directory ... File exists", open-mpi/ompi#8510), which
+// failed a test under `ctest -j2`.
 class Child {
  public:
   Child(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
@@ -83,6 +88,13 @@ class Child {
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
     env.insert(env.end(), extra_env.begin(), extra_env.end());
+    if (!Names(env, "OMPI_MCA_orte_tmpdir_base")) {
+      char dir[] = "/tmp/memcoord-ompi-XXXXXX";
+      if (::mkdtemp(dir) != nullptr) {
+        mpi_tmpdir_ = dir;
+        env.push_back("OMPI_MCA_orte_tmpdir_base=" + mpi_tmpdir_);
+      }
+    }
     std::vector<char*> cargv, cenv;
     for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
     cargv.push_back(nullptr);
@@ -102,6 +114,10 @@ class Child {
       ::waitpid(pid_, &status, 0);
     }
     ::unlink(output_path_.c_str());
+    if (!mpi_tmpdir_.empty()) {
+      std::error_code ignored;  // what a killed mpirun left there goes too
+      std::filesystem::remove_all(mpi_tmpdir_, ignored);
+    }
   }
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
@@ -132,8 +148,16 @@ class Child {
   }
 
  private:
+  static bool Names(const std::vector<std::string>& env, const std::string& name) {
+    for (const std::string& e : env) {
+      if (e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=') return true;
+    }
+    return false;
+  }
+
   pid_t pid_ = -1;
   std::string output_path_;
+  std::string mpi_tmpdir_;  // empty: the environment named the base
   bool exited_ = false;
   int exit_code_ = -1;
 };
