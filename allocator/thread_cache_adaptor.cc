@@ -25,24 +25,6 @@ void RaiseTo(std::atomic<std::uint64_t>& peak, std::int64_t value) {
 
 }  // namespace
 
-// The slots this thread has claimed, one per adaptor it used; released when the thread exits. A one-entry
-// cache in front (trivially destructible thread_locals, so no guard on the hot path).
-struct ThreadCacheBindings {
-  struct Binding {
-    std::uint64_t id = 0;
-    std::shared_ptr<detail::ThreadCacheSlot> slot;
-  };
-  std::vector<Binding> list;
-
-  ~ThreadCacheBindings() {
-    for (Binding& b : list) {
-      detail::ThreadCacheSlot& slot = *b.slot;
-      std::lock_guard lock(slot.mu);
-      if (slot.layer != nullptr) slot.layer->release_slot(slot);  // the lock keeps the adaptor alive
-    }
-  }
-};
-
 namespace {
 // The slot of the adaptor this thread used last (one thread-local lookup on the hot path).
 struct LastSlot {
@@ -53,6 +35,34 @@ struct LastSlot {
 // Python; the slot is 16 bytes of the static TLS surplus glibc keeps for such libraries, as the C ABI's own
 // call guard uses).
 __attribute__((tls_model("initial-exec"))) thread_local LastSlot t_last;
+// Set once this thread's bindings were destroyed (it is exiting). A thread_local destructor that runs after
+// them (one constructed before the thread's first pool call) may still allocate and free: it must not touch
+// the destroyed bindings nor the slots they gave back, which another thread may own by then. Trivially
+// destructible, so it stays readable until the thread is gone.
+__attribute__((tls_model("initial-exec"))) thread_local bool t_bindings_gone = false;
+}  // namespace
+
+// The slots this thread has claimed, one per adaptor it used; released when the thread exits. A one-entry
+// cache in front (trivially destructible thread_locals, so no guard on the hot path).
+struct ThreadCacheBindings {
+  struct Binding {
+    std::uint64_t id = 0;
+    std::shared_ptr<detail::ThreadCacheSlot> slot;
+  };
+  std::vector<Binding> list;
+
+  ~ThreadCacheBindings() {
+    t_last = {};  // the slots go back below: later calls on this thread bind the shared slot instead
+    t_bindings_gone = true;
+    for (Binding& b : list) {
+      detail::ThreadCacheSlot& slot = *b.slot;
+      std::lock_guard lock(slot.mu);
+      if (slot.layer != nullptr) slot.layer->release_slot(slot);  // the lock keeps the adaptor alive
+    }
+  }
+};
+
+namespace {
 thread_local ThreadCacheBindings t_bindings;
 }  // namespace
 
@@ -89,6 +99,10 @@ ThreadCacheAdaptor::Slot& ThreadCacheAdaptor::my_slot() {
 
 // First call of this thread on this adaptor (or alternating between adaptors): find or claim a slot.
 ThreadCacheAdaptor::Slot& ThreadCacheAdaptor::bind_slot() {
+  if (t_bindings_gone) {  // an exiting thread's late call: the shared slot, which caches nothing
+    t_last = {id_, slots_[0].get()};
+    return *slots_[0];
+  }
   auto& list = t_bindings.list;
   for (const auto& b : list) {
     if (b.id == id_) {

@@ -228,6 +228,45 @@ TEST_F(ThreadCacheTest, AThreadsExitReturnsItsCache) {
   EXPECT_TRUE(cache_->check_invariants(stats_.live_blocks()).ok());
 }
 
+// A thread_local made before the thread's first call is destroyed after the thread gave its slot back; its
+// destructor's calls must not use that slot, which another thread owns by then.
+struct AtThreadExit {
+  std::function<void()> run;
+  ~AtThreadExit() {
+    if (run) run();
+  }
+};
+thread_local AtThreadExit t_at_exit;
+
+TEST_F(ThreadCacheTest, CallsAfterAThreadGaveItsSlotBackDoNotUseIt) {
+  std::latch released(1), other_cached(1), late_done(1);
+  void* other_cached_block = nullptr;
+  void* late_block = nullptr;
+  std::thread exiting([&] {
+    t_at_exit.run = [&] {  // runs after this thread's slot went back
+      released.count_down();
+      other_cached.wait();
+      late_block = Alloc(4096);
+      EXPECT_TRUE(Free(late_block).ok());
+      late_done.count_down();
+    };
+    ASSERT_TRUE(Free(Alloc(512)).ok());  // binds a slot, which the thread's exit gives back
+  });
+  std::thread next([&] {
+    released.wait();
+    other_cached_block = Alloc(4096);  // binds the slot just given back
+    EXPECT_TRUE(Free(other_cached_block).ok());
+    other_cached.count_down();
+    late_done.wait();
+  });
+  exiting.join();
+  next.join();
+  EXPECT_NE(late_block, other_cached_block);  // not taken from the other thread's cache
+  cache_->flush();
+  EXPECT_TRUE(fake_.live.empty());
+  EXPECT_TRUE(cache_->check_invariants(stats_.live_blocks()).ok());
+}
+
 TEST_F(ThreadCacheTest, ACrossThreadFreeGoesToThePool) {
   void* p = Alloc(4096);
   std::thread other([&] { ASSERT_TRUE(Free(p).ok()); });
