@@ -86,7 +86,9 @@ int memcoord_record_stream(void* ptr, uintptr_t stream);
 
 /* --- PyTorch pluggable allocator ------------------------------------------------------------------------
  * torch.cuda.memory.CUDAPluggableAllocator(path, "memcoord_torch_malloc", "memcoord_torch_free"): `device`
- * routes to that device's default pool; memcoord_init() is called on first use. The free's stream is used
+ * routes to that device's default pool; memcoord_init() is called on the process's first allocation (only
+ * then: after memcoord_shutdown(), or when that init failed, allocations fail until the program calls
+ * memcoord_init() itself). The free's stream is used
  * as memcoord_device_free() says. memcoord_torch_record_stream has the signature of PyTorch's
  * record_stream hook (void(void* ptr, cudaStream_t stream)). */
 void* memcoord_torch_malloc(ptrdiff_t size, int device, void* stream);
@@ -207,7 +209,8 @@ int memcoord_wait_abort(int timeout_ms);
 /* Sets (NULL: clears) the function called once when the group is aborted, on a memcoord thread, with the
  * same facts as memcoord_abort_info_get(); `user` is passed back. When the group was already aborted, it is
  * called at once on the calling thread before this returns. It must not block for long nor call
- * memcoord_shutdown(). */
+ * memcoord_shutdown(). Setting another callback, or NULL, first waits for a call of the one it replaces
+ * that is running on another thread, so `user` may be freed once this returns. */
 typedef void (*memcoord_abort_callback)(const memcoord_abort_info* info, void* user);
 int memcoord_set_abort_callback(memcoord_abort_callback callback, void* user);
 

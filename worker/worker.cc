@@ -547,14 +547,26 @@ Status Worker::step_end() {
 
 std::int64_t Worker::step() const { return impl_->step.load(); }
 
+// deliver() records the abort and reads the hooks under commands_mu: a hook set before that is called by
+// deliver(), one set after it sees the abort here. Never both.
 void Worker::on_abort(std::function<void(const std::string& reason)> hook) {
-  std::lock_guard lock(impl_->commands_mu);
-  impl_->abort_hook = std::move(hook);
+  std::optional<AbortInfo> came;
+  {
+    std::lock_guard lock(impl_->commands_mu);
+    impl_->abort_hook = hook;
+    came = impl_->abort;
+  }
+  if (came && hook) hook(came->reason);
 }
 
 void Worker::on_abort_info(std::function<void(const AbortInfo& info)> hook) {
-  std::lock_guard lock(impl_->commands_mu);
-  impl_->abort_info_hook = std::move(hook);
+  std::optional<AbortInfo> came;
+  {
+    std::lock_guard lock(impl_->commands_mu);
+    impl_->abort_info_hook = hook;
+    came = impl_->abort;
+  }
+  if (came && hook) hook(*came);
 }
 
 std::optional<std::string> Worker::abort_reason() const {

@@ -141,9 +141,11 @@ class Worker {
   Status step_end();
   std::int64_t step() const;  // last completed step (0 before the first)
 
-  // Called (from the session thread) when the coordinator aborts this worker's group.
+  // Called (from the session thread) when the coordinator aborts this worker's group. A hook set after the
+  // abort came (the session starts inside init(), so one can come before any hook is set) is called at
+  // once, on the calling thread. Either way each hook runs at most once per abort.
   void on_abort(std::function<void(const std::string& reason)> hook);
-  // The same with the dead rank and time. Called at most once, on the session thread.
+  // The same with the dead rank and time.
   void on_abort_info(std::function<void(const AbortInfo& info)> hook);
   std::optional<std::string> abort_reason() const;
   std::optional<AbortInfo> abort_info() const;

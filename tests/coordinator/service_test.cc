@@ -257,6 +257,14 @@ TEST(CoordinatorService, SilentWorkerIsDeclaredDeadAndItsGroupAborted) {
     ASSERT_TRUE(w->abort_reason().has_value());
     EXPECT_NE(w->abort_reason()->find("rank 2"), std::string::npos) << *w->abort_reason();
   }
+  // A hook set after the abort came is called at once, on this thread.
+  int late_hooks = 0;
+  workers[0]->on_abort([&late_hooks](const std::string& reason) {
+    late_hooks += reason.find("rank 2") != std::string::npos ? 1 : 100;
+  });
+  workers[1]->on_abort_info(
+      [&late_hooks](const AbortInfo& info) { late_hooks += info.dead_rank == 2 ? 1 : 100; });
+  EXPECT_EQ(late_hooks, 2);
   // The silent worker's stream was cancelled by the coordinator.
   EXPECT_FALSE(silent.finish().ok());
 }

@@ -1,7 +1,8 @@
 // Aborts reach the C ABI, end to end on loopback: a real `memcoord coordinator`, rank 1 a test worker
 // process, rank 0 this process through libmemcoord_capi.so. Rank 1 is SIGKILLed; within 2 s the survivor's
 // memcoord_wait_abort returns MEMCOORD_ERR_ABORTED naming rank 1, memcoord_abort_info_get says the same, the
-// abort callback ran once on a memcoord thread, and memcoord_step_end returns MEMCOORD_ERR_ABORTED.
+// abort callback ran once on a memcoord thread (and clearing it waited for it to return), and
+// memcoord_step_end returns MEMCOORD_ERR_ABORTED.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -26,7 +27,9 @@ struct CallbackRecord {
   std::atomic<int> calls{0};
   std::atomic<int> dead_rank{-2};
   std::atomic<bool> on_caller_thread{false};
+  std::atomic<bool> returned{false};
   std::thread::id caller;
+  milliseconds hold{0};  // how long the callback takes
 };
 
 void OnAbort(const memcoord_abort_info* info, void* user) {
@@ -34,6 +37,8 @@ void OnAbort(const memcoord_abort_info* info, void* user) {
   record->dead_rank = info->dead_rank;
   record->on_caller_thread = std::this_thread::get_id() == record->caller;
   ++record->calls;
+  std::this_thread::sleep_for(record->hold);
+  record->returned = true;
 }
 
 bool BothRanksLive(const std::string& address) {
@@ -58,6 +63,7 @@ TEST(CAbiAbort, SurvivorLearnsOfADeadRankWithinTwoSeconds) {
   ASSERT_EQ(memcoord_init(), 0) << memcoord_last_error();
   CallbackRecord record;
   record.caller = std::this_thread::get_id();
+  record.hold = milliseconds(300);
   ASSERT_EQ(memcoord_set_abort_callback(OnAbort, &record), 0);
   ASSERT_TRUE(WaitFor([&] { return BothRanksLive(address); }, milliseconds(15000)))
       << "both ranks never attached; rank 1 said: " << rank1.output();
@@ -75,6 +81,10 @@ TEST(CAbiAbort, SurvivorLearnsOfADeadRankWithinTwoSeconds) {
   const auto killed = SteadyClock::now();
   rank1.signal(SIGKILL);
   watcher.join();
+  // The callback is under way on memcoord's thread (the waiter wakes first): clearing it waits for it, so
+  // that `record` could be freed now.
+  ASSERT_EQ(memcoord_set_abort_callback(nullptr, nullptr), 0);
+  EXPECT_TRUE(record.returned.load());
   const double ms = std::chrono::duration<double, std::milli>(woke - killed).count();
   RecordProperty("abort_learned_ms", std::to_string(ms));
   std::printf("survivor learned of the death after %.1f ms: %s\n", ms, wait_error.c_str());

@@ -36,7 +36,7 @@ void Classify(Counts& counts, int code) {
   }
 }
 
-// One thread's loop: the torch hooks (which re-initialize on first use) or the device calls (which do not).
+// One thread's loop: the torch hooks or the device calls (neither re-initializes after a shutdown).
 void Hammer(bool torch, const std::atomic<bool>& stop, Counts& counts) {
   std::size_t size = 512;
   while (!stop.load(std::memory_order_relaxed)) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -65,13 +66,62 @@ TEST_F(CAbi, InitAllocateStepAndShutdown) {
   EXPECT_EQ(memcoord_device_count(), -1);
 }
 
-TEST_F(CAbi, TorchHooksInitOnFirstUseAndFreeIntoTheDevicePool) {
+// The torch hooks initialize memcoord on the process's first allocation only, so these run in a fresh
+// process each (a death test's re-executed child): `check` returns what went wrong, "" when nothing.
+void ExitWithProblems(const std::string& problems) {
+  std::fputs(problems.c_str(), stderr);
+  std::_Exit(problems.empty() ? 0 : 1);
+}
+#define MEMCOORD_FRESH_PROCESS(check)                                           \
+  do {                                                                          \
+    GTEST_FLAG_SET(death_test_style, "threadsafe");                             \
+    EXPECT_EXIT(ExitWithProblems(check()), ::testing::ExitedWithCode(0), "^$"); \
+  } while (0)
+
+std::string Problem(bool ok, const std::string& what) { return ok ? "" : what + ": " + LastError() + "\n"; }
+
+std::string FirstUseThenShutdown() {
+  std::string problems;
   void* p = memcoord_torch_malloc(1 << 20, 0, nullptr);  // no memcoord_init(): the first use makes it
-  ASSERT_NE(p, nullptr) << memcoord_last_error();
-  EXPECT_EQ(Stats(0).allocated_bytes, 1u << 20);
+  problems += Problem(p != nullptr, "first use");
+  problems += Problem(Stats(0).allocated_bytes == 1u << 20, "allocated after the first use");
   memcoord_torch_free(p, 1 << 20, 0, nullptr);
-  EXPECT_EQ(Stats(0).allocated_bytes, 0u);
-  EXPECT_EQ(Stats(0).frees, 1u);
+  problems += Problem(Stats(0).allocated_bytes == 0 && Stats(0).frees == 1, "figures after the free");
+  problems += Problem(memcoord_shutdown() == 0, "shutdown");
+  // After a shutdown the hooks do not make a second worker (it would attach anew, unasked).
+  problems += Problem(memcoord_torch_malloc(4096, 0, nullptr) == nullptr, "an allocation after shutdown");
+  problems += Problem(LastError().find("memcoord_shutdown() was called") != std::string::npos,
+                      "the error after shutdown");
+  problems += Problem(memcoord_step() == -1, "the step after shutdown");
+  problems += Problem(memcoord_init() == 0, "an explicit init after shutdown");
+  void* q = memcoord_torch_malloc(4096, 0, nullptr);
+  problems += Problem(q != nullptr, "an allocation after the explicit init");
+  memcoord_torch_free(q, 4096, 0, nullptr);
+  return problems;
+}
+
+TEST_F(CAbi, TorchHooksInitOnTheProcesssFirstAllocationOnly) { MEMCOORD_FRESH_PROCESS(FirstUseThenShutdown); }
+
+std::string FailedFirstUseIsNotRetried() {
+  std::string problems;
+  setenv("MEMCOORD_ALLOC_CONF", "no_such_key:1", 1);
+  problems += Problem(memcoord_torch_malloc(4096, 0, nullptr) == nullptr, "first use with a bad conf");
+  problems += Problem(LastError().find("no_such_key") != std::string::npos, "the first use's error");
+  unsetenv("MEMCOORD_ALLOC_CONF");
+  // The failure stands (no init retried under a lock on every allocation) until the program inits.
+  problems += Problem(memcoord_torch_malloc(4096, 0, nullptr) == nullptr, "a second use");
+  problems += Problem(LastError().find("not retried") != std::string::npos &&
+                          LastError().find("no_such_key") != std::string::npos,
+                      "the second use's error");
+  problems += Problem(memcoord_init() == 0, "an explicit init");
+  void* p = memcoord_torch_malloc(4096, 0, nullptr);
+  problems += Problem(p != nullptr, "an allocation after the explicit init");
+  memcoord_torch_free(p, 4096, 0, nullptr);
+  return problems;
+}
+
+TEST_F(CAbi, AFailedInitOnFirstUseIsNotRetriedByEachAllocation) {
+  MEMCOORD_FRESH_PROCESS(FailedFirstUseIsNotRetried);
 }
 
 TEST_F(CAbi, DevicesRouteToTheirOwnPools) {
@@ -515,7 +565,7 @@ TEST_F(CAbi, BadBackendAndDevicesEnvironmentFailInit) {
   setenv("MEMCOORD_BACKEND", "quantum", 1);
   EXPECT_EQ(memcoord_init(), MEMCOORD_ERR_INVALID_ARGUMENT);
   EXPECT_NE(LastError().find("quantum"), std::string::npos) << LastError();
-  EXPECT_EQ(memcoord_torch_malloc(64, 0, nullptr), nullptr);  // the first use fails the same way
+  EXPECT_EQ(memcoord_torch_malloc(64, 0, nullptr), nullptr);  // the torch hooks allocate nothing either
   setenv("MEMCOORD_BACKEND", "host", 1);
   setenv("MEMCOORD_DEVICES", "zero", 1);
   EXPECT_EQ(memcoord_init(), MEMCOORD_ERR_INVALID_ARGUMENT);
@@ -545,7 +595,7 @@ TEST_F(CAbi, AllocConfEnvironmentSetsThePoolsOptions) {
   EXPECT_EQ(memcoord_init(), MEMCOORD_ERR_INVALID_ARGUMENT);
   EXPECT_NE(LastError().find("MEMCOORD_ALLOC_CONF"), std::string::npos) << LastError();
   EXPECT_NE(LastError().find("unknown key 'expandable_segments'"), std::string::npos) << LastError();
-  EXPECT_EQ(memcoord_torch_malloc(64, 0, nullptr), nullptr);  // the first use fails the same way
+  EXPECT_EQ(memcoord_torch_malloc(64, 0, nullptr), nullptr);  // the torch hooks allocate nothing either
   unsetenv("MEMCOORD_ALLOC_CONF");
 }
 

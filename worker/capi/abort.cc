@@ -69,17 +69,23 @@ int memcoord_set_abort_callback(memcoord_abort_callback callback, void* user) {
     memcoord::capi::AbortState& state = guard.runtime()->abort;
     std::optional<memcoord::AbortInfo> already;
     {
-      std::lock_guard lock(state.mu);
+      std::unique_lock lock(state.mu);
       // callback_ran is per callback: a new one set after the abort runs at once, here.
       state.callback = callback;
       state.user = user;
       state.callback_ran = false;
+      // The callback replaced may be running on memcoord's thread: once this returns, the caller may free
+      // what it gave that one. Not from inside a callback, which would wait for itself.
+      if (!memcoord::capi::InAbortCallback()) {
+        state.cv.wait(lock, [&] { return state.callbacks_running == 0; });
+      }
       if (callback != nullptr && state.info) {
         state.callback_ran = true;
         already = state.info;
+        ++state.callbacks_running;
       }
     }
-    if (already) memcoord::capi::RunAbortCallback(callback, user, *already);
+    if (already) memcoord::capi::RunAbortCallback(state, callback, user, *already);
     return 0;
   });
 }

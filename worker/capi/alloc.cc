@@ -207,7 +207,8 @@ void* memcoord_torch_malloc(ptrdiff_t size, int device, void* stream) {
   return Boundary("memcoord_torch_malloc", static_cast<void*>(nullptr), [&]() -> void* {
     CallGuard guard;
     if (guard.runtime() == nullptr) {
-      if (memcoord_init() != 0) return nullptr;  // memcoord_last_error() says why
+      if (memcoord::capi::InitOnFirstUse("memcoord_torch_malloc") != 0)
+        return nullptr;  // last_error says why
       guard.refresh();
       if (guard.runtime() == nullptr) return (FailNotInitialized("memcoord_torch_malloc"), nullptr);
     }

@@ -2,6 +2,7 @@
 // g_init_mu serializes memcoord_init and memcoord_shutdown (never taken on the allocation path).
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 
@@ -19,6 +20,21 @@ using memcoord::capi::FailNotInitialized;
 using memcoord::capi::Runtime;
 
 std::mutex g_init_mu;
+// Whether an init ever succeeded in this process, and the failure of the torch hooks' init on first use,
+// which is tried once: memcoord_torch_malloc must not make a second worker after memcoord_shutdown(), nor
+// retry a failing init (under g_init_mu) on every allocation. The status is written once, under g_init_mu,
+// before the flag's release store, and only read after its acquire load.
+std::atomic<bool> g_initialized_once{false};
+std::atomic<bool> g_first_use_failed{false};
+memcoord::Status g_first_use_status;
+
+memcoord::WorkerOptions OptionsFromEnvironment() {
+  memcoord::WorkerOptions options;
+  if (const char* backend = std::getenv("MEMCOORD_BACKEND"); backend != nullptr && *backend != '\0') {
+    options.backend = backend;
+  }
+  return options;
+}
 
 int InitLocked(memcoord::WorkerOptions options, std::optional<memcoord::capi::CaptureCheck> capture_check) {
   CallGuard probe;
@@ -40,6 +56,7 @@ int InitLocked(memcoord::WorkerOptions options, std::optional<memcoord::capi::Ca
   Runtime* raw = runtime.get();
   runtime->worker->on_abort_info([raw](const memcoord::AbortInfo& info) { DeliverAbort(*raw, info); });
   memcoord::capi::Publish(runtime.release());
+  g_initialized_once.store(true, std::memory_order_release);
   return 0;
 }
 
@@ -66,14 +83,40 @@ int memcoord::capi::InitWith(WorkerOptions options, std::optional<CaptureCheck> 
   });
 }
 
+int memcoord::capi::InitOnFirstUse(const char* caller) {
+  const auto shut_down = [caller] {
+    return Fail(FailedPrecondition(fmt::format(
+        "{}: memcoord is not initialized: memcoord_shutdown() was called, and only a process's first "
+        "allocation initializes it; call memcoord_init() to make a new worker",
+        caller)));
+  };
+  if (g_initialized_once.load(std::memory_order_acquire)) return shut_down();
+  if (g_first_use_failed.load(std::memory_order_acquire)) return Fail(g_first_use_status);
+  std::lock_guard lock(g_init_mu);
+  if (g_first_use_failed.load(std::memory_order_relaxed)) return Fail(g_first_use_status);
+  CallGuard probe;
+  if (probe.runtime() != nullptr) return 0;  // another thread's first use made it
+  if (g_initialized_once.load(std::memory_order_relaxed)) return shut_down();
+  const int code = InitLocked(OptionsFromEnvironment(), std::nullopt);
+  if (code != 0) {
+    g_first_use_status =
+        Status(static_cast<StatusCode>(code),
+               fmt::format("{}: memcoord_init() on first use failed (it is not retried; call memcoord_init() "
+                           "to try again): {}",
+                           caller, memcoord::capi::LastError()));
+    g_first_use_failed.store(true, std::memory_order_release);
+    return Fail(g_first_use_status);
+  }
+  return 0;
+}
+
 extern "C" {
 
 int memcoord_init(void) {
-  memcoord::WorkerOptions options;
-  if (const char* backend = std::getenv("MEMCOORD_BACKEND"); backend != nullptr && *backend != '\0') {
-    options.backend = backend;
-  }
-  return memcoord::capi::InitWith(std::move(options));
+  return Boundary("memcoord_init", 13, [] {
+    std::lock_guard lock(g_init_mu);
+    return InitLocked(OptionsFromEnvironment(), std::nullopt);
+  });
 }
 
 int memcoord_shutdown(void) {

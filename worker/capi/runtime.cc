@@ -39,13 +39,19 @@ void FillAbortInfo(const std::optional<AbortInfo>& info, memcoord_abort_info& ou
   std::memcpy(&out, &filled, std::min(size, sizeof(filled)));
 }
 
-void RunAbortCallback(memcoord_abort_callback callback, void* user, const AbortInfo& info) noexcept {
+void RunAbortCallback(AbortState& state, memcoord_abort_callback callback, void* user,
+                      const AbortInfo& info) noexcept {
   memcoord_abort_info c{};
   c.struct_size = sizeof(c);
   FillAbortInfo(info, c);
   t_in_abort_callback = true;
   callback(&c, user);
   t_in_abort_callback = false;
+  {
+    std::lock_guard lock(state.mu);
+    --state.callbacks_running;
+  }
+  state.cv.notify_all();
 }
 
 void DeliverAbort(Runtime& runtime, const AbortInfo& info) {
@@ -59,10 +65,11 @@ void DeliverAbort(Runtime& runtime, const AbortInfo& info) {
       runtime.abort.callback_ran = true;
       callback = runtime.abort.callback;
       user = runtime.abort.user;
+      ++runtime.abort.callbacks_running;
     }
   }
   runtime.abort.cv.notify_all();
-  if (callback != nullptr) RunAbortCallback(callback, user, info);
+  if (callback != nullptr) RunAbortCallback(runtime.abort, callback, user, info);
 }
 
 }  // namespace memcoord::capi

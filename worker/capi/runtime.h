@@ -61,6 +61,8 @@ struct AbortState {
   memcoord_abort_callback callback = nullptr;
   void* user = nullptr;
   bool callback_ran = false;
+  int callbacks_running =
+      0;                 // calls of a callback under way (RunAbortCallback); cv is notified when one ends
   bool closing = false;  // shutdown began: waiters return
 };
 
@@ -190,9 +192,16 @@ namespace memcoord::capi {
 // `capture_check`: nullopt chooses by the backend (CheckNotCapturing on CUDA backends, none otherwise);
 // tests pass their own (nullptr: none).
 int InitWith(WorkerOptions options, std::optional<CaptureCheck> capture_check = std::nullopt);
+// The torch hooks' memcoord_init() on a process's first allocation: 0 once a worker is published. Tried
+// once: after memcoord_shutdown(), or after that init failed, it fails at once (FAILED_PRECONDITION, or the
+// init's own error) without a lock.
+int InitOnFirstUse(const char* caller);
 // True on the thread running the user's abort callback (memcoord_shutdown refuses there).
 bool InAbortCallback() noexcept;
 // Fills `out` (its struct_size decides how much) from `info` (nullopt: not aborted).
 void FillAbortInfo(const std::optional<AbortInfo>& info, memcoord_abort_info& out) noexcept;
-void RunAbortCallback(memcoord_abort_callback callback, void* user, const AbortInfo& info) noexcept;
+// Calls `callback`, which the caller took from `state` under its lock while raising callbacks_running, and
+// lowers callbacks_running when it returns.
+void RunAbortCallback(AbortState& state, memcoord_abort_callback callback, void* user,
+                      const AbortInfo& info) noexcept;
 }  // namespace memcoord::capi
