@@ -166,6 +166,7 @@ bool CorePool::try_deallocate(void* ptr, Allocation& freed, Status& error) {
                              options_.name, ptr));
     return false;
   }
+  if (!unindexed_waits_.empty()) wait_for_unindexed_streams(reinterpret_cast<std::uintptr_t>(ptr));
   allocated_bytes_ -= b->size;
   freed = Allocation{ptr, b->size, b->requested, stream_ids_[b->stream], b->tag};
   const std::uint8_t stream = b->stream;
@@ -182,9 +183,33 @@ Status CorePool::do_record_stream(void* ptr, StreamId stream) {
   }
   std::uint8_t index = 0;
   Status error;
-  if (!stream_index_of(stream, index, error)) return error;
+  if (!stream_index_of(stream, index, error)) {
+    // No bit for this stream in the wait mask: the free waits for it on the host instead.
+    std::vector<StreamId>& streams = unindexed_waits_[reinterpret_cast<std::uintptr_t>(ptr)];
+    if (std::find(streams.begin(), streams.end(), stream) == streams.end()) streams.push_back(stream);
+    if (!warned_unindexed_) {
+      warned_unindexed_ = true;
+      spdlog::warn(
+          "pool '{}': record_stream on a stream past the first {} it has seen: the blocks' frees "
+          "will synchronize such streams ({})",
+          options_.name, kMaxStreams, error.message());
+    }
+    return Status::Ok();
+  }
   if (index != b->stream) b->wait_mask |= 1ULL << index;
   return Status::Ok();
+}
+
+void CorePool::wait_for_unindexed_streams(std::uintptr_t key) {
+  auto it = unindexed_waits_.find(key);
+  if (it == unindexed_waits_.end()) return;
+  for (StreamId stream : it->second) {
+    if (Status synced = backend_.synchronize(stream); !synced.ok()) {
+      spdlog::error("pool '{}': synchronizing stream {:#x} before freeing {:#x}: {}", options_.name, stream,
+                    key, synced.ToString());
+    }
+  }
+  unindexed_waits_.erase(it);
 }
 
 TrimResult CorePool::do_trim(std::uint64_t target) {

@@ -22,7 +22,9 @@
 //
 // Streams. A block freed on stream A is reused on A at once. Reuse on another stream B makes B wait on the
 // device for A's queued work (an event), never the host. Blocks used on extra streams (record_stream) are
-// held until those streams' work is done. At most 64 distinct streams per pool.
+// held until those streams' work is done. At most 64 distinct streams per pool: an allocation on a 65th is
+// INVALID_ARGUMENT; record_stream on one is kept aside for its block, whose free then synchronizes that
+// stream (a host wait, where the first 64 cost none), so the block is never reused early.
 //
 // Thread safety: NOT thread-safe. Callers serialize every call (CachingPool wraps it in a ThreadSafeAdaptor);
 // fill_stats(), reserved_bytes() and set_captures_underway() alone may be called from any thread at any time.
@@ -35,6 +37,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "allocator/detail/arena.h"
@@ -106,6 +109,8 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
   bool known_stream_index(StreamId stream, std::uint8_t& index) const;
   // The pool's index of `stream` (added if new), or false with INVALID_ARGUMENT past kMaxStreams.
   bool stream_index_of(StreamId stream, std::uint8_t& index, Status& error);
+  // At the free of the block at `key`: synchronizes the streams record_stream found no index for.
+  void wait_for_unindexed_streams(std::uintptr_t key);
   // nullptr with RESOURCE_EXHAUSTED in `error` when even the last-resort pass found no room.
   // Marks `b` (just taken for a request of `bytes`) live and fills `out`.
   void hand_out(detail::Block* b, std::size_t bytes, StreamId stream, TagId tag, Allocation& out);
@@ -142,6 +147,9 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
   const PoolOptions options_;
 
   std::vector<StreamId> stream_ids_;  // pool stream index -> backend stream
+  // Live blocks used on streams past kMaxStreams (record_stream), which their wait masks cannot name.
+  std::unordered_map<std::uintptr_t, std::vector<StreamId>> unindexed_waits_;
+  bool warned_unindexed_ = false;
   detail::BlockSlab slab_;
   detail::PointerMap live_;
   detail::StreamMarks marks_;  // before the arenas, which hold a pointer to it

@@ -147,5 +147,26 @@ TEST(PoolStreams, TooManyStreamsIsAClearError) {
   for (void* p : blocks) ASSERT_TRUE(pool.deallocate(p).ok());
 }
 
+// A block used on a stream past the 64 the pool indexes (Tensor.record_stream in a program that cycles
+// through many streams) is still never reused before that stream's work: its free synchronizes the stream.
+TEST(PoolStreams, RecordStreamPastTheIndexedStreamsSynchronizesThatStreamAtTheFree) {
+  testing::StreamTestBackend backend;
+  CachingPool pool(backend);
+  std::vector<void*> blocks;
+  for (StreamId s = 1; s < 64; ++s) blocks.push_back(*pool.allocate(512, s * 16));  // and the default stream
+  constexpr StreamId kUnindexed = 0xFFFF0;
+  void* p = *pool.allocate(kMiB, 16);
+  ASSERT_TRUE(pool.record_stream(p, kUnindexed).ok());
+  ASSERT_TRUE(pool.record_stream(p, kUnindexed).ok());
+  EXPECT_TRUE(backend.synchronized.empty());
+  ASSERT_TRUE(pool.deallocate(p).ok());
+  EXPECT_EQ(backend.synchronized, std::vector<StreamId>{kUnindexed});  // once, at the free
+  void* q = *pool.allocate(kMiB, 16);
+  ASSERT_TRUE(pool.deallocate(q).ok());
+  EXPECT_EQ(backend.synchronized.size(), 1u);  // the next block's free waits for nothing more
+  for (void* b : blocks) ASSERT_TRUE(pool.deallocate(b).ok());
+  EXPECT_TRUE(pool.check_invariants().ok());
+}
+
 }  // namespace
 }  // namespace memcoord
