@@ -116,8 +116,18 @@ def torch_shim():
     source = "memcoord/csrc/torch_shim.cpp"
     # The shared libstdc++ first on the link line, so that a toolchain adding -static-libstdc++ cannot give the
     # shim a private copy (memcoord/_torch.py, SHARED_LIBSTDCXX_FLAGS, says why; the same flag there).
-    ext = CUDAExtension("memcoord._torch_shim", [source], extra_compile_args={"cxx": ["-O2"], "nvcc": []},
-                        extra_link_args=["-l:libstdc++.so.6"])
+    try:
+        # CUDAExtension looks for the CUDA toolkit at once: OSError ("CUDA_HOME environment variable is not
+        # set") with a CPU-only torch or no toolkit, before build_extension's fallback could catch anything.
+        ext = CUDAExtension("memcoord._torch_shim", [source], extra_compile_args={"cxx": ["-O2"], "nvcc": []},
+                            extra_link_args=["-l:libstdc++.so.6"])
+    except Exception as error:  # noqa: BLE001 - any failure to describe the extension: as a failed build
+        if mode == "required":
+            raise SystemExit(f"memcoord setup: MEMCOORD_TORCH_SHIM=required but the C++ shim cannot be built here "
+                             f"({type(error).__name__}: {error}); it needs torch with CUDA and the CUDA toolkit")
+        _log(f"the C++ shim cannot be built here ({type(error).__name__}: {error}); the package will build it on "
+             "first use where it can, or use PyTorch's Python API")
+        return [], {}
     return [ext], {"build_ext": OptionalBuildExtension}
 
 

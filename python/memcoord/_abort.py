@@ -18,7 +18,9 @@ from . import _capi
 
 _watcher = None
 _watcher_lock = threading.Lock()
-_handled = threading.Event()
+_handled = threading.Event()  # set by the first exit_aborted()
+_handled_lock = threading.Lock()  # makes exit_aborted's check of _handled and its set one step
+_excepthook = {"installed": False, "grace_ms": 0}  # _install_excepthook's, guarded by _watcher_lock
 
 
 class AbortFacts:
@@ -98,10 +100,12 @@ def abort_process_groups(budget_s=1.0):
 def exit_aborted(facts, pg_abort_budget_s=1.0, stream=None):
     """The default response to an abort: message, process-group abort, os._exit(EXIT_ABORTED). Runs once
     per process (a second caller waits for the first to exit)."""
-    if _handled.is_set():
+    with _handled_lock:  # two callers (the watcher and the exception hook) may come at once: one goes on
+        first = not _handled.is_set()
+        _handled.set()
+    if not first:
         time.sleep(60)  # the first caller is exiting the process
         os._exit(_capi.EXIT_ABORTED)
-    _handled.set()
     stream = stream or sys.stderr
     rank = _own_rank()
     lines = [
@@ -126,7 +130,8 @@ def exit_aborted(facts, pg_abort_budget_s=1.0, stream=None):
 
 
 class AbortWatcher:
-    """The watcher thread. start() once; stop() ends it (it also ends when the worker shuts down)."""
+    """The watcher thread. start() once; stop() ends it (it also ends when the worker shuts down).
+    configure() changes the handler and the poll interval of a running watcher."""
 
     def __init__(self, on_abort=None, poll_ms=500, pg_abort_budget_s=1.0):
         self._lib = _capi.library()
@@ -141,6 +146,20 @@ class AbortWatcher:
     def start(self):
         self._thread.start()
         return self
+
+    def configure(self, on_abort=None, poll_ms=500):
+        """Replaces the handler and the poll interval. The thread reads each when it uses it: the interval at its
+        next wait, the handler when an abort comes."""
+        self._on_abort = on_abort
+        self._poll_ms = int(poll_ms)
+
+    @property
+    def on_abort(self):
+        return self._on_abort
+
+    @property
+    def poll_ms(self):
+        return self._poll_ms
 
     def stop(self, timeout=2.0):
         self._stop.set()
@@ -159,8 +178,9 @@ class AbortWatcher:
                 continue
             if code == _capi.ABORTED:
                 self.facts = abort_facts(self._lib) or AbortFacts(-1, self._lib.last_error(), 0)
-                if self._on_abort is not None:
-                    self._on_abort(self.facts)
+                on_abort = self._on_abort  # the handler set last, read once
+                if on_abort is not None:
+                    on_abort(self.facts)
                 else:
                     exit_aborted(self.facts, self._budget)
                 return
@@ -168,18 +188,34 @@ class AbortWatcher:
             return
 
 
+def _custom_handler_set():
+    """Whether the running watcher has a handler of the user's (on_abort): the exception hook then stays out."""
+    watcher = _watcher
+    return watcher is not None and watcher.alive and watcher.on_abort is not None
+
+
 def _install_excepthook(grace_ms):
     """A collective that fails because a peer died (gloo: "connection closed by peer") raises in the training
     thread, often a few milliseconds before the coordinator's abort arrives. An exception that ends the
     process therefore first waits up to `grace_ms` for an abort; when one comes, the process ends as an
-    abort (message naming the dead rank, EXIT_ABORTED) instead of with the collective's traceback and 1."""
+    abort (message naming the dead rank, EXIT_ABORTED) instead of with the collective's traceback and 1.
+
+    Installed once per process (caller holds _watcher_lock): the watcher restarts after every shutdown(),
+    and each install wrapped the previous hook, so an uncaught exception waited `grace_ms` once per install.
+    While the user's on_abort handler is set (watch_aborts(on_abort=...)), the hook only passes the
+    exception on: the abort is the handler's to answer."""
+    _excepthook["grace_ms"] = int(grace_ms)
+    if _excepthook["installed"]:
+        return
+    _excepthook["installed"] = True
     previous = sys.excepthook
 
     def hook(exc_type, exc, tb):
         try:
             lib = _capi.library()
-            if not issubclass(exc_type, KeyboardInterrupt) and lib.has("memcoord_wait_abort"):
-                code = lib.function("memcoord_wait_abort")(int(grace_ms))
+            if (not issubclass(exc_type, KeyboardInterrupt) and not _custom_handler_set()
+                    and lib.has("memcoord_wait_abort")):
+                code = lib.function("memcoord_wait_abort")(int(_excepthook["grace_ms"]))
                 if code == _capi.ABORTED:
                     facts = abort_facts(lib) or AbortFacts(-1, lib.last_error(), 0)
                     sys.stderr.write(f"memcoord: the training thread stopped on {exc_type.__name__}: {exc}\n")
@@ -191,15 +227,19 @@ def _install_excepthook(grace_ms):
     sys.excepthook = hook
 
 
-def start_watcher(on_abort=None, poll_ms=500, excepthook_grace_ms=1500):
-    """Starts the process's abort watcher once (and the exception hook above, unless `on_abort` is given);
-    returns it (the running one when already started)."""
+def start_watcher(on_abort=None, poll_ms=500, excepthook_grace_ms=1500, keep_running=False):
+    """Starts the process's abort watcher (and the exception hook above, unless `on_abort` is given); returns
+    it. When one already runs, it takes `on_abort` and `poll_ms` in place of its own, so that
+    watch_aborts(on_abort=...) after enable() is not silently ignored; keep_running=True (enable()'s) leaves a
+    running one as it is instead."""
     global _watcher
     with _watcher_lock:
         if _watcher is None or not _watcher.alive:
             _watcher = AbortWatcher(on_abort=on_abort, poll_ms=poll_ms).start()
-            if on_abort is None and excepthook_grace_ms > 0:
-                _install_excepthook(excepthook_grace_ms)
+        elif not keep_running:
+            _watcher.configure(on_abort=on_abort, poll_ms=poll_ms)
+        if _watcher.on_abort is None and excepthook_grace_ms > 0:
+            _install_excepthook(excepthook_grace_ms)
         return _watcher
 
 

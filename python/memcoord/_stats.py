@@ -5,7 +5,8 @@ PyTorch's key names are used for what memcoord has; the rest are present and 0 (
 key): memcoord keeps no small/large pool split (its arenas are one pool to PyTorch), and no cumulative
 byte counts of blocks. memcoord's own figures sit under "memcoord" (flattened: "memcoord.cache_hits").
 Accumulated counts ("allocated"/"freed", num_ooms) can be reset only here: reset_accumulated() keeps a
-baseline per device and later dicts subtract it. Not thread-safe for concurrent resets of one device.
+baseline per device (until memcoord.shutdown()) and later dicts subtract it. Not thread-safe for concurrent
+resets of one device.
 """
 
 _POOL_KINDS = ("all", "large_pool", "small_pool")
@@ -48,6 +49,12 @@ def _stat(current=0, peak=0, allocated=0, freed=0):
 def reset_accumulated(device, raw):
     """Later torch_stats(device, ...) count accumulated figures from `raw` (a DeviceStats.as_dict())."""
     _baselines[device] = {key: raw.get(key, 0) for key in _ACCUMULATED}
+
+
+def clear_baselines():
+    """Forgets every reset_accumulated() baseline: shutdown() calls it, since the next worker counts from 0 and
+    an old baseline would hide its counts."""
+    _baselines.clear()
 
 
 def torch_stats(device, raw):

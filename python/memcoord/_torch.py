@@ -6,9 +6,11 @@ enable() does, in order:
   2. memcoord_init(): the worker starts, attaching to the coordinator when MEMCOORD_COORDINATOR is set;
   3. installs the allocator: through the C++ shim (memcoord/csrc/torch_shim.cpp: record_stream, empty_cache,
      CUDA graph pools, OutOfMemoryError) when it is built or can be built now, else through
-     torch.cuda.memory.CUDAPluggableAllocator with Python stand-ins for record_stream and empty_cache (graph
-     capture then fails at once with memcoord's message; an allocation failure cannot raise
-     torch.OutOfMemoryError: PyTorch's pluggable path does not check for null);
+     torch.cuda.memory.CUDAPluggableAllocator with Python stand-ins for record_stream and empty_cache. Without
+     the shim, torch.cuda.CUDAGraph.capture_begin and torch.cuda.graph(...) raise RuntimeError saying that
+     graph capture needs the shim (PyTorch's pluggable path would ignore the capture's private pool without a
+     hook); an allocation failure cannot raise torch.OutOfMemoryError (PyTorch's pluggable path does not
+     check for null);
   4. points torch._C's statistics and snapshot entry points at memcoord (torch.cuda.memory_allocated,
      max_memory_allocated, memory_reserved, max_memory_reserved, memory_stats, reset_peak_memory_stats,
      reset_accumulated_memory_stats, memory_summary, torch.cuda.memory._snapshot/_dump_snapshot, and
@@ -19,6 +21,7 @@ enable() does, in order:
 The allocation path itself never enters Python: PyTorch calls memcoord's C functions.
 """
 
+import functools
 import os
 import sys
 import threading
@@ -122,8 +125,8 @@ def _built_or_jit_shim(mode):
             ) from build_error
         warnings.warn(
             f"memcoord: the C++ shim is unavailable ({build_error}); using PyTorch's Python pluggable-allocator "
-            "API: record_stream and empty_cache go through Python, CUDA graph capture fails with a message, "
-            "and an out-of-memory cannot raise torch.OutOfMemoryError",
+            "API: record_stream and empty_cache go through Python, CUDA graph capture raises RuntimeError, "
+            "and an out-of-memory cannot raise torch.OutOfMemoryError (python/README.md: building the shim)",
             RuntimeWarning,
             stacklevel=4,
         )
@@ -145,15 +148,64 @@ def _check_not_initialized(torch):
 
 
 def _python_record_stream(torch, lib):
-    """Tensor.record_stream for the pluggable path without the shim (Python callers only)."""
+    """Tensor.record_stream for the pluggable path without the shim (Python callers only). Like PyTorch's own
+    allocator, it does nothing for a tensor with no memory (data_ptr 0) or memory memcoord did not hand out
+    (another allocator's: NOT_FOUND, one warning per process)."""
     original = torch.Tensor.record_stream
+    record = lib.function("memcoord_record_stream")
+    warned = []
 
     def record_stream(self, stream):
         if self.is_cuda:
-            lib.call("memcoord_record_stream", self.untyped_storage().data_ptr(), int(stream.cuda_stream))
+            ptr = self.untyped_storage().data_ptr()
+            if ptr:
+                code = record(ptr, int(stream.cuda_stream))
+                if code == _capi.NOT_FOUND:
+                    if not warned:
+                        warned.append(True)
+                        warnings.warn(
+                            f"memcoord: Tensor.record_stream on memory memcoord did not allocate ({lib.last_error()}) "
+                            "is ignored, as PyTorch's allocator ignores blocks it does not own (warned once)",
+                            RuntimeWarning, stacklevel=2)
+                else:
+                    lib.check("memcoord_record_stream", code)
         return original(self, stream)
 
     torch.Tensor.record_stream = record_stream
+
+
+GRAPH_CAPTURE_NEEDS_SHIM = (
+    "CUDA graph capture under memcoord needs memcoord's C++ shim (memcoord/csrc/torch_shim.cpp), which this "
+    "process runs without: PyTorch's Python pluggable-allocator API has no hook for the capture's private "
+    "memory pool, so the captured graph's memory would not be kept for its replays. Build the shim as "
+    "python/README.md says (`pip install --no-build-isolation ./python` where torch and the CUDA toolkit are "
+    "present, or enable(shim='required') to see why it cannot be built), or capture without memcoord.enable()"
+)
+
+
+def _refusing(original):
+    """A stand-in for `original` that raises GRAPH_CAPTURE_NEEDS_SHIM; `__wrapped__` is the original."""
+
+    @functools.wraps(original)
+    def refuse(*args, **kwargs):
+        raise RuntimeError(GRAPH_CAPTURE_NEEDS_SHIM)
+
+    return refuse
+
+
+def _refuse_graph_capture(torch):
+    """Without the shim, torch.cuda.CUDAGraph.capture_begin raises GRAPH_CAPTURE_NEEDS_SHIM (a RuntimeError)
+    instead of capturing a graph whose memory memcoord does not keep, and so does making a torch.cuda.graph
+    context (its __enter__ switches the current stream before capture_begin, and a failure there would leave
+    it switched). The originals stay as `__wrapped__` and in _state["graph_originals"]."""
+    for owner_name, attribute in (("CUDAGraph", "capture_begin"), ("graph", "__init__")):
+        owner = getattr(torch.cuda, owner_name, None)
+        original = getattr(owner, attribute, None) if isinstance(owner, type) else None
+        if original is None:
+            continue
+        setattr(owner, attribute, _refusing(original))
+        _state.setdefault("graph_originals", {})[f"{owner_name}.{attribute}"] = original
+        _state["patched"].append(f"{owner_name}.{attribute}")
 
 
 def _patch(torch, name, replacement):
@@ -248,8 +300,9 @@ def enable(coordinator=None, backend=None, shim=None, watch_aborts=True, patch_m
     coordinator: "HOST:PORT" to attach to (default: $MEMCOORD_COORDINATOR; unset: standalone).
     backend: memcoord's backend ("cuda-vmm", "cuda", ...; default: $MEMCOORD_BACKEND or auto).
     alloc_conf: the pools' options, as PYTORCH_CUDA_ALLOC_CONF sets PyTorch's ("thread_cache:0,
-      large_map_unit:40MiB"; default: $MEMCOORD_ALLOC_CONF; see memcoord.init). A worker that memcoord.init()
-      already made with another conf is an error, not a conf silently ignored.
+      large_map_unit:40MiB"; default: $MEMCOORD_ALLOC_CONF; see memcoord.init).
+    A worker that memcoord.init() (or another memcoord call) already made with another coordinator, backend or
+    alloc_conf is an error (RuntimeError naming both values), not a setting silently ignored.
     shim: "auto" (default, or $MEMCOORD_TORCH_SHIM), "required" or "off" (see _load_shim).
     watch_aborts: start the abort watcher (an abort ends the process with EXIT_ABORTED, naming the dead rank).
     patch_memory_api: point torch.cuda's statistics and snapshot functions at memcoord.
@@ -265,7 +318,12 @@ def enable(coordinator=None, backend=None, shim=None, watch_aborts=True, patch_m
     with _lock:
         if _state["enabled"]:
             return enabled_details()
-        shim = shim or os.environ.get("MEMCOORD_TORCH_SHIM", "auto")
+        if not shim and "MEMCOORD_TORCH_SHIM" in os.environ:
+            shim = os.environ["MEMCOORD_TORCH_SHIM"]
+            if shim not in ("auto", "required", "off"):
+                raise ValueError(f"memcoord.enable(): MEMCOORD_TORCH_SHIM={shim!r} in the environment; accepted: "
+                                 "auto, required, off")
+        shim = shim or "auto"
         if shim not in ("auto", "required", "off"):
             raise ValueError(f"memcoord.enable(shim={shim!r}): accepted: 'auto', 'required', 'off'")
         if not torch.cuda.is_available():
@@ -274,23 +332,32 @@ def enable(coordinator=None, backend=None, shim=None, watch_aborts=True, patch_m
                 "API without PyTorch (memcoord.stats(), memcoord.step(), ...) works on the host backend"
             )
         _check_not_initialized(torch)
-        if coordinator:
-            os.environ["MEMCOORD_COORDINATOR"] = coordinator
-        if backend:
-            os.environ["MEMCOORD_BACKEND"] = backend
         import memcoord
 
-        if alloc_conf is not None:
-            made_with = memcoord.initialized_alloc_conf()
-            if made_with is None and memcoord.step_count() >= 0:  # a C call made the worker, from the environment
-                made_with = os.environ.get("MEMCOORD_ALLOC_CONF", "")
-            if made_with is not None and made_with != alloc_conf:
+        # A worker that exists already read these from the environment: another value now would be silently
+        # ignored, so it is an error that says so. Checked before anything is set: a refusal changes nothing.
+        # None (and "" for coordinator and backend) means "not given"; alloc_conf="" asks for the defaults.
+        wanted = {"MEMCOORD_ALLOC_CONF": ("alloc_conf", alloc_conf),
+                  "MEMCOORD_COORDINATOR": ("coordinator", coordinator or None),
+                  "MEMCOORD_BACKEND": ("backend", backend or None)}
+        made_with = memcoord.initialized_settings()
+        if made_with is None and memcoord.step_count() >= 0:  # a C call made the worker, from the environment
+            made_with = {variable: os.environ.get(variable, "") for variable in wanted}
+        for variable, (option, value) in wanted.items():
+            if value is None or made_with is None:
+                continue
+            had = made_with.get(variable, "")
+            if variable == "MEMCOORD_BACKEND" and value == "auto" and had in ("", "auto"):
+                continue  # unset means auto
+            if value != had:
                 raise RuntimeError(
-                    f"memcoord.enable(alloc_conf={alloc_conf!r}): memcoord.init() already made the worker with "
-                    f"MEMCOORD_ALLOC_CONF={made_with!r}; pass alloc_conf to the first call, or call "
-                    "memcoord.shutdown() first"
+                    f"memcoord.enable({option}={value!r}): the worker already exists, made with "
+                    f"{variable}={had!r} (by memcoord.init() or another memcoord call before enable()), and "
+                    f"cannot take another; pass {option} to the first call, or call memcoord.shutdown() first"
                 )
-            os.environ["MEMCOORD_ALLOC_CONF"] = alloc_conf
+        for variable, (_, value) in wanted.items():
+            if value is not None:
+                os.environ[variable] = value
         lib = _capi.library()
 
         memcoord.init()  # torchrun's RANK/WORLD_SIZE/LOCAL_RANK count as memcoord's when those are unset
@@ -306,11 +373,13 @@ def enable(coordinator=None, backend=None, shim=None, watch_aborts=True, patch_m
             _state["allocator"] = allocator
             if lib.has("memcoord_record_stream"):
                 _python_record_stream(torch, lib)
-            _state["hooks"] = {"record_stream": lib.has("memcoord_record_stream"), "empty_cache": False}
+            _refuse_graph_capture(torch)
+            _state["hooks"] = {"record_stream": lib.has("memcoord_record_stream"), "empty_cache": False,
+                               "graph_pools": False}
         if patch_memory_api:
             _patch_memory_api(torch, _state["hooks"])
         if watch_aborts and lib.has("memcoord_wait_abort"):
-            _abort.start_watcher()
+            _abort.start_watcher(keep_running=True)  # a watcher (and handler) watch_aborts() started stays
         _state["enabled"] = True
         return enabled_details()
 

@@ -49,12 +49,23 @@ def load(path):
             snapshot = _PlainUnpickler(f).load()
     except OSError as e:
         raise SnapshotError(f"{path}: {e.strerror}") from None
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError) as e:
-        raise SnapshotError(f"{path} is not a readable pickle: {e}") from None
+    except Exception as e:  # noqa: BLE001 - a malformed pickle fails in many ways (MemoryError for a length
+        # of 2**60, OverflowError, AttributeError for BUILD on a dict, RecursionError ...): each is "not a
+        # readable pickle", and the command's promise is exit 2 with a message, not a traceback.
+        raise SnapshotError(f"{path} is not a readable pickle: {type(e).__name__}: {e}") from None
     if not isinstance(snapshot, dict) or "segments" not in snapshot:
         raise SnapshotError(f"{path} is a pickle but not a memory snapshot (no 'segments'; expected what "
                             "torch.cuda.memory._dump_snapshot writes)")
+    if not isinstance(snapshot["segments"], list):
+        raise SnapshotError(f"{path}: the snapshot's 'segments' is {_kind(snapshot['segments'])}; expected a list "
+                            "(what torch.cuda.memory._dump_snapshot writes)")
     return snapshot
+
+
+def _kind(value):
+    """`value` described for a message: its type, and the value when short."""
+    text = repr(value)
+    return f"of type {type(value).__name__} ({text})" if len(text) <= 40 else f"of type {type(value).__name__}"
 
 
 def pick_device(traces, device):
@@ -86,11 +97,17 @@ def _field(entry, name, index):
 def _live_at_end(snapshot, device):
     """{address: (requested bytes, stream)} of the blocks the snapshot's segments hold allocated on `device`."""
     blocks = {}
-    for segment in snapshot.get("segments") or []:
+    segments = snapshot.get("segments") or []
+    if not isinstance(segments, list):
+        raise SnapshotError(f"the snapshot's 'segments' is {_kind(segments)}; expected a list")
+    for index, segment in enumerate(segments):
         if not isinstance(segment, dict) or segment.get("device", device) != device:
             continue
         stream = segment.get("stream", 0)
-        for block in segment.get("blocks") or []:
+        segment_blocks = segment.get("blocks") or []
+        if not isinstance(segment_blocks, list):
+            raise SnapshotError(f"segment {index}'s 'blocks' is {_kind(segment_blocks)}; expected a list")
+        for block in segment_blocks:
             if not isinstance(block, dict) or block.get("state") not in ("active_allocated", "active_pending_free"):
                 continue
             address, size = block.get("address"), block.get("requested_size") or block.get("size")
@@ -110,7 +127,8 @@ def convert(snapshot, device=None, workload="snapshot"):
     summary = {"device": device, "allocations": 0, "frees": 0, "live_at_end": 0, "from_before": 0,
                "from_before_bytes": 0}
     for index, entry in enumerate(traces[device]):
-        code = KEPT.get(entry.get("action")) if isinstance(entry, dict) else None
+        action = entry.get("action") if isinstance(entry, dict) else None
+        code = KEPT.get(action) if isinstance(action, str) else None  # a list as action is no key
         if code is None:
             continue
         address = _field(entry, "addr", index)

@@ -2,10 +2,13 @@
   victim    sleeps until killed;
   blocked   starts the abort watcher and blocks its main thread in a C call that never returns (a recv on a
             socket nobody writes to, as a rank waits inside a gloo collective);
+  replaced  as blocked, but after the watcher started (as enable() starts it) watch_aborts(on_abort=...) gives it
+            a handler of its own, which prints "custom handler: dead_rank=N" and exits 0;
   stepping  runs memcoord.step(on_abort="raise") steps until an AbortedError, prints it, exits 0;
   finisher  exits normally after 0.3 s;
   stepping_quiet  runs steps for 2 s and prints "no abort" (an AbortedError would end it with a traceback)."""
 
+import os
 import socket
 import sys
 import time
@@ -14,13 +17,19 @@ import memcoord  # the environment (MEMCOORD_COORDINATOR, MEMCOORD_RANK, ...) co
 
 role = sys.argv[1]
 memcoord.init()
-if role == "blocked":
+if role in ("blocked", "replaced"):
     memcoord.watch_aborts(poll_ms=200)
+if role == "replaced":
+    def handler(facts):
+        print(f"custom handler: dead_rank={facts.dead_rank}", flush=True)
+        os._exit(0)
+
+    memcoord.watch_aborts(on_abort=handler, poll_ms=100)
 print("ready", flush=True)
 
 if role == "victim":
     time.sleep(600)
-elif role == "blocked":
+elif role in ("blocked", "replaced"):
     a, b = socket.socketpair()
     a.recv(1)  # blocks in C until the watcher ends the process
     print("recv returned: the watcher did not end the process", flush=True)
@@ -46,4 +55,5 @@ elif role == "stepping":
     print("no abort within 30 s", flush=True)
     sys.exit(4)
 else:
-    sys.exit(f"abort_rank.py: unknown role {role!r}; accepted: victim, blocked, stepping, finisher, stepping_quiet")
+    sys.exit(f"abort_rank.py: unknown role {role!r}; accepted: victim, blocked, replaced, stepping, finisher, "
+             "stepping_quiet")

@@ -5,13 +5,15 @@ blocked in C (the watcher), or sees AbortedError at its next step's end (memcoor
 import os
 import subprocess
 import sys
+import textwrap
 import time
 import unittest
 from pathlib import Path
 
 import support  # noqa: F401  (environment)
 
-from memcoord import _capi
+import memcoord
+from memcoord import _abort, _capi
 
 HERE = Path(__file__).resolve().parent
 RANK_SCRIPT = HERE / "abort_rank.py"
@@ -80,6 +82,22 @@ class AbortTest(unittest.TestCase):
         self.assertIn("aborted by the coordinator: rank 1 ", err)
         self.assertLess(elapsed, 2.0)
 
+    def test_a_handler_given_to_a_running_watcher_answers_the_abort(self):
+        # watch_aborts(on_abort=...) after the watcher started (enable() starts one) used to be ignored: the
+        # default response ran and the rank ended with EXIT_ABORTED instead of in the user's handler.
+        survivor = self.job.start_rank(0, "replaced")
+        victim = self.job.start_rank(1, "victim")
+        time.sleep(0.5)
+        victim.kill()
+        try:
+            out, err = survivor.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            survivor.kill()
+            self.fail("rank 0 was still running 10 s after rank 1 died")
+        self.assertEqual(survivor.returncode, 0, f"stdout={out!r} stderr={err!r}")
+        self.assertIn("custom handler: dead_rank=1", out)
+        self.assertNotIn("the job was aborted by the coordinator", err)  # the default response's message
+
     def test_step_end_raises_aborted_naming_the_dead_rank(self):
         survivor = self.job.start_rank(0, "stepping")
         victim = self.job.start_rank(1, "victim")
@@ -95,6 +113,83 @@ class AbortTest(unittest.TestCase):
         out, err = survivor.communicate(timeout=30)
         self.assertEqual(survivor.returncode, 0, f"stdout={out!r} stderr={err!r}")
         self.assertIn("no abort", out)
+
+
+class WatcherSettingsTest(unittest.TestCase):
+    """The watcher's settings and the exception hook, without a coordinator."""
+
+    def setUp(self):
+        support.require(self, "memcoord_wait_abort")
+        memcoord.init()
+        self.addCleanup(_abort.stop_watcher)
+
+    def test_watch_aborts_replaces_the_running_watchers_handler(self):
+        first = memcoord.watch_aborts(poll_ms=100)
+
+        def handler(facts):
+            pass
+
+        second = memcoord.watch_aborts(on_abort=handler, poll_ms=50)
+        self.assertIs(second, first)
+        self.assertTrue(second.alive)
+        self.assertIs(second.on_abort, handler)
+        self.assertEqual(second.poll_ms, 50)
+        # enable()'s start leaves the running watcher, and the user's handler, as they are.
+        self.assertIs(_abort.start_watcher(keep_running=True), first)
+        self.assertIs(first.on_abort, handler)
+        memcoord.watch_aborts()  # the default response again
+        self.assertIsNone(first.on_abort)
+        with self.assertRaises(TypeError):
+            memcoord.watch_aborts(on_abort="exit")
+        with self.assertRaises(ValueError):
+            memcoord.watch_aborts(poll_ms=0)
+
+    def test_the_exception_hook_is_installed_once(self):
+        # Each watcher start (after every shutdown()) wrapped the hook again, and an uncaught exception then
+        # waited for an abort once per layer. One layer waits grace_ms (300 ms here, no abort coming).
+        saved_hook = sys.excepthook
+        self.addCleanup(setattr, sys, "excepthook", saved_hook)
+        state = getattr(_abort, "_excepthook", {})
+        self.addCleanup(state.update, dict(state))
+        state["installed"] = False  # as in a process that has not installed it yet
+        seen = []
+        sys.excepthook = lambda exc_type, exc, tb: seen.append(exc_type)
+        for _ in range(3):
+            _abort.start_watcher(poll_ms=20, excepthook_grace_ms=300)
+            _abort.stop_watcher()
+        started = time.monotonic()
+        sys.excepthook(ValueError, ValueError("the training loop's error"), None)
+        elapsed = time.monotonic() - started
+        self.assertEqual(seen, [ValueError])
+        self.assertGreaterEqual(elapsed, 0.25)  # the hook is there, and waited once
+        self.assertLess(elapsed, 0.6, "the exception waited for an abort more than once")
+
+    def test_exit_aborted_answers_once_when_two_callers_race(self):
+        # The watcher and the exception hook may call exit_aborted at once; its check of "handled" and the
+        # setting of it are one step. A slow is_set() opens the window a check-then-set leaves between them.
+        script = textwrap.dedent("""
+            import threading, time
+            from memcoord import _abort
+
+            class SlowEvent(threading.Event):
+                def is_set(self):
+                    value = super().is_set()
+                    time.sleep(0.2)
+                    return value
+
+            _abort._handled = SlowEvent()
+            # The first caller takes a while to exit (as a process-group abort does): time for a second to
+            # print too, had it passed the check.
+            _abort.abort_process_groups = lambda budget_s=1.0: time.sleep(0.5) or "no process group"
+            facts = _abort.AbortFacts(1, "rank 1 died", 0)
+            threads = [threading.Thread(target=_abort.exit_aborted, args=(facts,)) for _ in range(2)]
+            for t in threads:
+                t.start()
+            time.sleep(5)
+        """)
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+        self.assertEqual(done.returncode, _capi.EXIT_ABORTED, done.stderr)
+        self.assertEqual(done.stderr.count("the job was aborted by the coordinator"), 1, done.stderr)
 
 
 class LibraryLoggingTest(unittest.TestCase):

@@ -77,6 +77,139 @@ class AllocConfTest(unittest.TestCase):
         self.assertIn("accepted keys: large_map_unit, thread_cache", done.stderr)
 
 
+class InitErrorTest(unittest.TestCase):
+    """A bad value in the environment fails init() with a message naming the variable the user set."""
+
+    def setUp(self):
+        names = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MEMCOORD_RANK", "MEMCOORD_WORLD_SIZE", "MEMCOORD_LOCAL_RANK")
+        self.saved = {name: os.environ.get(name) for name in names}
+        for name in self.saved:
+            os.environ.pop(name, None)
+        self.addCleanup(self.restore)
+        memcoord.shutdown()  # init() reads the environment only when it makes the worker
+
+    def restore(self):
+        for name, value in self.saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        memcoord.init()
+
+    def test_a_bad_torchrun_rank_names_rank_and_leaves_no_copy(self):
+        os.environ.update(RANK="abc", WORLD_SIZE="2")
+        with self.assertRaises(memcoord.MemcoordError) as caught:
+            memcoord.init()
+        message = str(caught.exception)
+        self.assertIn("RANK='abc' is not a non-negative integer", message)
+        self.assertNotIn("MEMCOORD_RANK='abc'", message)
+        self.assertIn("reads the launcher's RANK as MEMCOORD_RANK", message)
+        self.assertEqual(caught.exception.code, _capi.INVALID_ARGUMENT)
+        for copy in ("MEMCOORD_RANK", "MEMCOORD_WORLD_SIZE"):
+            self.assertNotIn(copy, os.environ)
+        os.environ["WORLD_SIZE"] = "x1"
+        os.environ["RANK"] = "0"
+        with self.assertRaises(memcoord.MemcoordError) as caught:
+            memcoord.init()
+        self.assertIn("WORLD_SIZE='x1'", str(caught.exception))
+        self.assertNotIn("MEMCOORD_WORLD_SIZE='x1'", str(caught.exception))
+        self.assertNotIn("MEMCOORD_RANK", os.environ)
+
+    def test_good_torchrun_ranks_are_copied(self):
+        os.environ.update(RANK="0", WORLD_SIZE="1")
+        memcoord.init()
+        self.assertEqual(os.environ.get("MEMCOORD_RANK"), "0")
+
+    def test_a_malformed_coordinator_address_fails_init(self):
+        # Finding 1: memcoord_init rejects a malformed HOST:PORT (a C change); init() surfaces its error.
+        done = subprocess.run([sys.executable, "-c", "import memcoord; memcoord.init(); print('accepted')"],
+                              env=dict(os.environ, MEMCOORD_COORDINATOR="garbage"), capture_output=True, text=True,
+                              timeout=60)
+        if done.returncode == 0 and "accepted" in done.stdout:
+            self.skipTest("this libmemcoord_capi.so accepts MEMCOORD_COORDINATOR=garbage (built before the check)")
+        self.assertIn("MemcoordError", done.stderr)
+        self.assertIn("MEMCOORD_COORDINATOR", done.stderr)
+
+
+class ArgumentCheckTest(unittest.TestCase):
+    """Integers too wide for their C type were wrapped by ctypes (alloc(2**64 + 4096) gave a 4096-byte block,
+    stats(2**40) read device 0): each is refused in Python, naming the argument and what is accepted."""
+
+    def setUp(self):
+        require(self, "memcoord_device_alloc", "memcoord_device_free", "memcoord_device_stats_get",
+                "memcoord_empty_cache", "memcoord_record_stream", "memcoord_reset_peak_stats")
+        memcoord.init()
+
+    def assertRefused(self, error, call, *says):
+        before = memcoord.stats(0)["allocations"]
+        with self.assertRaises(error) as caught:
+            call()
+        for text in says:
+            self.assertIn(text, str(caught.exception))
+        self.assertEqual(memcoord.stats(0)["allocations"], before, "the library was called")
+        return caught.exception
+
+    def test_sizes(self):
+        self.assertRefused(ValueError, lambda: memcoord.alloc(2**64 + 4096), "alloc: nbytes 18446744073709555712 "
+                           "is out of range; accepted: an int from 1 to 2**64-1")
+        self.assertRefused(ValueError, lambda: memcoord.alloc(0), "nbytes 0 is out of range")
+        self.assertRefused(ValueError, lambda: memcoord.alloc(-MIB), "nbytes -1048576 is out of range")
+        self.assertRefused(TypeError, lambda: memcoord.alloc("10"), "alloc: nbytes must be an integer, got '10' (str)")
+        self.assertRefused(TypeError, lambda: memcoord.alloc(True), "nbytes must be an integer, got True (bool)")
+        self.assertRefused(TypeError, lambda: memcoord.alloc(1.5 * MIB), "nbytes must be an integer")
+
+    def test_devices(self):
+        self.assertRefused(ValueError, lambda: memcoord.alloc(MIB, device=2**32), "alloc: device 4294967296 is out "
+                           "of range; accepted: an int from -1 (the primary device) to 2**31-1")
+        self.assertRefused(ValueError, lambda: memcoord.stats(2**40), "stats: device 1099511627776 is out of range")
+        self.assertRefused(ValueError, lambda: memcoord.empty_cache(device=2**32 + 7),
+                           "empty_cache: device 4294967303 is out of range")
+        self.assertRefused(ValueError, lambda: memcoord.reset_peak_stats(-2), "reset_peak_stats: device -2")
+        self.assertRefused(ValueError, lambda: memcoord.memory_stats(2**31), "memory_stats: device 2147483648")
+        self.assertRefused(ValueError, lambda: memcoord.reset_accumulated_stats(2**33), "reset_accumulated_stats")
+        self.assertRefused(ValueError, lambda: memcoord.snapshot(device=-5), "snapshot: device -5")
+        self.assertRefused(TypeError, lambda: memcoord.stats("0"), "stats: device must be an integer, got '0'")
+        if memcoord._lib().has("memcoord_record_history"):
+            self.assertRefused(ValueError, lambda: memcoord.record_history(True, device=2**32),
+                               "record_history: device")
+            self.assertRefused(TypeError, lambda: memcoord.record_history(True, max_entries="10"),
+                               "record_history: max_entries must be an integer")
+            self.assertRefused(ValueError, lambda: memcoord.record_history(True, max_entries=2**64 + 5),
+                               "max_entries 18446744073709551621 is out of range")
+        if memcoord._lib().has("memcoord_set_memory_fraction"):
+            self.assertRefused(ValueError, lambda: memcoord.set_memory_fraction(0.5, device=2**32),
+                               "set_memory_fraction: device")
+            self.assertRefused(TypeError, lambda: memcoord.set_memory_fraction("0.5"),
+                               "set_memory_fraction: fraction must be a number, got '0.5'")
+            self.assertRefused(ValueError, lambda: memcoord.memory_fraction(2**32), "memory_fraction: device")
+
+    def test_streams_and_pointers(self):
+        ptr = memcoord.alloc(MIB, device=0)
+        try:
+            self.assertRefused(ValueError, lambda: memcoord.alloc(MIB, stream=2**64), "alloc: stream "
+                               "18446744073709551616 is out of range; accepted: an int from 0 to 2**64-1")
+            self.assertRefused(ValueError, lambda: memcoord.alloc(MIB, stream=-1), "alloc: stream -1")
+            self.assertRefused(ValueError, lambda: memcoord.free(ptr, device=0, stream=-1), "free: stream -1")
+            self.assertRefused(ValueError, lambda: memcoord.free(ptr + 2**64, device=0), "free: ptr")
+            self.assertRefused(ValueError, lambda: memcoord.record_stream(ptr, 2**64), "record_stream: stream")
+            self.assertRefused(TypeError, lambda: memcoord.record_stream(ptr, None), "record_stream: stream must be")
+            self.assertGreater(memcoord.stats(0)["live_blocks"], 0)  # none of those freed the block
+        finally:
+            memcoord.free(ptr, device=0)
+
+    def test_integers_of_other_types_are_accepted(self):
+        class Index:  # as numpy's integers: an __index__, no int subclass
+            def __init__(self, value):
+                self.value = value
+
+            def __index__(self):
+                return self.value
+
+        ptr = memcoord.alloc(Index(MIB), device=Index(0), stream=Index(0))
+        memcoord.free(Index(ptr), device=Index(0))
+        self.assertEqual(memcoord.stats(Index(0))["device"], 0)
+
+
 class EnableWithoutTorchTest(unittest.TestCase):
     def test_enable_names_torch_when_it_is_missing(self):
         try:
@@ -242,6 +375,18 @@ class TorchNamesTest(unittest.TestCase):
         self.assertEqual(flat["num_ooms"], raw["ooms"])
         self.assertEqual(flat["memcoord.largest_free_bytes"], raw["largest_free_bytes"])
         self.assertGreaterEqual(flat["allocated_bytes.all.current"], 4 * MIB)
+
+    def test_reset_accumulated_baselines_end_with_the_worker(self):
+        # A baseline of the worker shut down would hide the next worker's counts (it starts from 0).
+        for _ in range(3):
+            memcoord.free(memcoord.alloc(MIB))
+        memcoord.reset_accumulated_stats()
+        memcoord.shutdown()
+        memcoord.init()
+        memcoord.free(memcoord.alloc(MIB))
+        flat = memcoord.memory_stats()
+        self.assertEqual(flat["allocation.all.allocated"], 1)
+        self.assertEqual(flat["allocation.all.freed"], 1)
 
     def test_reset_accumulated_restarts_counts(self):
         memcoord.free(memcoord.alloc(MIB))

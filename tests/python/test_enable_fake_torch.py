@@ -7,6 +7,7 @@ import os
 import sys
 import types
 import unittest
+import warnings
 
 from support import MIB, require
 
@@ -22,7 +23,17 @@ def fake_torch(initialized=False):
         def __init__(self, path, alloc_name, free_name):
             self.args = (path, alloc_name, free_name)
 
+    class CUDAGraph:  # torch.cuda.CUDAGraph: torch.cuda.graph(...) calls capture_begin on entering
+        def capture_begin(self, pool=None, capture_error_mode="global"):
+            calls.setdefault("capture_begin", []).append(pool)
+
+    class graph:  # torch.cuda.graph, the context manager around a capture
+        def __init__(self, cuda_graph, pool=None, stream=None, capture_error_mode="global"):
+            self.cuda_graph = cuda_graph
+
     cuda = types.SimpleNamespace(
+        CUDAGraph=CUDAGraph,
+        graph=graph,
         is_available=lambda: True,
         is_initialized=lambda: initialized,
         current_device=lambda: 0,
@@ -101,6 +112,70 @@ class EnableTest(unittest.TestCase):
         self.assertIn("MEMCOORD_ALLOC_CONF='thread_cache:512KiB'", str(caught.exception))
         memcoord.shutdown()
 
+    def test_a_bad_shim_variable_is_named(self):
+        sys.modules["torch"], _ = fake_torch()
+        os.environ["MEMCOORD_TORCH_SHIM"] = "Off"
+        self.addCleanup(os.environ.pop, "MEMCOORD_TORCH_SHIM", None)
+        with self.assertRaises(ValueError) as caught:
+            memcoord.enable(watch_aborts=False)
+        self.assertIn("MEMCOORD_TORCH_SHIM='Off' in the environment; accepted: auto, required, off",
+                      str(caught.exception))
+        self.assertFalse(memcoord.is_enabled())
+
+    def test_coordinator_and_backend_of_an_existing_worker_are_not_silently_ignored(self):
+        memcoord.shutdown()
+        memcoord.init()  # standalone, MEMCOORD_BACKEND=host (support.py)
+        sys.modules["torch"], calls = fake_torch()
+        with self.assertRaises(RuntimeError) as caught:
+            memcoord.enable(shim="off", watch_aborts=False, patch_memory_api=False, coordinator="127.0.0.1:9")
+        self.assertIn("enable(coordinator='127.0.0.1:9'): the worker already exists, made with "
+                      "MEMCOORD_COORDINATOR=''", str(caught.exception))
+        self.assertIn("call memcoord.shutdown() first", str(caught.exception))
+        self.assertNotIn("MEMCOORD_COORDINATOR", os.environ)  # a refusal changes nothing
+        with self.assertRaises(RuntimeError) as caught:
+            memcoord.enable(shim="off", watch_aborts=False, patch_memory_api=False, backend="virtual")
+        self.assertIn("enable(backend='virtual'): the worker already exists, made with MEMCOORD_BACKEND='host'",
+                      str(caught.exception))
+        self.assertEqual(os.environ["MEMCOORD_BACKEND"], "host")
+        self.assertEqual(calls["changed"], [])
+        self.assertFalse(memcoord.is_enabled())
+        # The values the worker was made with are no conflict.
+        memcoord.enable(shim="off", watch_aborts=False, patch_memory_api=False, backend="host")
+        self.assertTrue(memcoord.is_enabled())
+
+    def test_shutdown_is_refused_while_memcoord_is_pytorchs_allocator(self):
+        sys.modules["torch"], _ = fake_torch()
+        memcoord.enable(shim="off", watch_aborts=False, patch_memory_api=False)
+        live = memcoord.alloc(MIB, device=0)  # a tensor's memory
+        with self.assertRaises(RuntimeError) as caught:
+            memcoord.shutdown()
+        self.assertIn("memcoord is PyTorch's CUDA allocator in this process", str(caught.exception))
+        self.assertIn("would free their memory under them", str(caught.exception))
+        self.assertGreaterEqual(memcoord.step_count(), 0)  # the worker lives on
+        memcoord.free(live, device=0)  # and so does the block
+        # At exit the process still detaches (see _shutdown_at_exit for why it shuts down even when enabled).
+        memcoord._shutdown_at_exit()
+        self.assertEqual(memcoord.step_count(), -1)
+        memcoord.init()
+
+    def test_graph_capture_without_the_shim_raises_saying_why(self):
+        torch, calls = fake_torch()
+        sys.modules["torch"] = torch
+        original = torch.cuda.CUDAGraph.capture_begin
+        details = memcoord.enable(shim="off", watch_aborts=False, patch_memory_api=False)
+        self.assertIn("CUDAGraph.capture_begin", details["patched"])
+        self.assertFalse(details["hooks"]["graph_pools"])
+        with self.assertRaises(RuntimeError) as caught:
+            torch.cuda.CUDAGraph().capture_begin()
+        self.assertIn("CUDA graph capture under memcoord needs memcoord's C++ shim", str(caught.exception))
+        self.assertIn("python/README.md", str(caught.exception))
+        self.assertNotIn("capture_begin", calls)
+        self.assertIs(torch.cuda.CUDAGraph.capture_begin.__wrapped__, original)
+        # `with torch.cuda.graph(g):` fails as it is made, before its __enter__ switches streams.
+        with self.assertRaises(RuntimeError) as caught:
+            torch.cuda.graph(torch.cuda.CUDAGraph())
+        self.assertIn("needs memcoord's C++ shim", str(caught.exception))
+
     def test_allocator_and_memory_api(self):
         torch, calls = fake_torch()
         sys.modules["torch"] = torch
@@ -140,9 +215,20 @@ class EnableTest(unittest.TestCase):
         tensor.untyped_storage = lambda: types.SimpleNamespace(data_ptr=lambda: live)
         tensor.record_stream(types.SimpleNamespace(cuda_stream=0))
         self.assertEqual(len(calls["original_record_stream"]), 1)
-        tensor.untyped_storage = lambda: types.SimpleNamespace(data_ptr=lambda: 0x3000)
-        with self.assertRaises(memcoord.MemcoordError):
+        # As PyTorch's own allocator: nothing to do for a zero-size tensor (no memory), and memory memcoord did
+        # not hand out (another allocator's) is ignored, with one warning.
+        tensor.untyped_storage = lambda: types.SimpleNamespace(data_ptr=lambda: 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
             tensor.record_stream(types.SimpleNamespace(cuda_stream=0))
+        tensor.untyped_storage = lambda: types.SimpleNamespace(data_ptr=lambda: 0x3000)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            tensor.record_stream(types.SimpleNamespace(cuda_stream=0))
+            tensor.record_stream(types.SimpleNamespace(cuda_stream=0))
+        self.assertEqual(len(seen), 1, [str(w.message) for w in seen])
+        self.assertIn("record_stream on memory memcoord did not allocate", str(seen[0].message))
+        self.assertEqual(len(calls["original_record_stream"]), 4)
         memcoord.free(live, device=0)
 
         # torch.cuda.set_per_process_memory_fraction(f, device) reaches _cuda_setMemoryFraction(f, device) once

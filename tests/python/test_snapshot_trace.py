@@ -7,6 +7,7 @@ import gzip
 import json
 import os
 import pickle
+import struct
 import subprocess
 import sys
 import tempfile
@@ -166,6 +167,43 @@ class ConvertTest(unittest.TestCase):
         code, _, err = self.run_main(good, "-o", os.path.join(self.dir.name, "no", "such", "dir.trace"))
         self.assertEqual(code, 2)
         self.assertIn("cannot write", err)
+
+
+    def test_malformed_pickles_exit_2_with_a_message(self):
+        # Each used to end in a traceback (exit 1), breaking the "0, or 2 with a message" promise.
+        def raw(name, data):
+            with open(self.path(name), "wb") as f:
+                f.write(data)
+            return self.path(name)
+
+        good_trace = [[event("alloc", 0x10, MIB)]]
+        cases = [
+            # A string of 2**50 bytes announced (BINUNICODE8): reading it is a MemoryError (a Python that reads
+            # such lengths in chunks finds the data truncated instead).
+            (raw("huge.pickle", b"\x80\x04\x8d" + struct.pack("<Q", 2**50) + b"abc"),
+             "huge.pickle is not a readable pickle: "),
+            # A frame longer than any file (FRAME): OverflowError.
+            (raw("frame.pickle", b"\x80\x04\x95" + struct.pack("<Q", 2**63)), "is not a readable pickle: Overflow"),
+            # BUILD on a dict: AttributeError.
+            (raw("build.pickle", b"\x80\x02}q\x00}q\x01b."), "is not a readable pickle: AttributeError"),
+            (self.write_pickle("segments5.pickle", {"segments": 5, "device_traces": good_trace}),
+             "the snapshot's 'segments' is of type int (5); expected a list"),
+            (self.write_pickle("blocks.pickle", {"segments": [{"device": 0, "blocks": 7}],
+                                                 "device_traces": good_trace}),
+             "segment 0's 'blocks' is of type int (7); expected a list"),
+        ]
+        for path, says in cases:
+            with self.subTest(path=os.path.basename(path)):
+                code, out, err = self.run_main(path, "-o", self.path("out.trace"))
+                self.assertEqual(code, 2, err)
+                self.assertIn(says, err)
+                self.assertTrue(err.startswith("memcoord.snapshot_trace: "), err)
+        # An event whose action is no string (a list cannot be looked up) is left out like other actions.
+        odd = self.write_pickle("odd.pickle", pytorch_snapshot([[{"action": ["alloc"], "addr": 1, "size": 1},
+                                                                 event("alloc", 0x10, MIB)]]))
+        code, out, err = self.run_main(odd, "-o", self.path("odd.trace"))
+        self.assertEqual(code, 0, err)
+        self.assertIn("1 allocations", out)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 framework is installed here: the callbacks' own logic is what is tested)."""
 
 import importlib
+import os
+import subprocess
 import sys
 import types
 import unittest
@@ -40,6 +42,30 @@ class StepContextTest(unittest.TestCase):
         train_step()
         train_step()
         self.assertEqual(memcoord.step_count(), start + 2)
+
+    def test_a_nested_step_is_part_of_the_outer_one(self):
+        # The outer step owns the step: an inner `with` or decorated function begins and ends nothing, so no
+        # coordinator command runs mid-step and the count goes up once.
+        start = memcoord.step_count()
+
+        @memcoord.step()
+        def train_step():
+            return 1
+
+        with memcoord.step():
+            with memcoord.step():
+                pass
+            train_step()
+            self.assertEqual(memcoord.step_count(), start)
+        self.assertEqual(memcoord.step_count(), start + 1)
+        # An inner step whose body raised, caught inside the outer one, does not keep the outer from ending.
+        with memcoord.step():
+            with self.assertRaises(KeyError):
+                with memcoord.step():
+                    raise KeyError("batch")
+        self.assertEqual(memcoord.step_count(), start + 2)
+        train_step()  # alone again: a step of its own
+        self.assertEqual(memcoord.step_count(), start + 3)
 
     def test_bad_on_abort_says_what_is_accepted(self):
         with self.assertRaises(ValueError) as caught:
@@ -93,6 +119,20 @@ class LightningCallbackTest(unittest.TestCase):
         if "lightning" not in sys.modules:
             _install_fake("lightning.pytorch.callbacks", Callback=type("Callback", (), {"__init__": lambda self: None}))
         memcoord.init()
+
+    def test_without_lightning_the_error_names_both_packages(self):
+        # Neither package importable (None in sys.modules refuses the import): one error naming both, not only
+        # "No module named 'pytorch_lightning'". A fresh process: this one may hold a stand-in for lightning.
+        script = ("import sys; sys.modules['lightning'] = None; sys.modules['pytorch_lightning'] = None; "
+                  "import memcoord.integrations.lightning")
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                              env=dict(os.environ))
+        self.assertNotEqual(done.returncode, 0)
+        last = done.stderr.strip().splitlines()[-1]
+        self.assertTrue(last.startswith("ImportError: memcoord.integrations.lightning needs PyTorch Lightning"), last)
+        self.assertIn("neither `lightning`", last)
+        self.assertIn("`pytorch_lightning`", last)
+        self.assertIn("pip install lightning", last)
 
     def test_batches_are_steps_and_stats_are_logged(self):
         pl = importlib.import_module("memcoord.integrations.lightning")

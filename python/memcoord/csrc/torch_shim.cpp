@@ -149,21 +149,29 @@ void EmptyCache() {
 
 // PyTorch's beginAllocateToPool(device, mempool_id, filter). Generic so that it fits the setter's
 // std::function whichever integer type this torch uses for the device.
+// The filter is made here and stored only once memcoord has accepted it: a begin for a pool already
+// capturing is refused before anything changes (replacing the stored filter would leave memcoord calling a
+// freed one), and a begin memcoord refuses frees its filter. g_filters_mu is held across begin_pool, so two
+// begins of one pool cannot both pass the check; memcoord never calls back into code taking it.
 template <typename Device, typename PoolId, typename Filter>
 void BeginAllocateToPool(Device device, PoolId pool, Filter filter) {
   const CaptureKey key{static_cast<int>(device), static_cast<std::uint64_t>(pool.first),
                        static_cast<std::uint64_t>(pool.second)};
-  StreamFilter* stored = nullptr;
-  {
-    std::lock_guard lock(g_filters_mu);
-    auto& slot = g_filters[key];
-    slot = std::make_unique<StreamFilter>(std::move(filter));
-    stored = slot.get();
-  }
+  auto owned = std::make_unique<StreamFilter>(std::move(filter));
+  std::lock_guard lock(g_filters_mu);
+  // The slot first (empty): a map insertion that throws after memcoord took the filter would free it.
+  auto [slot, inserted] = g_filters.try_emplace(key);
+  TORCH_CHECK(inserted, "memcoord: CUDA graph pool (", std::get<1>(key), ", ", std::get<2>(key), ") on device ",
+              std::get<0>(key), " is already capturing; end that capture before beginning another into it");
   const int code =
-      g_capi.begin_pool(std::get<0>(key), std::get<1>(key), std::get<2>(key), &CallFilter, stored);
-  TORCH_CHECK(code == 0, "memcoord could not route allocations to CUDA graph pool (", std::get<1>(key), ", ",
-              std::get<2>(key), ") on device ", std::get<0>(key), ": ", LastError());
+      g_capi.begin_pool(std::get<0>(key), std::get<1>(key), std::get<2>(key), &CallFilter, owned.get());
+  if (code != 0) {
+    const std::string why = LastError();
+    g_filters.erase(slot);
+    TORCH_CHECK(false, "memcoord could not route allocations to CUDA graph pool (", std::get<1>(key), ", ",
+                std::get<2>(key), ") on device ", std::get<0>(key), ": ", why);
+  }
+  slot->second = std::move(owned);
 }
 
 template <typename Device, typename PoolId>

@@ -10,8 +10,18 @@ Importing this module imports `lightning` (or the older `pytorch_lightning`); me
 
 try:
     from lightning.pytorch.callbacks import Callback
-except ImportError:  # the package's name before Lightning 2.0
-    from pytorch_lightning.callbacks import Callback
+except ImportError as lightning_error:  # the package's name before Lightning 2.0
+    try:
+        from pytorch_lightning.callbacks import Callback
+    except ImportError as old_name_error:
+        # One error naming both: the second alone ("No module named 'pytorch_lightning'") hides that the
+        # current package, lightning, was looked for first.
+        raise ImportError(
+            "memcoord.integrations.lightning needs PyTorch Lightning, and neither `lightning` "
+            f"({lightning_error}) nor its name before 2.0, `pytorch_lightning` ({old_name_error}), is "
+            "importable; install one (pip install lightning)",
+            name="lightning",
+        ) from None
 
 from . import log_stats
 from ._steps import StepTracker
