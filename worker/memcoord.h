@@ -1,6 +1,8 @@
 /* memcoord C ABI: the worker runtime for programs that cannot use C++ (ctypes, PyTorch's pluggable
  * allocator). One process-wide worker, made by an explicit memcoord_init() (the only global state in
- * memcoord). Every call is thread-safe; no exception or C++ type crosses this boundary: every entry point
+ * memcoord). Every call may be made from any thread (memcoord_step_begin/step_end mark the training loop's
+ * steps: call them from that loop's thread, or their steps interleave in no useful order); no exception or
+ * C++ type crosses this boundary: every entry point
  * turns a failure (bad argument, call before memcoord_init() or after memcoord_shutdown(), host out of
  * memory, an internal error) into a status code and memcoord_last_error(), never a crash.
  *
@@ -54,7 +56,9 @@ extern "C" {
 /* Creates the process's worker. Calling it again while initialized does nothing and returns 0. */
 int memcoord_init(void);
 /* Allocates from the named pool (NULL or "default": the primary device's default pool; another name: an
- * isolated pool on the primary device, created on first use). NULL on failure. */
+ * isolated pool on the primary device, created on first use). A name is 1 to 128 bytes of UTF-8 text
+ * without control characters, not starting with "default@" (the device pools' names); anything else is
+ * INVALID_ARGUMENT. NULL on failure. */
 void* memcoord_alloc(const char* pool, size_t bytes, uintptr_t stream);
 /* Returns a block to its pool (NULL: whichever device default pool holds it). 5 (not found) for a pointer
  * the pool did not hand out. */
@@ -78,10 +82,12 @@ int memcoord_device_count(void);
 void* memcoord_device_alloc(int device, size_t bytes, uintptr_t stream);
 /* Frees a block of `device`'s default pool. `stream` is the stream the caller last used the block on (the
  * stream it was allocated on, in PyTorch): when it is not the allocation stream, the block is reused only
- * after that stream's queued work. */
+ * after that stream's queued work. 0 means "no other stream" here (only the allocation stream's work is
+ * waited for): to name CUDA's legacy default stream, record it with memcoord_record_stream first. */
 int memcoord_device_free(int device, void* ptr, uintptr_t stream);
 /* Tensor.record_stream: the live block at `ptr` is also used on `stream`; when freed it is not reused
- * before the work queued on `stream` up to the free is done. 5 (not found) when no pool holds ptr. */
+ * before the work queued on `stream` up to the free is done. Searches the device pools, the capture pools
+ * and the first 64 named pools. 5 (not found) when none holds ptr. */
 int memcoord_record_stream(void* ptr, uintptr_t stream);
 
 /* --- PyTorch pluggable allocator ------------------------------------------------------------------------

@@ -18,6 +18,7 @@
 #include "allocator/trace_recorder.h"
 #include "worker/detail/coordinator_session.h"
 #include "worker/detail/worker_credentials.h"
+#include "worker/pool_name.h"
 #ifdef MEMCOORD_HAVE_CUDA
 #include "allocator/cuda/cuda_device.h"
 #endif
@@ -136,8 +137,10 @@ class Worker::Impl final : public detail::SessionHost {
   std::vector<std::pair<int, std::unique_ptr<DeviceBackend>>> device_backends;
   std::unique_ptr<detail::CoordinatorSession> session;  // null when standalone
   std::atomic<std::int64_t> step{0};
-  std::int64_t current_step = 0;  // training thread only
-  bool in_step = false;           // training thread only
+  // The training thread's (step_begin/step_end); atomic so that a program calling those from two threads
+  // gets some order of its steps, not a data race.
+  std::atomic<std::int64_t> current_step{0};
+  std::atomic<bool> in_step{false};
   std::atomic<std::uint64_t> device_free_bytes{0};
 
   mutable std::mutex pools_mu;
@@ -419,6 +422,7 @@ int Worker::device() const { return impl_->device; }
 DeviceBackend& Worker::backend() { return *impl_->backend; }
 
 Result<CachingPool*> Worker::create_pool(PoolOptions options) {
+  MEMCOORD_RETURN_IF_ERROR(CheckPoolName(options.name));
   std::lock_guard lock(impl_->pools_mu);
   for (const auto& p : impl_->pools) {
     if (p->name() == options.name) {
@@ -520,7 +524,7 @@ void Worker::step_begin() {
 Status Worker::step_end() {
   if (!impl_->in_step) step_begin();
   impl_->in_step = false;
-  impl_->step = impl_->current_step;
+  impl_->step = impl_->current_step.load();
   std::vector<WorkerCommand> due;
   {
     std::lock_guard lock(impl_->commands_mu);

@@ -106,7 +106,8 @@ class Worker {
   int device() const;  // CUDA ordinal, -1 on the host backend
   DeviceBackend& backend();
 
-  // Creates an isolated pool on this worker's device. ALREADY_EXISTS for a duplicate name.
+  // Creates an isolated pool on this worker's device. ALREADY_EXISTS for a duplicate name, INVALID_ARGUMENT
+  // for a name pool_name.h does not accept.
   Result<CachingPool*> create_pool(PoolOptions options);
   CachingPool* pool(std::string_view name) const;  // nullptr when unknown
   // The options of a pool named `name` as this worker makes them (WorkerOptions::alloc_conf applied).

@@ -95,6 +95,20 @@ TEST_F(CAbiStreams, RecordStreamMakesTheNextUserWaitForThatStream) {
   memcoord_torch_free(again, 1 << 20, 0, Stream(1));
 }
 
+TEST_F(CAbiStreams, RecordStreamFindsABlockOfANamedPool) {
+  void* p = memcoord_alloc("kv", 1 << 20, 1);
+  ASSERT_NE(p, nullptr) << memcoord_last_error();
+  ASSERT_EQ(memcoord_record_stream(p, 2), 0) << memcoord_last_error();
+  ASSERT_EQ(memcoord_free("kv", p), 0) << memcoord_last_error();
+  backends_[0]->clear();
+  void* again = memcoord_alloc("kv", 1 << 20, 1);
+  ASSERT_EQ(again, p);
+  const auto waits = backends_[0]->waits();
+  ASSERT_EQ(waits.size(), 1u);  // stream 1 waits for stream 2's work before reusing it
+  EXPECT_EQ(waits[0], std::make_pair(StreamId{1}, StreamId{2}));
+  EXPECT_EQ(memcoord_free("kv", again), 0);
+}
+
 TEST_F(CAbiStreams, WithoutRecordStreamReuseOnTheSameStreamWaitsForNothing) {
   void* p = memcoord_torch_malloc(1 << 20, 0, Stream(1));
   ASSERT_NE(p, nullptr);
@@ -291,6 +305,24 @@ TEST_F(CAbiCaptureCheck, WhatCouldReachTheBackendIsCheckedFirst) {
   EXPECT_EQ(memcoord_torch_malloc(4096, 0, Stream(9)), nullptr);
   EXPECT_EQ(g_capture_checks.load(), 1);
   EXPECT_TRUE(backend_->waits().empty());
+  g_capturing = 0;
+}
+
+// A named pool's allocation is checked as a device pool's: a miss on a capturing stream fails at once.
+TEST_F(CAbiCaptureCheck, NamedPoolsAreCheckedToo) {
+  void* p = memcoord_alloc("kv", 1 << 20, 1);
+  ASSERT_NE(p, nullptr) << memcoord_last_error();
+  EXPECT_EQ(g_capture_checks.load(), 1);
+  ASSERT_EQ(memcoord_free("kv", p), 0);
+  void* hit = memcoord_alloc("kv", 1 << 20, 1);  // a hit: asks nothing
+  EXPECT_EQ(hit, p);
+  EXPECT_EQ(g_capture_checks.load(), 1);
+  ASSERT_EQ(memcoord_free("kv", hit), 0);
+  g_capturing = 9;
+  EXPECT_EQ(memcoord_alloc("kv", 8 << 20, 9), nullptr);
+  EXPECT_NE(std::string(memcoord_last_error()).find("being captured"), std::string::npos)
+      << memcoord_last_error();
+  EXPECT_EQ(g_capture_checks.load(), 2);
   g_capturing = 0;
 }
 

@@ -561,6 +561,29 @@ TEST_F(CAbi, BadCallsGetClearErrorsNeverACrash) {
   EXPECT_EQ(memcoord_device_free(0, live, 0), MEMCOORD_ERR_FAILED_PRECONDITION);
 }
 
+// Pool names travel to the coordinator and into JSON: what the Worker refuses (pool_name.h) and the device
+// pools' own names are clear errors, and a refused name leaves snapshots and other pools working.
+TEST_F(CAbi, BadPoolNamesAreRefusedAndLeaveEverythingWorking) {
+  ASSERT_EQ(memcoord_init(), 0) << memcoord_last_error();
+  for (const auto& [name, why] :
+       std::vector<std::pair<const char*, const char*>>{{"\xff", "not valid UTF-8"},
+                                                        {"", "is empty"},
+                                                        {"a\tb", "control character"},
+                                                        {"default@1", "reserved"}}) {
+    EXPECT_EQ(memcoord_alloc(name, 4096, 0), nullptr) << why;
+    EXPECT_NE(LastError().find("INVALID_ARGUMENT"), std::string::npos) << LastError();
+    EXPECT_NE(LastError().find(why), std::string::npos) << LastError();
+    EXPECT_EQ(memcoord_free(name, reinterpret_cast<void*>(4096)), MEMCOORD_ERR_NOT_FOUND) << why;
+  }
+  void* p = memcoord_alloc("caché", 4096, 0);
+  ASSERT_NE(p, nullptr) << LastError();
+  char* json = memcoord_snapshot_json(-1);
+  ASSERT_NE(json, nullptr) << LastError();
+  EXPECT_NE(std::string(json).find("caché"), std::string::npos);
+  memcoord_free_string(json);
+  EXPECT_EQ(memcoord_free("caché", p), 0);
+}
+
 TEST_F(CAbi, BadBackendAndDevicesEnvironmentFailInit) {
   setenv("MEMCOORD_BACKEND", "quantum", 1);
   EXPECT_EQ(memcoord_init(), MEMCOORD_ERR_INVALID_ARGUMENT);

@@ -4,6 +4,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace memcoord {
 namespace {
@@ -77,6 +80,38 @@ TEST(Worker, BadOptionsAreRefused) {
   options.backend = "host";
   options.report_interval = milliseconds(0);
   EXPECT_EQ(Worker::init(options).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Pool names reach the coordinator (protobuf strings: UTF-8 only), JSON and status tables.
+TEST(Worker, PoolNamesMustBeShortUtf8TextWithoutControlCharacters) {
+  WorkerOptions options;
+  options.backend = "host";
+  options.topology = Topology{};
+  auto worker = Worker::init(options);
+  ASSERT_TRUE(worker.ok()) << worker.status().ToString();
+  for (const std::string& good : std::vector<std::string>{"kv", "kv\"cache", "caché", "активации", "模型-1",
+                                                          "🙂", std::string(128, 'x')}) {
+    EXPECT_TRUE((*worker)->create_pool((*worker)->pool_options(good)).ok()) << good;
+  }
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"", "is empty"},
+      {std::string(129, 'x'), "is 129 bytes long"},
+      {"\xff", "not valid UTF-8 at byte 0"},
+      {"ok\xc3", "not valid UTF-8 at byte 2"},        // cut short
+      {"\xc0\xaf", "not valid UTF-8 at byte 0"},      // overlong '/'
+      {"\xed\xa0\x80", "not valid UTF-8 at byte 0"},  // a surrogate
+      {"\xf4\x90\x80\x80", "not valid UTF-8"},        // past U+10FFFF
+      {"a\nb", "control character at byte 1"},
+      {std::string("a\0b", 3), "control character at byte 1"},
+  };
+  for (const auto& [name, why] : bad) {
+    auto made = (*worker)->create_pool((*worker)->pool_options(name));
+    ASSERT_EQ(made.status().code(), StatusCode::kInvalidArgument) << why;
+    EXPECT_NE(made.status().message().find(why), std::string::npos) << made.status().message();
+    EXPECT_NE(made.status().message().find("accepted: 1 to 128 bytes of UTF-8"), std::string::npos);
+  }
+  EXPECT_NE((*worker)->create_pool((*worker)->pool_options("\xff")).status().message().find("'\\xff'"),
+            std::string::npos);  // shown escaped
 }
 
 // WorkerOptions::alloc_conf, else $MEMCOORD_ALLOC_CONF, sets the options of the pools the worker makes:

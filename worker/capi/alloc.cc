@@ -1,5 +1,6 @@
 // Allocation entry points (memcoord.h): one CallGuard, one acquire load for the device's pool, then the
-// pool. No global lock and no pool-name comparison unless a named pool is asked for. Allocations and frees
+// pool. No global lock; a named pool is found by comparing the names the C ABI made (NamedPoolTable), also
+// without a lock. Allocations and frees
 // on a device's default pool (PyTorch's malloc and free among them) try the thread cache first
 // (CachingPool::allocate_cached, free_cached: no Result or Status built) and take the full path only when
 // it declines.
@@ -10,6 +11,8 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <string>
+#include <string_view>
 
 #include "worker/capi/capture.h"
 #include "worker/capi/errors.h"
@@ -84,15 +87,55 @@ Status FreeAnywhere(Runtime& runtime, void* ptr, StreamId stream) {
   return status;
 }
 
-Result<memcoord::CachingPool*> NamedPool(Runtime& runtime, const char* name) {
-  if (memcoord::CachingPool* pool = runtime.worker->pool(name)) return pool;
-  auto created = runtime.worker->create_pool(runtime.worker->pool_options(name));
-  if (created.ok()) {
-    memcoord::capi::TellNewPool(runtime, runtime.primary_device, **created);  // named pools: the primary
-    return created;
+// The C ABI's pool named `name`, or nullptr: a scan of the published entries (no lock), then, once the
+// table is full, the Worker's list.
+memcoord::CachingPool* FindNamedPool(Runtime& runtime, std::string_view name) {
+  const memcoord::capi::NamedPoolTable& table = runtime.named_pools;
+  const int count = table.count.load(std::memory_order_acquire);
+  for (int i = 0; i < count; ++i) {
+    if (table.entries[i].name == name) return table.entries[i].pool;
   }
-  if (memcoord::CachingPool* pool = runtime.worker->pool(name)) return pool;  // made by another thread
-  return created.status();
+  return count == memcoord::capi::kMaxNamedPools ? runtime.worker->pool(name) : nullptr;
+}
+
+// The pool named `name`, made on first use on the primary device. Names the Worker refuses (pool_name.h)
+// and the device pools' own ("default@N") are INVALID_ARGUMENT.
+Result<memcoord::CachingPool*> NamedPool(Runtime& runtime, std::string_view name) {
+  if (memcoord::CachingPool* pool = FindNamedPool(runtime, name)) return pool;
+  memcoord::capi::NamedPoolTable& table = runtime.named_pools;
+  std::lock_guard lock(table.add_mu);
+  if (memcoord::CachingPool* pool = FindNamedPool(runtime, name)) return pool;  // made meanwhile
+  if (name.starts_with("default@")) {
+    return memcoord::InvalidArgument(
+        fmt::format("pool name '{}' is reserved: 'default@N' names device N's default pool (use "
+                    "memcoord_device_alloc/memcoord_device_free for it)",
+                    name));
+  }
+  MEMCOORD_ASSIGN_OR_RETURN(memcoord::CachingPool * pool,
+                            runtime.worker->create_pool(runtime.worker->pool_options(std::string(name))));
+  memcoord::capi::TellNewPool(runtime, runtime.primary_device, *pool);  // named pools: the primary device
+  const int count = table.count.load(std::memory_order_relaxed);
+  if (count < memcoord::capi::kMaxNamedPools) {
+    table.entries[count] = {std::string(name), pool};
+    table.count.store(count + 1, std::memory_order_release);
+  }
+  return pool;
+}
+
+// A named pool's allocation: a thread-cache hit first, then the capture check before anything that could
+// reach the driver, as on the device pools.
+Result<void*> AllocateNamed(Runtime& runtime, std::string_view name, std::size_t bytes, StreamId stream) {
+  MEMCOORD_ASSIGN_OR_RETURN(memcoord::CachingPool * pool, NamedPool(runtime, name));
+  if (void* hit = pool->allocate_cached(bytes, stream)) return hit;
+  if (runtime.capture_check != nullptr) MEMCOORD_RETURN_IF_ERROR(runtime.capture_check(stream));
+  return pool->allocate(bytes, stream);
+}
+
+Status FreeNamed(Runtime& runtime, std::string_view name, void* ptr) {
+  memcoord::CachingPool* pool = FindNamedPool(runtime, name);
+  if (pool == nullptr) return memcoord::NotFound(fmt::format("memcoord_free: no pool named '{}'", name));
+  if (pool->free_cached(ptr, memcoord::kDefaultStream)) return Status::Ok();
+  return pool->deallocate(ptr);
 }
 
 void* ReturnBlock(const Result<void*>& block) {
@@ -144,6 +187,12 @@ Status RecordStreamAnywhere(Runtime& runtime, void* ptr, StreamId stream) {
     Status s = memcoord::capi::ReleaseFromCapture(runtime, d, ptr, stream, /*free_block=*/false);
     if (s.code() != memcoord::StatusCode::kNotFound) return s;
   }
+  const memcoord::capi::NamedPoolTable& named = runtime.named_pools;
+  const int count = named.count.load(std::memory_order_acquire);
+  for (int i = 0; i < count; ++i) {
+    Status s = named.entries[i].pool->record_stream(ptr, stream);
+    if (s.code() != memcoord::StatusCode::kNotFound) return s;
+  }
   return status;
 }
 
@@ -157,9 +206,7 @@ void* memcoord_alloc(const char* pool, size_t bytes, uintptr_t stream) {
     Runtime* runtime = guard.runtime();
     if (runtime == nullptr) return (FailNotInitialized("memcoord_alloc"), nullptr);
     if (IsDefaultName(pool)) return AllocateBlock(*runtime, -1, bytes, stream);
-    auto named = NamedPool(*runtime, pool);
-    if (!named.ok()) return ReturnBlock(named.status());
-    return ReturnBlock((*named)->allocate(bytes, stream));
+    return ReturnBlock(AllocateNamed(*runtime, pool, bytes, stream));
   });
 }
 
@@ -171,11 +218,7 @@ int memcoord_free(const char* pool, void* ptr) {
     if (ptr == nullptr) return Fail(memcoord::InvalidArgument("memcoord_free: NULL pointer"));
     if (pool == nullptr) return ReturnStatus(FreeAnywhere(*runtime, ptr, memcoord::kDefaultStream));
     if (IsDefaultName(pool)) return FreeBlock(*runtime, -1, ptr, memcoord::kDefaultStream);
-    memcoord::CachingPool* named = runtime->worker->pool(pool);
-    if (named == nullptr) {
-      return Fail(memcoord::NotFound(fmt::format("memcoord_free: no pool named '{}'", pool)));
-    }
-    return ReturnStatus(named->deallocate(ptr));
+    return ReturnStatus(FreeNamed(*runtime, pool, ptr));
   });
 }
 

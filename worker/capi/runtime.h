@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -66,6 +67,20 @@ struct AbortState {
   bool closing = false;  // shutdown began: waiters return
 };
 
+// The named pools the C ABI made (memcoord_alloc/free with a name), found without a lock: entries [0, count)
+// never change once count covers them (pools live as long as the Worker); additions are serialized by
+// add_mu. Past kMaxNamedPools names, pools are still made and found, through the Worker's locked list.
+constexpr int kMaxNamedPools = 64;
+struct NamedPoolTable {
+  struct Entry {
+    std::string name;
+    CachingPool* pool = nullptr;
+  };
+  std::array<Entry, kMaxNamedPools> entries;
+  std::atomic<int> count{0};
+  std::mutex add_mu;
+};
+
 // Says whether allocating on `stream` now could break a CUDA graph capture: OK, or FAILED_PRECONDITION
 // saying why and what to call instead (capture.h, CheckNotCapturing). It queries the driver, so the
 // allocation path calls it only after the pool's driver-free hit (CachingPool::allocate_cached) refused.
@@ -78,6 +93,7 @@ struct Runtime {
   bool cuda_streams = false;             // the backend's streams are CUDA streams (capture can be detected)
   CaptureCheck capture_check = nullptr;  // set when cuda_streams (tests inject their own); nullptr: none
   std::array<DeviceSlot, kMaxDevices> devices;
+  NamedPoolTable named_pools;
   AbortState abort;
 };
 
