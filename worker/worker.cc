@@ -16,6 +16,7 @@
 #include "allocator/backend_factory.h"
 #include "allocator/pool_conf.h"
 #include "allocator/trace_recorder.h"
+#include "worker/coordinator_address.h"
 #include "worker/detail/coordinator_session.h"
 #include "worker/detail/worker_credentials.h"
 #include "worker/pool_name.h"
@@ -356,6 +357,14 @@ Result<std::unique_ptr<Worker>> Worker::init(WorkerOptions options) {
                                        pool_defaults.status().message()));
   }
   impl->pool_defaults = *std::move(pool_defaults);
+  std::string_view coordinator_source = "WorkerOptions::coordinator";
+  if (options.coordinator.empty()) {
+    options.coordinator = EnvOr("MEMCOORD_COORDINATOR", "");
+    coordinator_source = "MEMCOORD_COORDINATOR";
+  }
+  if (!options.coordinator.empty()) {
+    MEMCOORD_RETURN_IF_ERROR(CheckCoordinatorAddress(options.coordinator, coordinator_source));
+  }
   std::string kind = options.backend;
   const int visible = (kind == "auto" || kind.rfind("cuda", 0) == 0) ? VisibleDevices() : 0;
   if (kind == "auto") kind = visible > 0 ? "cuda-vmm" : "host";
@@ -380,7 +389,6 @@ Result<std::unique_ptr<Worker>> Worker::init(WorkerOptions options) {
     impl->device_count = std::max(visible, impl->primary_device + 1);
   }
 
-  if (options.coordinator.empty()) options.coordinator = EnvOr("MEMCOORD_COORDINATOR", "");
   if (options.trace_dir.empty()) options.trace_dir = EnvOr("MEMCOORD_TRACE_DIR", "");
   if (!options.trace_dir.empty()) MEMCOORD_RETURN_IF_ERROR(PrepareTraceDir(options.trace_dir));
   impl->options = options;

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "worker/coordinator_address.h"
+
 namespace memcoord {
 namespace {
 
@@ -80,6 +82,37 @@ TEST(Worker, BadOptionsAreRefused) {
   options.backend = "host";
   options.report_interval = milliseconds(0);
   EXPECT_EQ(Worker::init(options).status().code(), StatusCode::kInvalidArgument);
+}
+
+// A coordinator address that cannot be one fails init naming where it came from; one that is well formed
+// but unreachable does not (the coordinator may start later).
+TEST(Worker, AMalformedCoordinatorAddressFailsInit) {
+  WorkerOptions options;
+  options.backend = "host";
+  options.topology = Topology{};
+  for (const char* good : {"127.0.0.1:1", "node-1.cluster:7777", "[::1]:7777", "unix:/tmp/memcoord.sock",
+                           "dns:///coordinator:7777"}) {
+    EXPECT_TRUE(CheckCoordinatorAddress(good, "test").ok()) << good;
+  }
+  for (const char* bad : {"garbage", "host:notaport", ":7777", "host:", "host:0", "host:65536", "::1:7777",
+                          "a b:7777", "[::1]", "dns:"}) {
+    const Status status = CheckCoordinatorAddress(bad, "MEMCOORD_COORDINATOR");
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(status.message().find(std::string("MEMCOORD_COORDINATOR '") + bad + "'"), std::string::npos)
+        << status.message();
+    EXPECT_NE(status.message().find("accepted: HOST:PORT"), std::string::npos) << status.message();
+  }
+  options.coordinator = "garbage";
+  auto refused = Worker::init(options);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("WorkerOptions::coordinator 'garbage'"), std::string::npos)
+      << refused.status().message();
+  options.coordinator.clear();
+  setenv("MEMCOORD_COORDINATOR", "host:notaport", 1);
+  refused = Worker::init(options);
+  unsetenv("MEMCOORD_COORDINATOR");
+  EXPECT_NE(refused.status().message().find("MEMCOORD_COORDINATOR 'host:notaport'"), std::string::npos)
+      << refused.status().message();
 }
 
 // Pool names reach the coordinator (protobuf strings: UTF-8 only), JSON and status tables.

@@ -181,6 +181,9 @@ class CoordinatorSession::Impl {
   std::thread thread;
   std::atomic<bool> attached{false};
   std::atomic<std::uint64_t> registrations{0};
+  // Whether "unavailable" was already said at warning level since the last registration (session thread):
+  // once, so that a wrong or unreachable address shows without flooding the log while retries go on.
+  bool warned_unavailable = false;
 
   std::mutex mu;
   std::condition_variable cv;
@@ -234,7 +237,10 @@ void CoordinatorSession::Impl::run() {
       spdlog::error("worker[{}]: attaching to {} failed: {}; retrying, training goes on", config.rank,
                     config.address, CurrentExceptionText());
     }
-    if (registered) backoff.reset();
+    if (registered) {
+      backoff.reset();
+      warned_unavailable = false;
+    }
     if (!wait_before_retry(backoff.next())) return;
   }
 }
@@ -418,8 +424,11 @@ void CoordinatorSession::Impl::end_session(Stream& stream) {
   } else if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
     // UNAVAILABLE while the coordinator is down is expected; anything else is worth a warning.
     if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-      spdlog::debug("worker[{}]: coordinator {} unavailable: {}", config.rank, config.address,
-                    status.error_message());
+      spdlog::log(warned_unavailable ? spdlog::level::debug : spdlog::level::warn,
+                  "worker[{}]: coordinator {} unavailable: {}; retrying (training goes on meanwhile, "
+                  "unattached; later attempts are logged at debug level)",
+                  config.rank, config.address, status.error_message());
+      warned_unavailable = true;
     } else {
       spdlog::warn("worker[{}]: session with {} ended: {} ({})", config.rank, config.address,
                    status.error_message(), static_cast<int>(status.error_code()));

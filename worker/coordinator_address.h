@@ -1,0 +1,15 @@
+// What a worker accepts as the coordinator's address ($MEMCOORD_COORDINATOR, WorkerOptions::coordinator):
+// HOST:PORT, [IPV6]:PORT, or a gRPC target URI (dns:, ipv4:, ipv6:, unix:, unix-abstract:), which gRPC
+// itself checks further. PORT is 1 to 65535. Anything else is INVALID_ARGUMENT naming `source` and the
+// accepted forms, so a typo fails at init instead of leaving the rank quietly unattached.
+#pragma once
+
+#include <string_view>
+
+#include "common/status.h"
+
+namespace memcoord {
+
+Status CheckCoordinatorAddress(std::string_view address, std::string_view source);
+
+}  // namespace memcoord
