@@ -541,7 +541,8 @@ Status Worker::step_end() {
       if (c.kind != WorkerCommand::Kind::kTrim || c.step <= impl_->current_step) {
         due.push_back(std::move(c));
       } else {
-        *keep++ = std::move(c);
+        if (&*keep != &c) *keep = std::move(c);  // a self-move would empty the command's strings (its pool)
+        ++keep;
       }
     }
     impl_->pending.erase(keep, impl_->pending.end());

@@ -166,6 +166,42 @@ TEST(CoordinatorService, SynchronizedTrimRunsAtTheSameStepOnEveryRank) {
   }
 }
 
+// A synchronized trim of one pool waits for its step among the worker's pending commands, and still trims
+// that pool only (the wait used to move the command onto itself, which emptied its pool name).
+TEST(CoordinatorService, SynchronizedTrimOfOnePoolLeavesTheOthers) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  std::vector<std::unique_ptr<Worker>> workers;
+  std::vector<std::unique_ptr<Trainer>> trainers;
+  const std::vector<std::string> pools = {"default", "kv"};
+  for (int r = 0; r < 2; ++r) {
+    workers.push_back(StartWorker(server->address(), r, 2, pools));
+    trainers.push_back(std::make_unique<Trainer>(*workers.back(), pools, 8 * kMiB, 5 + 3 * r));
+  }
+  auto client = Client(*server);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto v = client.GetCluster();
+        return v.ok() && LiveCount(*v) == 2;
+      },
+      milliseconds(3000)));
+  ASSERT_TRUE(WaitFor([&] { return workers[1]->step() >= 3; }, milliseconds(3000)));
+  TrimSpec spec;
+  spec.pool = "kv";
+  auto outcome = client.Trim(spec);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  EXPECT_TRUE(outcome->complete);
+  trainers.clear();
+  for (auto& w : workers) {
+    auto applied = w->applied_commands();
+    ASSERT_EQ(applied.size(), 1u);
+    EXPECT_EQ(applied[0].step, outcome->step);
+    EXPECT_GE(w->pool("default")->stats().reserved_bytes, 8 * kMiB);  // untouched
+    EXPECT_GE(w->pool("kv")->stats().trims, 1u);
+    EXPECT_EQ(w->pool("default")->stats().trims, 0u);
+  }
+}
+
 TEST(CoordinatorService, TrimNowReleasesCacheOfIdleWorkers) {
   auto server = StartServer();
   ASSERT_TRUE(server);
