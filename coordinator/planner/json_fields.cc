@@ -39,7 +39,7 @@ std::string ValueText(const nlohmann::json& v) {
     const double d = v.get<double>();
     return std::string(std::isnan(d) ? "nan" : (d > 0 ? "inf" : "-inf")) + " (not a finite number)";
   }
-  return v.dump();
+  return ShortJson(v);
 }
 
 }  // namespace
@@ -128,15 +128,53 @@ Status CheckKnownKeys(const nlohmann::json& object, const std::string& where,
                       const std::vector<std::string>& known) {
   for (auto it = object.begin(); it != object.end(); ++it) {
     if (std::find(known.begin(), known.end(), it.key()) == known.end()) {
-      return InvalidArgument((where.empty() ? std::string("top level") : where) + ": unknown field \"" +
-                             it.key() + "\"; accepted: " + JoinNames(known));
+      const std::string key = it.key().size() <= 80 ? it.key() : it.key().substr(0, 80) + "...";
+      return InvalidArgument((where.empty() ? std::string("top level") : where) + ": unknown field \"" + key +
+                             "\"; accepted: " + JoinNames(known));
     }
   }
   return Status::Ok();
 }
 
+std::size_t JsonNestingDepth(std::string_view text) {
+  std::size_t depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+std::string ShortJson(const nlohmann::json& value) {
+  constexpr std::size_t kShown = 80;
+  std::string text = value.dump();
+  if (text.size() <= kShown) return text;
+  const std::size_t total = text.size();
+  text.resize(kShown);
+  return text + "... (" + std::to_string(total) + " bytes)";
+}
+
 Result<nlohmann::json> ParseJson(std::string_view text, const std::string& what,
                                  const std::string& expected) {
+  if (const std::size_t depth = JsonNestingDepth(text); depth > kMaxJsonDepth) {
+    return InvalidArgument(what + " nests arrays and objects " + std::to_string(depth) +
+                           " levels deep; at most " + std::to_string(kMaxJsonDepth) +
+                           " are accepted; expected " + expected);
+  }
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {

@@ -3,6 +3,7 @@
 // `where` prefixes the field path in messages ("models[1].batch"). Stateless; thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -38,8 +39,17 @@ Status CheckKnownKeys(const nlohmann::json& object, const std::string& where,
                       const std::vector<std::string>& known);
 
 // `text` parsed as JSON; otherwise INVALID_ARGUMENT "<what> is not valid JSON (<the parser's reason, with
-// the position>); expected <expected>". Numbers beyond a double (1e400) are refused here, by name.
+// the position>); expected <expected>". Numbers beyond a double (1e400) are refused here, by name, and so is
+// nesting deeper than kMaxJsonDepth (nothing memcoord reads nests past 4; printing a value nested tens of
+// thousands deep recurses once per level and overflows the stack).
+inline constexpr std::size_t kMaxJsonDepth = 64;
 Result<nlohmann::json> ParseJson(std::string_view text, const std::string& what, const std::string& expected);
+
+// How deep arrays and objects nest in `text` (0 for a scalar), strings skipped; one pass, no parse.
+std::size_t JsonNestingDepth(std::string_view text);
+
+// `value` as compact JSON for a message, cut to about 80 characters ("... (N bytes)" after).
+std::string ShortJson(const nlohmann::json& value);
 
 // The whole file at `path`; INVALID_ARGUMENT "cannot read <what> \"<path>\"" when it cannot be opened.
 Result<std::string> ReadTextFile(const std::string& path, const std::string& what);

@@ -134,7 +134,7 @@ Result<ModelSpec> PresetSpec(std::string_view name) {
 }
 
 Result<ModelSpec> ParseModelSpec(const nlohmann::json& object) {
-  if (!object.is_object()) return InvalidArgument("spec must be a JSON object, got " + object.dump());
+  if (!object.is_object()) return InvalidArgument("spec must be a JSON object, got " + ShortJson(object));
   MEMCOORD_RETURN_IF_ERROR(
       CheckKnownKeys(object, "spec",
                      {"family", "name", "hidden", "layers", "heads", "kv_heads", "ffn", "vocab", "experts",

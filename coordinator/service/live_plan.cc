@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "coordinator/planner/json_fields.h"
 #include "coordinator/service/saturating.h"
 
 namespace memcoord::coordinator {
@@ -58,6 +59,12 @@ std::vector<LiveDevice> LiveDevices(const std::vector<WorkerRecord>& workers) {
 }
 
 Result<LivePlan> PlanOnCluster(std::string_view request_json, const std::vector<WorkerRecord>& workers) {
+  // Checked before the request is parsed (and dumped again below, which recurses once per level).
+  if (const std::size_t depth = planner::JsonNestingDepth(request_json); depth > planner::kMaxJsonDepth) {
+    return InvalidArgument(
+        fmt::format("the plan request nests arrays and objects {} levels deep; at most {} are accepted",
+                    depth, planner::kMaxJsonDepth));
+  }
   nlohmann::json root = nlohmann::json::parse(request_json, nullptr, /*allow_exceptions=*/false);
   const bool live = !root.is_discarded() && root.is_object() && !root.contains("devices");
   if (live) {

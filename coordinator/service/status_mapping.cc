@@ -2,11 +2,23 @@
 
 #include <fmt/format.h>
 
+#include <string>
+
 namespace memcoord::coordinator {
+
+// gRPC sends the message as trailing metadata, whose default limit (8 KiB with every header) refuses a larger
+// one: the client would then see RESOURCE_EXHAUSTED about metadata instead of the error.
+constexpr std::size_t kMaxMessageBytes = 4096;
 
 grpc::Status ToGrpcStatus(const Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(static_cast<int>(status.code())), status.message());
+  std::string message = status.message();
+  if (message.size() > kMaxMessageBytes) {
+    const std::size_t total = message.size();
+    message.resize(kMaxMessageBytes);
+    message += fmt::format("... ({} bytes in all)", total);
+  }
+  return grpc::Status(static_cast<grpc::StatusCode>(static_cast<int>(status.code())), message);
 }
 
 Status FromGrpcStatus(const grpc::Status& status, std::string_view what) {

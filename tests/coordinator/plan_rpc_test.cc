@@ -124,6 +124,20 @@ TEST(PlanRpc, BadRequestNamesTheField) {
   plan = client.Plan("{not json");
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
+  // 70,000 levels deep (140 KB): the coordinator used to overflow its stack printing it back.
+  plan = client.Plan(R"({"models": [{"preset": "gpt2", "precision": )" + std::string(70000, '[') +
+                     std::string(70000, ']') + "}]}");
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(plan.status().message().find("70003 levels deep; at most 64"), std::string::npos)
+      << plan.status().message();
+  // A long bad value is quoted short, so the error fits in gRPC's metadata and reaches the client.
+  plan = client.Plan(R"({"models": [{"preset": "gpt2", "batch": ")" + std::string(100000, 'x') + R"("}]})");
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument) << plan.status().message().substr(0, 200);
+  EXPECT_LT(plan.status().message().size(), 1000u);
+  auto status = client.GetCluster();  // and the coordinator still serves
+  EXPECT_TRUE(status.ok()) << status.status().ToString();
 }
 
 TEST(PlanRpc, NoLiveWorkersIsFailedPreconditionUnlessDevicesAreGiven) {

@@ -69,6 +69,31 @@ TEST(JsonFieldsTest, HugeExponentsAreRefusedByTheParserByName) {
   EXPECT_EQ(ErrorOf("1e308", 1, 100), "models[0].n must be a whole number between 1 and 100, got 1e+308");
 }
 
+TEST(JsonFieldsTest, DeepNestingIsRefusedBeforeAnythingRecursesOnIt) {
+  EXPECT_EQ(JsonNestingDepth(R"({"a": [1, {"b": "[[[{{{"}], "c": "\\\"["})"),
+            3u);  // brackets in strings skipped
+  EXPECT_EQ(JsonNestingDepth("7"), 0u);
+  const std::string deep = std::string(70000, '[') + std::string(70000, ']');
+  EXPECT_EQ(JsonNestingDepth(deep), 70000u);
+  Result<nlohmann::json> r = ParseJson(deep, "the spec", "an object");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(
+      r.status().message(),
+      "the spec nests arrays and objects 70000 levels deep; at most 64 are accepted; expected an object");
+  const std::string fine = std::string(64, '[') + std::string(64, ']');
+  EXPECT_TRUE(ParseJson(fine, "the spec", "an object").ok());
+  Result<PlanRequest> plan = ParsePlanRequest(R"({"devices": {"count": 2, "capacity": )" + deep + "}}");
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("70002 levels deep"), std::string::npos) << plan.status().message();
+}
+
+TEST(JsonFieldsTest, MessagesQuoteLongValuesShort) {
+  Result<std::int64_t> r = ReadN("\"" + std::string(10000, 'x') + "\"", 0, 10);
+  ASSERT_FALSE(r.ok());
+  EXPECT_LT(r.status().message().size(), 200u) << r.status().message().size();
+  EXPECT_NE(r.status().message().find("... (10002 bytes)"), std::string::npos) << r.status().message();
+}
+
 TEST(JsonFieldsTest, NonFiniteValuesBuiltInMemoryAreErrors) {
   // Not from JSON text, but a caller building the object (the Plan RPC's live path does) could pass them.
   for (double v : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
