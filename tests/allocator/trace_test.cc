@@ -136,6 +136,15 @@ TEST(Trace, BadInputNamesTheLineAndTheAcceptedFormats) {
     EXPECT_NE(t.status().message().find(c.expect), std::string::npos) << t.status().message();
     EXPECT_NE(t.status().message().find("accepted"), std::string::npos) << t.status().message();
   }
+  // A megabyte-long field is quoted short.
+  for (const std::string& text : {"a 7f00 5 0 t" + std::string(1 << 20, '9') + "x\n",
+                                  "a 7f00 5 0\n" + std::string(1 << 20, 'q') + " 7f00 5 0\n"}) {
+    Result<Trace> t = ParseTrace(text, "long");
+    ASSERT_FALSE(t.ok());
+    EXPECT_LT(t.status().message().size(), 1000u);
+    EXPECT_NE(t.status().message().find("... (1048"), std::string::npos)
+        << t.status().message().substr(0, 300);
+  }
 }
 
 TEST(Trace, GarbageTruncatedAndMissingFiles) {
