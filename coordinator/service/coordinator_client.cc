@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "common/token.h"
 #include "coordinator/service/proto_convert.h"
 #include "coordinator/service/status_mapping.h"
 #include "memcoord/v1/coordinator.grpc.pb.h"
@@ -20,7 +21,9 @@ Result<std::string> ReadTokenFile(const std::string& path) {
   const auto first = token.find_first_not_of(" \t\r\n");
   const auto last = token.find_last_not_of(" \t\r\n");
   if (first == std::string::npos) return InvalidArgument(fmt::format("token file '{}' is empty", path));
-  return token.substr(first, last - first + 1);
+  token = token.substr(first, last - first + 1);
+  MEMCOORD_RETURN_IF_ERROR(CheckToken(token, fmt::format("token file '{}'", path)));
+  return token;
 }
 
 namespace {

@@ -68,6 +68,24 @@ TEST_F(Credentials, TokenFromTheOptionTheVariableOrTheFile) {
       << error;
 }
 
+// A token byte gRPC refuses in metadata aborted the worker at its first call ("Illegal header value").
+TEST_F(Credentials, ATokenGrpcWouldRefuseFailsResolutionNamingWhereItCameFrom) {
+  std::ofstream(Path("badtoken"), std::ios::binary) << "tok\xff\n";
+  ::setenv("MEMCOORD_TOKEN_FILE", Path("badtoken").c_str(), 1);
+  std::string error = Resolve();
+  EXPECT_NE(
+      error.find("MEMCOORD_TOKEN_FILE='" + Path("badtoken") + "': the token holds byte 0xff at position 3"),
+      std::string::npos)
+      << error;
+  ::setenv("MEMCOORD_TOKEN", "bad\x01", 1);
+  error = Resolve();
+  EXPECT_NE(error.find("MEMCOORD_TOKEN: the token holds byte 0x01"), std::string::npos) << error;
+  auto option = ResolveWorkerCredentials(std::string(5000, 't'), {});
+  ASSERT_FALSE(option.ok());
+  EXPECT_NE(option.status().message().find("WorkerOptions::token: the token is 5000 bytes long"),
+            std::string::npos);
+}
+
 TEST_F(Credentials, ServerAuthenticatedAndMutualTls) {
   ::setenv("MEMCOORD_TLS_CA", Path("ca.pem").c_str(), 1);
   auto server_only = ResolveWorkerCredentials("", {});

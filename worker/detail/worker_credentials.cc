@@ -14,6 +14,8 @@
 #include <openssl/x509.h>
 #endif
 
+#include "common/token.h"
+
 namespace memcoord::detail {
 namespace {
 
@@ -52,9 +54,15 @@ Result<std::string> ReadPem(const Setting& s, const char* what) {
 }
 
 Result<std::string> TokenFrom(const std::string& option_token) {
-  if (!option_token.empty()) return option_token;
+  if (!option_token.empty()) {
+    MEMCOORD_RETURN_IF_ERROR(CheckToken(option_token, "WorkerOptions::token"));
+    return option_token;
+  }
   std::string token = Env("MEMCOORD_TOKEN");
-  if (!token.empty()) return token;
+  if (!token.empty()) {
+    MEMCOORD_RETURN_IF_ERROR(CheckToken(token, "MEMCOORD_TOKEN"));
+    return token;
+  }
   const Setting file{"MEMCOORD_TOKEN_FILE", Env("MEMCOORD_TOKEN_FILE")};
   if (file.path.empty()) return std::string();
   MEMCOORD_ASSIGN_OR_RETURN(std::string text, ReadWhole(file));
@@ -66,6 +74,7 @@ Result<std::string> TokenFrom(const std::string& option_token) {
     return InvalidArgument(
         fmt::format("MEMCOORD_TOKEN_FILE='{}' is empty; expected the token on its first line", file.path));
   }
+  MEMCOORD_RETURN_IF_ERROR(CheckToken(token, fmt::format("MEMCOORD_TOKEN_FILE='{}'", file.path)));
   return token;
 }
 
