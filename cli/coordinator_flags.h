@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/coordinator_address.h"
 #include "common/result.h"
 
 #ifdef MEMCOORD_HAVE_COORDINATOR
@@ -53,6 +54,7 @@ struct CoordinatorFlags {
     if (address.empty()) {
       return InvalidArgument("no coordinator: pass --coordinator HOST:PORT or set MEMCOORD_COORDINATOR");
     }
+    MEMCOORD_RETURN_IF_ERROR(CheckCoordinatorAddress(address, "--coordinator (or MEMCOORD_COORDINATOR)"));
     coordinator::ClientOptions options;
     options.address = address;
     if (!admin_token_file.empty()) {

@@ -16,7 +16,7 @@
 #include "allocator/backend_factory.h"
 #include "allocator/pool_conf.h"
 #include "allocator/trace_recorder.h"
-#include "worker/coordinator_address.h"
+#include "common/coordinator_address.h"
 #include "worker/detail/coordinator_session.h"
 #include "worker/detail/worker_credentials.h"
 #include "worker/pool_name.h"

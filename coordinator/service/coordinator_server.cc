@@ -122,6 +122,9 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(const Coordi
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default, so a second coordinator on a port already served would share it
+  // with the first, each taking some of the workers and clients.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(options.listen, credentials, &impl->port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.limits.max_message_bytes));
   builder.RegisterService(impl->service.get());

@@ -30,6 +30,13 @@ Result<HostPort> SplitHostPort(const std::string& address, std::string_view flag
     return InvalidArgument(fmt::format("{} must be HOST:PORT (or [IPV6]:PORT), got '{}'", flag, address));
   }
   HostPort out{address.substr(0, colon), address.substr(colon + 1)};
+  const bool digits =
+      out.port.size() <= 5 &&
+      std::all_of(out.port.begin(), out.port.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+  if (!digits || std::stoi(out.port) > 65535) {
+    return InvalidArgument(fmt::format(
+        "{}: the port of '{}' must be a number from 0 to 65535 (0: any free port)", flag, address));
+  }
   if (out.host.size() >= 2 && out.host.front() == '[' && out.host.back() == ']') {
     out.host = out.host.substr(1, out.host.size() - 2);
   } else if (out.host.find(':') != std::string::npos) {

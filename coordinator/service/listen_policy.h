@@ -19,7 +19,8 @@ struct HostPort {
   std::string host;  // brackets of an IPv6 literal removed; never empty
   std::string port;
 };
-// Splits "HOST:PORT" or "[V6]:PORT"; INVALID_ARGUMENT naming `flag` otherwise (":PORT" included).
+// Splits "HOST:PORT" or "[V6]:PORT" with PORT 0 to 65535 (gRPC would wrap 99999 to 34463); INVALID_ARGUMENT
+// naming `flag` otherwise (":PORT" included).
 Result<HostPort> SplitHostPort(const std::string& address, std::string_view flag);
 
 // OK when `listen` may serve with this authentication; INVALID_ARGUMENT naming the address and the flags

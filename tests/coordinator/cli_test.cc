@@ -80,6 +80,11 @@ TEST(MemcoordCli, CoordinatorStatusTrimAndQuota) {
   EXPECT_NE(out.find("NOT_FOUND"), std::string::npos) << out;
   EXPECT_EQ(Memcoord({"status", "--coordinator", "127.0.0.1:1"}, &out), 1);
   EXPECT_NE(out.find("UNAVAILABLE"), std::string::npos) << out;
+  // Not an address (gRPC would wrap the port to 34463): a usage error before any call.
+  EXPECT_EQ(Memcoord({"status", "--coordinator", "127.0.0.1:99999"}, &out), 2);
+  EXPECT_NE(out.find("'127.0.0.1:99999' is not a coordinator address"), std::string::npos) << out;
+  EXPECT_EQ(Memcoord({"coordinator", "--listen", "127.0.0.1:99999"}, &out), 2);
+  EXPECT_NE(out.find("must be a number from 0 to 65535"), std::string::npos) << out;
 
   coordinator.signal(SIGTERM);
   EXPECT_EQ(coordinator.wait(milliseconds(5000)), 0) << coordinator.output();

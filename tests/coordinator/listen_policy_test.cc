@@ -19,6 +19,19 @@ TEST(ListenPolicy, LoopbackHosts) {
   }
 }
 
+TEST(ListenPolicy, PortsAreNumbersFrom0To65535) {
+  for (const char* good : {"127.0.0.1:0", "127.0.0.1:65535", "[::1]:7777"}) {
+    EXPECT_TRUE(SplitHostPort(good, "--listen").ok()) << good;
+  }
+  for (const char* bad :
+       {"127.0.0.1:99999", "127.0.0.1:65536", "127.0.0.1:http", "127.0.0.1:-1", "h:123456"}) {
+    auto split = SplitHostPort(bad, "--listen");
+    ASSERT_FALSE(split.ok()) << bad;
+    EXPECT_NE(split.status().message().find("must be a number from 0 to 65535"), std::string::npos)
+        << split.status().message();
+  }
+}
+
 TEST(ListenPolicy, NonLoopbackNeedsATokenOrInsecure) {
   EXPECT_TRUE(CheckListenPolicy("127.0.0.1:0", false, false).ok());
   EXPECT_TRUE(CheckListenPolicy("[::1]:7777", false, false).ok());

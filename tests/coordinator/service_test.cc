@@ -305,6 +305,20 @@ TEST(CoordinatorService, SilentWorkerIsDeclaredDeadAndItsGroupAborted) {
   EXPECT_FALSE(silent.finish().ok());
 }
 
+// A port one coordinator serves is not served by a second (gRPC's default SO_REUSEPORT let both listen and
+// split the workers and clients between them).
+TEST(CoordinatorService, ASecondCoordinatorCannotTakeAPortInUse) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  coordinator::CoordinatorOptions options;
+  options.listen = "127.0.0.1:" + std::to_string(server->port());
+  auto second = coordinator::CoordinatorServer::Start(options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(second.status().message().find("address in use"), std::string::npos) << second.status().message();
+  EXPECT_TRUE(Client(*server).GetCluster().ok());  // the first serves on
+}
+
 TEST(CoordinatorService, BadRequestsGetTheRightCodeAndLoseNoState) {
   auto server = StartServer();
   ASSERT_TRUE(server);

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "worker/coordinator_address.h"
+#include "common/coordinator_address.h"
 
 namespace memcoord {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/coordinator_address.h"
+#include "common/coordinator_address.h"
 
 #include <fmt/format.h>
 
