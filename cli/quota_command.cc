@@ -10,6 +10,7 @@
 
 #include "cli/command.h"
 #include "cli/coordinator_flags.h"
+#include "cli/name_flags.h"
 #include "common/bytes.h"
 
 namespace memcoord::cli {
@@ -28,7 +29,8 @@ Subcommand AddQuotaCommand(CLI::App& root) {
   CLI::App* set = app->add_subcommand("set", "set a pool quota or a device budget");
   args->coordinator.add_to(set);
   set->add_option("--rank", args->rank, "the worker's rank")->required();
-  set->add_option("--pool", args->pool, "the pool (default: the device budget, split between its pools)");
+  set->add_option("--pool", args->pool, "the pool (default: the device budget, split between its pools)")
+      ->check(NameCheck("pool name"));
   set->add_option("limit", args->limit, "bytes: 123, 4KiB, 2GiB, 80GB; 0 removes it")->required();
   set->add_flag("--json", args->json, "machine-readable output");
   return {app, [args]() -> int {

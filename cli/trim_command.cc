@@ -23,6 +23,7 @@
 
 #include "cli/command.h"
 #include "cli/coordinator_flags.h"
+#include "cli/name_flags.h"
 #include "common/bytes.h"
 #ifdef MEMCOORD_HAVE_COORDINATOR
 #include "coordinator/service/saturating.h"
@@ -152,8 +153,8 @@ Subcommand AddTrimCommand(CLI::App& root) {
   args->coordinator.add_to(app);
   app->add_option("--target", args->target, "trim each pool down to this many reserved bytes (default 0)");
   app->add_flag("--now", args->now, "trim at once instead of at a common step");
-  app->add_option("--pool", args->pool, "only this pool");
-  app->add_option("--group", args->group, "only the workers of this group");
+  app->add_option("--pool", args->pool, "only this pool")->check(NameCheck("pool name"));
+  app->add_option("--group", args->group, "only the workers of this group")->check(NameCheck("group name"));
   app->add_option("--deadline-ms", args->deadline_ms,
                   "give up on silent ranks after this long (default: scaled with the slowest rank's step "
                   "time, at least 5000)");

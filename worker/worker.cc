@@ -17,9 +17,9 @@
 #include "allocator/pool_conf.h"
 #include "allocator/trace_recorder.h"
 #include "common/coordinator_address.h"
+#include "common/pool_name.h"
 #include "worker/detail/coordinator_session.h"
 #include "worker/detail/worker_credentials.h"
-#include "worker/pool_name.h"
 #ifdef MEMCOORD_HAVE_CUDA
 #include "allocator/cuda/cuda_device.h"
 #endif

@@ -83,6 +83,14 @@ TEST(MemcoordCli, CoordinatorStatusTrimAndQuota) {
   // Not an address (gRPC would wrap the port to 34463): a usage error before any call.
   EXPECT_EQ(Memcoord({"status", "--coordinator", "127.0.0.1:99999"}, &out), 2);
   EXPECT_NE(out.find("'127.0.0.1:99999' is not a coordinator address"), std::string::npos) << out;
+  // A pool or group name no worker can have is a usage error, not an empty INTERNAL from the wire format.
+  EXPECT_EQ(Memcoord({"trim", "--coordinator", address, "--now", "--pool", "\xff\xfe"}, &out), 2);
+  EXPECT_NE(out.find("--pool: pool name '\\xff\\xfe' is not valid UTF-8"), std::string::npos) << out;
+  EXPECT_EQ(Memcoord({"trim", "--coordinator", address, "--group", "a\x01"}, &out), 2);
+  EXPECT_NE(out.find("--group: group name"), std::string::npos) << out;
+  EXPECT_EQ(Memcoord({"quota", "set", "--coordinator", address, "--rank", "0", "--pool", "", "1MiB"}, &out),
+            2);
+  EXPECT_NE(out.find("is empty"), std::string::npos) << out;
   EXPECT_EQ(Memcoord({"coordinator", "--listen", "127.0.0.1:99999"}, &out), 2);
   EXPECT_NE(out.find("must be a number from 0 to 65535"), std::string::npos) << out;
 

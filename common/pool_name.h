@@ -13,5 +13,7 @@ namespace memcoord {
 inline constexpr std::size_t kMaxPoolNameBytes = 128;
 
 Status CheckPoolName(std::string_view name);
+// The same rule for another kind of name (a worker group's): `what` starts the message ("group name").
+Status CheckName(std::string_view name, std::string_view what);
 
 }  // namespace memcoord

@@ -1,4 +1,4 @@
-#include "worker/pool_name.h"
+#include "common/pool_name.h"
 
 #include <fmt/format.h>
 
@@ -45,24 +45,25 @@ std::string Printable(std::string_view name) {
   return out;
 }
 
-Status Bad(std::string_view name, std::string_view what) {
+Status Bad(std::string_view kind, std::string_view name, std::string_view what) {
   return InvalidArgument(
-      fmt::format("pool name '{}' {}; accepted: 1 to {} bytes of UTF-8 text without control "
-                  "characters",
+      fmt::format("{} '{}' {}; accepted: 1 to {} bytes of UTF-8 text without control characters", kind,
                   Printable(name), what, kMaxPoolNameBytes));
 }
 
 }  // namespace
 
-Status CheckPoolName(std::string_view name) {
-  if (name.empty()) return Bad(name, "is empty");
-  if (name.size() > kMaxPoolNameBytes) return Bad(name, fmt::format("is {} bytes long", name.size()));
+Status CheckPoolName(std::string_view name) { return CheckName(name, "pool name"); }
+
+Status CheckName(std::string_view name, std::string_view kind) {
+  if (name.empty()) return Bad(kind, name, "is empty");
+  if (name.size() > kMaxPoolNameBytes) return Bad(kind, name, fmt::format("is {} bytes long", name.size()));
   for (std::size_t i = 0; i < name.size();) {
     const std::size_t length = Utf8SequenceLength(name.substr(i));
-    if (length == 0) return Bad(name, fmt::format("is not valid UTF-8 at byte {}", i));
+    if (length == 0) return Bad(kind, name, fmt::format("is not valid UTF-8 at byte {}", i));
     const auto c = static_cast<unsigned char>(name[i]);
     if (length == 1 && (c < 0x20 || c == 0x7F)) {
-      return Bad(name, fmt::format("holds a control character at byte {}", i));
+      return Bad(kind, name, fmt::format("holds a control character at byte {}", i));
     }
     i += length;
   }
