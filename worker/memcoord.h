@@ -219,6 +219,14 @@ int memcoord_wait_abort(int timeout_ms);
  * that is running on another thread, so `user` may be freed once this returns. */
 typedef void (*memcoord_abort_callback)(const memcoord_abort_info* info, void* user);
 int memcoord_set_abort_callback(memcoord_abort_callback callback, void* user);
+/* A backstop for a process whose own abort handling may not run in time (a Python watcher thread waits for
+ * the interpreter lock, which a main thread blocked in a C call may hold for minutes): once the group is
+ * aborted, if the process is still alive `grace_ms` later, memcoord writes the abort to stderr and ends it
+ * with _exit(exit_code), from a memcoord thread (no atexit handlers, no flush of stdio buffers).
+ * Accepted: exit_code 1..255 (MEMCOORD_EXIT_ABORTED is the convention) and grace_ms 0..600000, or
+ * exit_code 0 to turn it off again (a timer already started still fires). Set after the abort, the timer
+ * starts at once. Off by default. */
+int memcoord_set_abort_exit(int exit_code, int grace_ms);
 
 /* --- CUDA graph capture ---------------------------------------------------------------------------------
  * PyTorch's beginAllocateToPool/endAllocateToPool/releasePool. Between begin and end, an allocation on

@@ -176,6 +176,7 @@ PROTOTYPES = {
     "memcoord_abort_info_get": (_int, [ctypes.POINTER(AbortInfo)]),
     "memcoord_wait_abort": (_int, [_int]),
     "memcoord_set_abort_callback": (_int, [ABORT_CALLBACK, _vp]),
+    "memcoord_set_abort_exit": (_int, [_int, _int]),
     "memcoord_begin_allocate_to_pool": (_int, [_int, _u64, _u64, STREAM_FILTER, _vp]),
     "memcoord_end_allocate_to_pool": (_int, [_int, _u64, _u64]),
     "memcoord_release_pool": (_int, [_int, _u64, _u64]),

@@ -4,6 +4,8 @@
 // abort callback ran once on a memcoord thread (and clearing it waited for it to return), and
 // memcoord_step_end returns MEMCOORD_ERR_ABORTED.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -116,6 +118,65 @@ TEST(CAbiAbort, SurvivorLearnsOfADeadRankWithinTwoSeconds) {
   EXPECT_EQ(memcoord_wait_abort(0), MEMCOORD_ERR_ABORTED);  // already aborted: at once
   EXPECT_EQ(memcoord_shutdown(), 0);
   unsetenv("MEMCOORD_COORDINATOR");
+}
+
+// memcoord_set_abort_exit: a process whose main thread never returns (a Python main thread holding the
+// interpreter lock inside a C call keeps any watcher thread from running) still ends, with the code asked
+// for and a message naming the dead rank, `grace_ms` after the abort. This process forks the survivor, which
+// blocks for good after setting the backstop.
+TEST(CAbiAbort, TheExitBackstopEndsAProcessWhoseThreadsNeverAnswer) {
+  CoordinatorProcess coordinator(MEMCOORD_CLI, memcoord::testing::FreeLoopbackPort());
+  ASSERT_TRUE(coordinator.start()) << coordinator.output();
+  const std::string address = coordinator.address();
+  Child rank1({MEMCOORD_TEST_WORKER, "--until-abort", "--step-ms", "20", "--report-ms", "50"},
+              {"MEMCOORD_COORDINATOR=" + address, "MEMCOORD_RANK=1", "MEMCOORD_LOCAL_RANK=0",
+               "MEMCOORD_WORLD_SIZE=2", "MEMCOORD_LOG_LEVEL=warn"});
+  int err[2];
+  ASSERT_EQ(::pipe(err), 0);
+  const pid_t survivor = ::fork();
+  ASSERT_GE(survivor, 0);
+  if (survivor == 0) {  // the survivor: rank 0 through the C ABI, then stuck
+    ::dup2(err[1], 2);
+    ::close(err[0]);
+    setenv("MEMCOORD_BACKEND", "host", 1);
+    setenv("MEMCOORD_COORDINATOR", address.c_str(), 1);
+    setenv("MEMCOORD_RANK", "0", 1);
+    setenv("MEMCOORD_LOCAL_RANK", "0", 1);
+    setenv("MEMCOORD_WORLD_SIZE", "2", 1);
+    setenv("MEMCOORD_LOG_LEVEL", "off", 1);
+    if (memcoord_init() != 0 || memcoord_set_abort_exit(MEMCOORD_EXIT_ABORTED, 300) != 0) ::_exit(3);
+    if (memcoord_set_abort_exit(256, 300) != MEMCOORD_ERR_INVALID_ARGUMENT) ::_exit(4);
+    for (;;) ::pause();
+  }
+  ::close(err[1]);
+  ASSERT_TRUE(WaitFor([&] { return BothRanksLive(address); }, milliseconds(15000)))
+      << "both ranks never attached; rank 1 said: " << rank1.output();
+  const auto killed = SteadyClock::now();
+  rank1.signal(SIGKILL);
+  int status = 0;
+  pid_t ended = 0;
+  while (ended == 0 && SteadyClock::now() - killed < milliseconds(10000)) {
+    ended = ::waitpid(survivor, &status, WNOHANG);
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  const double ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - killed).count();
+  if (ended == 0) {
+    ::kill(survivor, SIGKILL);
+    ::waitpid(survivor, &status, 0);
+    FAIL() << "the survivor was still running 10 s after the death";
+  }
+  std::string said;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(err[0], buffer, sizeof(buffer))) > 0;)
+    said.append(buffer, static_cast<std::size_t>(n));
+  ::close(err[0]);
+  std::printf("the stuck survivor ended %.1f ms after the death: %s", ms, said.c_str());
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), MEMCOORD_EXIT_ABORTED);
+  EXPECT_LT(ms, 2000.0);
+  EXPECT_GE(ms, 300.0);  // not before the grace
+  EXPECT_NE(said.find("dead rank 1"), std::string::npos) << said;
+  EXPECT_NE(said.find("memcoord ends it with exit code 75"), std::string::npos) << said;
 }
 
 }  // namespace

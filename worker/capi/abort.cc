@@ -90,4 +90,27 @@ int memcoord_set_abort_callback(memcoord_abort_callback callback, void* user) {
   });
 }
 
+int memcoord_set_abort_exit(int exit_code, int grace_ms) {
+  return Boundary("memcoord_set_abort_exit", 13, [&] {
+    if (exit_code < 0 || exit_code > 255 || grace_ms < 0 || grace_ms > 600000) {
+      return Fail(memcoord::InvalidArgument(fmt::format(
+          "memcoord_set_abort_exit: exit_code {} and grace_ms {}; accepted: exit_code 1..255 (0: off) and "
+          "grace_ms 0..600000",
+          exit_code, grace_ms)));
+    }
+    CallGuard guard;
+    if (guard.runtime() == nullptr) return FailNotInitialized("memcoord_set_abort_exit");
+    memcoord::capi::Runtime& runtime = *guard.runtime();
+    std::lock_guard lock(runtime.abort.mu);
+    runtime.abort.exit_code = exit_code;
+    runtime.abort.exit_grace_ms = grace_ms;
+    if (exit_code != 0 && runtime.abort.info && !runtime.abort.exit_timer_started) {
+      runtime.abort.exit_timer_started = true;
+      memcoord::capi::StartAbortExitTimer(*runtime.abort.info, runtime.worker->topology().rank, exit_code,
+                                          grace_ms);
+    }
+    return 0;
+  });
+}
+
 }  // extern "C"

@@ -2,8 +2,12 @@
 #include "worker/capi/runtime.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstring>
+#include <string>
+#include <thread>
 
 namespace memcoord::capi {
 namespace {
@@ -54,6 +58,24 @@ void RunAbortCallback(AbortState& state, memcoord_abort_callback callback, void*
   state.cv.notify_all();
 }
 
+void StartAbortExitTimer(const AbortInfo& info, int rank, int exit_code, int grace_ms) {
+  const std::string message = fmt::format(
+      "memcoord: rank {}: the job was aborted by the coordinator: dead rank {}: {}; the process did not end "
+      "within {} ms, so memcoord ends it with exit code {}\n",
+      rank, info.dead_rank, info.reason, grace_ms, exit_code);
+  std::thread([message, exit_code, grace_ms] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(grace_ms));
+    // write(2) and _exit only: the process's own locks (stdio's, the interpreter's) may be held for good.
+    std::size_t done = 0;
+    while (done < message.size()) {
+      const ssize_t n = ::write(2, message.data() + done, message.size() - done);
+      if (n <= 0) break;
+      done += static_cast<std::size_t>(n);
+    }
+    ::_exit(exit_code);
+  }).detach();
+}
+
 void DeliverAbort(Runtime& runtime, const AbortInfo& info) {
   memcoord_abort_callback callback = nullptr;
   void* user = nullptr;
@@ -61,6 +83,11 @@ void DeliverAbort(Runtime& runtime, const AbortInfo& info) {
     std::lock_guard lock(runtime.abort.mu);
     if (runtime.abort.info) return;
     runtime.abort.info = info;
+    if (runtime.abort.exit_code != 0 && !runtime.abort.exit_timer_started) {
+      runtime.abort.exit_timer_started = true;
+      StartAbortExitTimer(info, runtime.worker->topology().rank, runtime.abort.exit_code,
+                          runtime.abort.exit_grace_ms);
+    }
     if (runtime.abort.callback != nullptr && !runtime.abort.callback_ran) {
       runtime.abort.callback_ran = true;
       callback = runtime.abort.callback;

@@ -62,9 +62,13 @@ struct AbortState {
   memcoord_abort_callback callback = nullptr;
   void* user = nullptr;
   bool callback_ran = false;
-  int callbacks_running =
-      0;                 // calls of a callback under way (RunAbortCallback); cv is notified when one ends
+  // Calls of a callback under way (RunAbortCallback); cv is notified when one ends.
+  int callbacks_running = 0;
   bool closing = false;  // shutdown began: waiters return
+  // memcoord_set_abort_exit: the exit code (0: off) and grace; whether its timer started.
+  int exit_code = 0;
+  int exit_grace_ms = 0;
+  bool exit_timer_started = false;
 };
 
 // The named pools the C ABI made (memcoord_alloc/free with a name), found without a lock: entries [0, count)
@@ -216,6 +220,9 @@ int InitOnFirstUse(const char* caller);
 bool InAbortCallback() noexcept;
 // Fills `out` (its struct_size decides how much) from `info` (nullopt: not aborted).
 void FillAbortInfo(const std::optional<AbortInfo>& info, memcoord_abort_info& out) noexcept;
+// memcoord_set_abort_exit's timer: a detached thread that, `grace_ms` after now, writes the abort to stderr
+// and ends the process with _exit(exit_code). It holds copies only (it may outlive the Runtime).
+void StartAbortExitTimer(const AbortInfo& info, int rank, int exit_code, int grace_ms);
 // Calls `callback`, which the caller took from `state` under its lock while raising callbacks_running, and
 // lowers callbacks_running when it returns.
 void RunAbortCallback(AbortState& state, memcoord_abort_callback callback, void* user,
