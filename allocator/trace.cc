@@ -276,6 +276,8 @@ Result<Trace> ParseRmmCsv(const std::string& text, const std::string& name) {
 }  // namespace
 
 Result<Trace> ParseTrace(const std::string& text, const std::string& name) {
+  // A UTF-8 byte-order mark (editors on Windows write one) is not part of the trace.
+  if (text.starts_with("\xEF\xBB\xBF")) return ParseTrace(text.substr(3), name);
   std::size_t first = 0;
   while (first < text.size() && (text[first] == ' ' || text[first] == '\n' || text[first] == '\r')) ++first;
   const std::string_view head = std::string_view(text).substr(first, 200);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -187,6 +188,10 @@ Result<nlohmann::json> ParseJson(std::string_view text, const std::string& what,
 }
 
 Result<std::string> ReadTextFile(const std::string& path, const std::string& what) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    return InvalidArgument("cannot read " + what + " \"" + path + "\": it is a directory");
+  }
   std::ifstream in(path);
   if (!in) return InvalidArgument("cannot read " + what + " \"" + path + "\"");
   std::stringstream text;

@@ -91,6 +91,15 @@ TEST(Trace, ThreadsAreNumberedAsTheyFirstAppear) {
       << too_many.status().message();
 }
 
+TEST(Trace, AByteOrderMarkIsSkipped) {
+  Result<Trace> t = ParseTrace(
+      "\xEF\xBB\xBF"
+      "a 7f00 100 0\nf 7f00 100 0\n",
+      "bom");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->events.size(), 2u);
+}
+
 TEST(Trace, ParsesRmmCsv) {
   Result<Trace> t = ParseTrace(
       "Thread,Time,Action,Pointer,Size,Stream\n"

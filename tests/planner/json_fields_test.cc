@@ -87,6 +87,12 @@ TEST(JsonFieldsTest, DeepNestingIsRefusedBeforeAnythingRecursesOnIt) {
   EXPECT_NE(plan.status().message().find("70002 levels deep"), std::string::npos) << plan.status().message();
 }
 
+TEST(JsonFieldsTest, ADirectoryIsNotReadAsAnEmptyFile) {
+  Result<std::string> text = ReadTextFile("/tmp", "spec file");
+  ASSERT_FALSE(text.ok());
+  EXPECT_EQ(text.status().message(), "cannot read spec file \"/tmp\": it is a directory");
+}
+
 TEST(JsonFieldsTest, MessagesQuoteLongValuesShort) {
   Result<std::int64_t> r = ReadN("\"" + std::string(10000, 'x') + "\"", 0, 10);
   ASSERT_FALSE(r.ok());
