@@ -123,10 +123,28 @@ def run(mode, cli, limit, backend):
             p.wait()
 
 
+MODES = ("memcoord", "plain")
+
+
+def modes_list(text):
+    """--modes: comma-separated, from MODES, memcoord among them (its run is the target the exit code judges;
+    a typo like 'memcord,plain' ran plain twice and reported the target met)."""
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown mode(s) {', '.join(map(repr, unknown))}; accepted: "
+                                         f"{', '.join(MODES)}, comma-separated, memcoord among them")
+    if "memcoord" not in modes:
+        raise argparse.ArgumentTypeError(f"got {text!r}: memcoord must be one of the modes (its run is what the "
+                                         "exit code judges); accepted: memcoord or memcoord,plain")
+    return list(dict.fromkeys(modes))  # each mode once
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memcoord-bin", default="")
-    parser.add_argument("--modes", default="memcoord,plain")
+    parser.add_argument("--modes", default="memcoord,plain", type=modes_list,
+                        help="comma-separated: memcoord (required) and plain")
     parser.add_argument("--plain-limit", type=float, default=60)
     parser.add_argument("--backend", default="gloo", choices=["gloo", "nccl"],
                         help="nccl needs 2 GPUs; the process group's abort then runs")
@@ -146,8 +164,8 @@ def main():
     if args.backend == "nccl" and torch.cuda.device_count() < 2:
         print(f"abort_demo: --backend nccl needs 2 GPUs, {torch.cuda.device_count()} visible")
         return 77
-    modes = [m for m in args.modes.split(",") if m]
-    cli = find_cli(args.memcoord_bin) if "memcoord" in modes else None
+    modes = args.modes
+    cli = find_cli(args.memcoord_bin)
     rows = []
     for mode in modes:
         limit = 10 if mode == "memcoord" else args.plain_limit

@@ -10,7 +10,7 @@ its own step), the CLI's report, and a table. The device's free memory is also m
 before the trim and once after every rank has trimmed (each rank waits after its trim until that measurement
 is taken, so none has grown again): exits 1 unless every rank trimmed at the same step and that rise is at
 least half of the bytes every rank released.
-Usage: cluster_trim.py [--ranks 2] [--memcoord-bin DIR_OR_BINARY] [--steps 60] [--eval-at 10] [--eval-batch 48]
+Usage: cluster_trim.py [--ranks 2] [--memcoord-bin DIR_OR_BINARY] [--steps 40] [--eval-at 8] [--eval-batch 24]
 """
 
 import argparse
@@ -100,17 +100,44 @@ def devices_free(devices):
     return sum(torch.cuda.mem_get_info(d)[0] for d in devices)
 
 
-def main():
+def rank_environment(env, rank):
+    """Rank `rank`'s environment. MEMCOORD_LOCAL_RANK as well as LOCAL_RANK: init() copies the launcher's
+    LOCAL_RANK only when MEMCOORD_RANK is unset, so without it every worker took local rank 0 (GPU 0) on a
+    host of several GPUs."""
+    return dict(env, MEMCOORD_RANK=str(rank), MEMCOORD_LOCAL_RANK=str(rank), LOCAL_RANK=str(rank))
+
+
+def positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def make_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--ranks", type=positive_int, default=2)
     parser.add_argument("--memcoord-bin", default="")
-    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--steps", type=positive_int, default=40)
     parser.add_argument("--eval-at", type=int, default=8)
-    parser.add_argument("--eval-batch", type=int, default=24)
+    parser.add_argument("--eval-batch", type=positive_int, default=24)
     parser.add_argument("--step-sleep", type=float, default=0.05)
     parser.add_argument("--small", action="store_true", help="tiny GPT-2 (a smoke run)")
     parser.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def main():
+    parser = make_parser()
     args = parser.parse_args()
+    # The ranks report ready for the trim after step eval_at + 1, and the trim lands at a later step's end: an
+    # --eval-at past that waited 600 s for a "ready" that never came, or ended before any trim.
+    if not 0 <= args.eval_at < args.steps - 2:
+        parser.error(f"--eval-at must be >= 0 and < --steps - 2 (the ranks are ready for the trim after step "
+                     f"eval-at + 1 and it lands at a later step): got --eval-at {args.eval_at} with --steps {args.steps}")
     if args.rank_main:
         return rank_main(args)
     try:
@@ -134,8 +161,8 @@ def main():
     ranks = []
     try:
         for r in range(args.ranks):
-            rank_env = dict(env, MEMCOORD_RANK=str(r), LOCAL_RANK=str(r))
-            ranks.append(subprocess.Popen([sys.executable, __file__, "--rank-main"] + forwarded, env=rank_env,
+            ranks.append(subprocess.Popen([sys.executable, __file__, "--rank-main"] + forwarded,
+                                          env=rank_environment(env, r),
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                           text=True))
         evals = [read_events(p, "ready_for_trim", 600) for p in ranks]

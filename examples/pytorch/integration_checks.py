@@ -6,6 +6,8 @@ in a fresh process (memcoord.enable() must precede CUDA's initialisation):
   stats          torch.cuda.memory_allocated/max_memory_allocated/memory_reserved/max_memory_reserved,
                  memory_stats and memory_summary equal memcoord's own counters; reset_peak_memory_stats
   empty_cache    torch.cuda.empty_cache() returns memcoord's cached memory to the device (cudaMemGetInfo)
+  memory_fraction  torch.cuda.set_per_process_memory_fraction caps memcoord's pool: at 5% a tensor of 10% of
+                 the device raises torch.OutOfMemoryError, at 1.0 it fits
   record_stream  a block read on a side stream is not reused before that read is done
   snapshot       torch.cuda.memory._dump_snapshot writes a pickle with our blocks; memory_viz's offline
                  renderers (segsum, trace, trace_plot) accept it
@@ -13,11 +15,14 @@ in a fresh process (memcoord.enable() must precede CUDA's initialisation):
                  replays through `memcoord replay`
   oom            an impossible allocation raises torch.OutOfMemoryError; allocation works afterwards
   graph_capture  CUDA graph capture works (replay matches eager), or fails at once with a message saying why
+  cudnn_benchmark  torch.backends.cudnn.benchmark = True trains a small CNN (cuDNN's workspace query,
+                 cacheInfo, answered by memcoord)
   compile        torch.compile trains a small transformer block (losses finite and falling)
   ddp            DistributedDataParallel, one rank over NCCL, trains
   multi_device   two GPUs in one process route to their own pools (skipped with one GPU)
-  hf_trainer     transformers.Trainer with memcoord's TrainerCallback: a memcoord step per optimizer step,
-                 memcoord's figures in the log history
+  hf_trainer     transformers.Trainer with memcoord's TrainerCallback placed by huggingface.add_to: a memcoord
+                 step per optimizer step, memcoord's figures in the log history and in what a reporter placed
+                 as report_to places them (before the `callbacks` given) receives
   lightning      a Lightning Trainer with memcoord's Callback (skipped when Lightning is not installed)
 
 Prints a table and exits 1 if a check failed, 77 when torch or a GPU is missing (ctest: skipped).
@@ -397,7 +402,7 @@ def check_hf_trainer(quick):
         from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
     except ImportError as error:
         raise Skip(f"transformers is not installed ({error})")
-    from memcoord.integrations.huggingface import MemcoordCallback
+    from memcoord.integrations import huggingface
 
     class Tokens(torch.utils.data.Dataset):
         def __len__(self):
@@ -414,14 +419,18 @@ def check_hf_trainer(quick):
                                  report_to=[], save_strategy="no", learning_rate=1e-3)
         from transformers import TrainerCallback
 
-        class Reporter(TrainerCallback):  # stands for wandb/tensorboard: a reporter after memcoord's callback
+        class Reporter(TrainerCallback):  # stands for wandb/tensorboard
             seen = []
 
             def on_log(self, args, state, control, logs=None, **kwargs):
                 Reporter.seen.append(dict(logs or {}))
 
-        trainer = Trainer(model=model, args=args, train_dataset=Tokens(),
-                          callbacks=[MemcoordCallback(), Reporter()])
+        given = huggingface.MemcoordCallback()
+        trainer = Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[given])
+        # Where report_to puts its reporters: after the Trainer's defaults, before the callbacks given to it.
+        callbacks = trainer.callback_handler.callbacks
+        callbacks.insert(callbacks.index(given), Reporter())
+        assert huggingface.add_to(trainer) is given and callbacks[0] is given, callbacks
         trainer.train()
     logged = [h for h in trainer.state.log_history if "memcoord/reserved_gb" in h]
     reported = [h for h in Reporter.seen if "memcoord/reserved_gb" in h]

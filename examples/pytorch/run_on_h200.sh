@@ -7,7 +7,8 @@
 # Each part fits one 10-minute call; logs go to $OUT (or /tmp). Parts:
 #   shim     builds the C++ shim against the installed torch (pip --target, else a JIT build) and says so
 #   checks   integration_checks.py: stats, empty_cache, record_stream, snapshot, oom, graph capture, compile, DDP
-#   abort    abort_demo.py: rank 1 SIGKILLed mid-collective, memcoord vs plain PyTorch (stopped at 60 s)
+#   abort    abort_demo.py: rank 1 SIGKILLed while rank 0 waits inside a collective, memcoord vs plain PyTorch
+#            (stopped at 60 s)
 #   abort_nccl  the same over NCCL with one GPU per rank (a 2-GPU machine only)
 #   trim     cluster_trim.py: 2 GPT-2 processes, `memcoord trim` at one step, device free memory rises
 #   train    train.py under torchrun (2 ranks, gloo) and under memcoord-launch (2 ranks, a coordinator)
@@ -32,7 +33,9 @@
 #            driver calls of each setting; 28 processes of 16-17 s, ~490 s, an estimate: not yet run as one part)
 # Exits non-zero when a part failed (each part's last lines say why).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+usage() { sed -n '2,/^set -uo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; }
+[ $# -gt 0 ] || { usage; exit 2; }
+cd "$(dirname "$0")/../.." || exit 2
 bundle=${MEMCOORD_BUNDLE:-$PWD/.device-bundle}
 # The built package and the shim stay on the machine between calls (while it is warm); logs go to $OUT.
 state=/tmp/memcoord-h200
@@ -84,20 +87,6 @@ part_train() {
   grep -q "^train: .*(fell)" "$out/train-launch.log" || rc=1
   return $rc
 }
-# The driver-call timer (bench/gpu/driver_call_timer.c), built here when a C compiler is present: the benches
-# then report each first step's driver calls for every allocator.
-timer_args=()
-if cc -O2 -shared -fPIC -o "$state/driver_call_timer.so" bench/gpu/driver_call_timer.c -ldl 2> "$out/timer-build.log"; then
-  timer_args=(--driver-timer "$state/driver_call_timer.so")
-fi
-# Every bench process on the GPU's local CPUs (cpu_pinning.py), when sysfs and nvidia-smi name them.
-pin_args=()
-if pinning=$(python3 -c "import sys; sys.path.insert(0, 'examples/pytorch'); import cpu_pinning; print('bench processes on CPUs', cpu_pinning.format_cpus(cpu_pinning.gpu_local_cpus()))" 2>&1); then
-  pin_args=(--cpus auto)
-  echo "$pinning"
-else
-  echo "bench processes not pinned: ${pinning##*$'\n'}"
-fi
 part_bench1() {
   python3 examples/pytorch/bench_allocators.py --workloads gpt2_fp32,gpt2_bf16_varlen,resnet50_amp \
     --repeat 3 "${timer_args[@]}" "${pin_args[@]}" --json "$out/bench1.json" 2>&1 | tee "$out/bench1.log" | sed -n '/== allocators/,$p'
@@ -106,6 +95,7 @@ part_bench2() {
   python3 examples/pytorch/bench_allocators.py --workloads llama_1b,alternating --repeat 3 "${timer_args[@]}" "${pin_args[@]}" \
     --json "$out/bench2.json" 2>&1 | tee "$out/bench2.log" | sed -n '/== allocators/,$p'
 }
+# shellcheck disable=SC2030,SC2031  # each subshell exports its own CUDA_VISIBLE_DEVICES: that is the point
 part_benches() {
   local gpus
   gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU ')
@@ -156,20 +146,40 @@ part_losses() {
     tee "$out/losses.log" | sed -n '/== targets/,$p' | grep -E "losses|bench_allocators"
 }
 
-[ $# -gt 0 ] || { sed -n '2,/^set -uo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 2; }
-# Every part but gtests needs the shim: built once per machine (the `shim` part rebuilds it).
-# A shim built earlier on a machine like this one may be placed in python/memcoord/ instead.
-needs_shim=0
-for part in "$@"; do [ "$part" = gtests ] || needs_shim=1; done
-if [ "$1" != shim ] && [ $needs_shim = 1 ] &&
-  ! ls "$site"/memcoord/_torch_shim*.so python/memcoord/_torch_shim*.so > /dev/null 2>&1; then
-  set -- shim "$@"
-fi
+# Every part named must exist before any runs: a typo found after an hour of parts wastes device time.
 for part in "$@"; do
   if ! declare -F "part_$part" > /dev/null; then
     echo "run_on_h200: unknown part '$part'; accepted: shim checks abort abort_nccl trim train bench1 bench2 benches gtests firststep losses traces variants"
     exit 2
   fi
+done
+# The driver-call timer (bench/gpu/driver_call_timer.c), built here when a C compiler is present: the benches
+# then report each first step's driver calls for every allocator.
+timer_args=()
+if cc -O2 -shared -fPIC -o "$state/driver_call_timer.so" bench/gpu/driver_call_timer.c -ldl 2> "$out/timer-build.log"; then
+  timer_args=(--driver-timer "$state/driver_call_timer.so")
+fi
+# Every bench process on the GPU's local CPUs (cpu_pinning.py), when sysfs and nvidia-smi name them.
+pin_args=()
+if pinning=$(python3 -c "import sys; sys.path.insert(0, 'examples/pytorch'); import cpu_pinning; print('bench processes on CPUs', cpu_pinning.format_cpus(cpu_pinning.gpu_local_cpus()))" 2>&1); then
+  pin_args=(--cpus auto)
+  echo "$pinning"
+else
+  echo "bench processes not pinned: ${pinning##*$'\n'}"
+fi
+# Every part but gtests needs the shim: built once per machine (the `shim` part rebuilds it).
+# A shim built earlier on a machine like this one may be placed in python/memcoord/ instead.
+# compgen -G: true when a pattern matches a file. `ls A B` failed whenever either pattern matched nothing, so
+# the shim was rebuilt (and $site deleted) on every call.
+shim_built() {
+  compgen -G "$site/memcoord/_torch_shim*.so" > /dev/null || compgen -G "python/memcoord/_torch_shim*.so" > /dev/null
+}
+needs_shim=0
+for part in "$@"; do [ "$part" = gtests ] || needs_shim=1; done
+if [ "$1" != shim ] && [ $needs_shim = 1 ] && ! shim_built; then
+  set -- shim "$@"
+fi
+for part in "$@"; do
   echo "==== $part"
   start=$SECONDS
   "part_$part" || failed+=("$part")

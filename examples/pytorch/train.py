@@ -47,12 +47,24 @@ def distributed_environment():
     return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
 
 
+def positive_int(text):
+    """argparse's type for --steps and --log-every: 0 divided by zero (--log-every) and a negative count ran no
+    step and failed on losses[-1] (--steps)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
 def main():
     parser = argparse.ArgumentParser(description="data-parallel training under memcoord")
     parser.add_argument("--workload", default="tiny_gpt2", choices=sorted(workloads.BUILDERS))
-    parser.add_argument("--steps", type=int, default=0, help="default: the workload's own")
+    parser.add_argument("--steps", type=positive_int, default=None, help="default: the workload's own")
     parser.add_argument("--backend", default="auto", choices=["auto", "nccl", "gloo"])
-    parser.add_argument("--log-every", type=int, default=5)
+    parser.add_argument("--log-every", type=positive_int, default=5)
     args = parser.parse_args()
 
     rank, world, local_rank = distributed_environment()

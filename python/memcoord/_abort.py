@@ -6,7 +6,9 @@ How: a daemon thread sits in memcoord_wait_abort() (a C call; ctypes releases th
 abort it (1) prints the message to stderr, (2) aborts the torch.distributed process groups when
 torch.distributed is initialized (NCCL: the communicators are aborted, which frees a rank stuck in a
 collective), bounded to `pg_abort_budget_s`, and (3) calls os._exit(EXIT_ABORTED): the blocked main thread
-cannot run Python, so no exception could reach it in time. A custom `on_abort(info)` may replace steps 2-3.
+cannot run Python, so no exception could reach it in time. A custom `on_abort(facts)` replaces all three: no
+message, no process-group abort, no exit (the handler does what it chooses). The framework callbacks
+(memcoord.integrations) call that handler too when they see the abort first, at a step's end (answer_abort).
 """
 
 import os
@@ -97,35 +99,49 @@ def abort_process_groups(budget_s=1.0):
     return outcome[0]
 
 
-def exit_aborted(facts, pg_abort_budget_s=1.0, stream=None):
+def _bounded(call, wait_s):
+    """Runs `call` on a daemon thread and waits for it at most `wait_s`; never raises. The exit path writes only
+    through this: a main thread blocked writing to a full pipe holds that stream's buffer lock (sys.stdout's or
+    sys.stderr's), and even a raw write to a full stderr pipe blocks, so waiting on either would keep the
+    process from ever reaching os._exit. A write still blocked when the process exits is lost."""
+    def run():
+        try:
+            call()
+        except Exception:
+            pass
+
+    helper = threading.Thread(target=run, name="memcoord-abort-output", daemon=True)
+    helper.start()
+    helper.join(wait_s)
+
+
+def _write_stderr(text, wait_s=0.5):
+    """`text` to file descriptor 2 with os.write, past sys.stderr's buffer and its lock (see _bounded)."""
+    def write():
+        data = text.encode("utf-8", "replace")
+        while data:
+            data = data[os.write(2, data):]
+
+    _bounded(write, wait_s)
+
+
+def exit_aborted(facts, pg_abort_budget_s=1.0):
     """The default response to an abort: message, process-group abort, os._exit(EXIT_ABORTED). Runs once
-    per process (a second caller waits for the first to exit)."""
+    per process (a second caller waits for the first to exit). Each output waits a bounded time (_bounded), so
+    a blocked stdout or stderr delays the exit by at most 1.2 s."""
     with _handled_lock:  # two callers (the watcher and the exception hook) may come at once: one goes on
         first = not _handled.is_set()
         _handled.set()
     if not first:
         time.sleep(60)  # the first caller is exiting the process
         os._exit(_capi.EXIT_ABORTED)
-    stream = stream or sys.stderr
     rank = _own_rank()
-    lines = [
-        f"memcoord: rank {rank}: the job was aborted by the coordinator: {facts.describe()}.",
-    ]
-    try:
-        stream.write(lines[0] + "\n")
-        stream.flush()
-    except Exception:
-        pass
+    _write_stderr(f"memcoord: rank {rank}: the job was aborted by the coordinator: {facts.describe()}.\n")
     pg = abort_process_groups(pg_abort_budget_s)
-    try:
-        stream.write(
-            f"memcoord: rank {rank}: {pg}; exiting with code {_capi.EXIT_ABORTED} (MEMCOORD_EXIT_ABORTED) so the "
-            "launcher can restart the job\n"
-        )
-        stream.flush()
-        sys.stdout.flush()
-    except Exception:
-        pass
+    _write_stderr(f"memcoord: rank {rank}: {pg}; exiting with code {_capi.EXIT_ABORTED} (MEMCOORD_EXIT_ABORTED) so "
+                  "the launcher can restart the job\n")
+    # Best effort: lines the training script printed to a pipe would otherwise be lost at os._exit.
+    _bounded(sys.stdout.flush, 0.2)
     os._exit(_capi.EXIT_ABORTED)
 
 
@@ -141,7 +157,8 @@ class AbortWatcher:
         self._budget = pg_abort_budget_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="memcoord-abort-watcher", daemon=True)
-        self.facts = None
+        self._answer_lock = threading.Lock()
+        self.facts = None  # the abort answered (answer()), else None
 
     def start(self):
         self._thread.start()
@@ -170,6 +187,21 @@ class AbortWatcher:
     def alive(self):
         return self._thread.is_alive()
 
+    def answer(self, facts):
+        """Answers the abort `facts` with the handler set last (the default response when none), once: this
+        thread and a framework callback's step end (answer_abort) may both see the abort. False when it was
+        already answered (the handler is not called again)."""
+        with self._answer_lock:
+            if self.facts is not None:
+                return False
+            self.facts = facts
+            on_abort = self._on_abort  # the handler set last, read once
+        if on_abort is not None:
+            on_abort(facts)
+        else:
+            exit_aborted(facts, self._budget)
+        return True
+
     def _run(self):
         wait = self._lib.function("memcoord_wait_abort")
         while not self._stop.is_set():
@@ -177,21 +209,35 @@ class AbortWatcher:
             if code == _capi.DEADLINE_EXCEEDED:
                 continue
             if code == _capi.ABORTED:
-                self.facts = abort_facts(self._lib) or AbortFacts(-1, self._lib.last_error(), 0)
-                on_abort = self._on_abort  # the handler set last, read once
-                if on_abort is not None:
-                    on_abort(self.facts)
-                else:
-                    exit_aborted(self.facts, self._budget)
+                self.answer(abort_facts(self._lib) or AbortFacts(-1, self._lib.last_error(), 0))
                 return
             # FAILED_PRECONDITION: the worker is shutting down (or was never made): nothing left to watch.
             return
 
 
+def _handler_watcher():
+    """The watcher when it has a handler of the user's (on_abort), else None. A watcher that already answered an
+    abort through that handler has ended its thread, but the abort stays the handler's."""
+    watcher = _watcher  # read once: stop_watcher() may clear it meanwhile
+    if watcher is not None and watcher.on_abort is not None and (watcher.alive or watcher.facts is not None):
+        return watcher
+    return None
+
+
 def _custom_handler_set():
-    """Whether the running watcher has a handler of the user's (on_abort): the exception hook then stays out."""
-    watcher = _watcher
-    return watcher is not None and watcher.alive and watcher.on_abort is not None
+    """Whether the user's on_abort handler answers aborts: the exception hook then stays out."""
+    return _handler_watcher() is not None
+
+
+def answer_abort(facts):
+    """An abort seen outside the watcher (AbortedError at a step's end in memcoord.integrations), answered as
+    the watcher answers it: by the user's on_abort handler when one is set (watch_aborts(on_abort=...); called
+    once, by whichever sees the abort first), which returns; else by exit_aborted, which does not."""
+    watcher = _handler_watcher()
+    if watcher is not None:
+        watcher.answer(facts)
+        return
+    exit_aborted(facts)
 
 
 def _install_excepthook(grace_ms):
@@ -227,19 +273,42 @@ def _install_excepthook(grace_ms):
     sys.excepthook = hook
 
 
+# How long after an abort memcoord's own thread ends the process when nothing in Python has
+# (memcoord_set_abort_exit): the watcher thread needs the interpreter lock, which a main thread blocked in a C
+# call that does not release it may hold for minutes. 1.5 s leaves the watcher its own exit (message, process
+# groups aborted within 1 s) and still ends the process within 2 s of the abort.
+BACKSTOP_MS = 1500
+
+
+def _arm_backstop(default_response):
+    """With the default response the process must end: memcoord ends it BACKSTOP_MS after an abort if Python did
+    not. With the user's own handler, which may keep the process alive, the backstop is off."""
+    lib = _capi.library()
+    if not lib.has("memcoord_set_abort_exit"):  # an older library: the watcher alone
+        return
+    try:
+        lib.call("memcoord_set_abort_exit", _capi.EXIT_ABORTED if default_response else 0, BACKSTOP_MS)
+    except _capi.MemcoordError:
+        pass  # no worker (shut down meanwhile): nothing to end
+
+
 def start_watcher(on_abort=None, poll_ms=500, excepthook_grace_ms=1500, keep_running=False):
     """Starts the process's abort watcher (and the exception hook above, unless `on_abort` is given); returns
     it. When one already runs, it takes `on_abort` and `poll_ms` in place of its own, so that
-    watch_aborts(on_abort=...) after enable() is not silently ignored; keep_running=True (enable()'s) leaves a
-    running one as it is instead."""
+    watch_aborts(on_abort=...) after enable() is not silently ignored; keep_running=True (enable()'s and the
+    framework callbacks') leaves a running one as it is instead, and also one whose thread ended after the
+    user's handler answered an abort: a fresh watcher would answer that abort again with the default
+    response, ending the process the handler chose to keep."""
     global _watcher
     with _watcher_lock:
-        if _watcher is None or not _watcher.alive:
+        kept = _watcher is not None and (_watcher.alive or (keep_running and _handler_watcher() is _watcher))
+        if not kept:
             _watcher = AbortWatcher(on_abort=on_abort, poll_ms=poll_ms).start()
         elif not keep_running:
             _watcher.configure(on_abort=on_abort, poll_ms=poll_ms)
         if _watcher.on_abort is None and excepthook_grace_ms > 0:
             _install_excepthook(excepthook_grace_ms)
+        _arm_backstop(_watcher.on_abort is None)
         return _watcher
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from . import _abort, _capi
 
 _lock = threading.Lock()
-_state = {"enabled": False, "shim": None, "hooks": {}, "patched": []}
+_state = {"enabled": False, "shim": None, "hooks": {}, "patched": [], "watch_aborts": True}
 
 
 def is_enabled():
@@ -380,6 +380,7 @@ def enable(coordinator=None, backend=None, shim=None, watch_aborts=True, patch_m
             _patch_memory_api(torch, _state["hooks"])
         if watch_aborts and lib.has("memcoord_wait_abort"):
             _abort.start_watcher(keep_running=True)  # a watcher (and handler) watch_aborts() started stays
+        _state["watch_aborts"] = bool(watch_aborts)  # the integrations' steps respect a "no" here
         _state["enabled"] = True
         return enabled_details()
 

@@ -110,11 +110,16 @@ case "$case_name" in
     ;;
 
   bad_rank_count)
-    for bad in 0 -3 x 1.5 ""; do
+    # Past 64 bits, bash's own "integer expression expected" leaked out before the launcher's message.
+    for bad in 0 -3 x 1.5 "" 100001 99999999999999999999; do
       run_capture "$launcher" -n "$bad" "$rank_program"
       expect_rc 2
-      expect_line "^memcoord-launch: (-n must be a whole number of ranks >= 1, got '$bad'|missing -n N)"
+      expect_line "^memcoord-launch: (-n must be a whole number of ranks from 1 to 100000, got '$bad'|missing -n N)"
+      expect_no_line 'integer expression expected'
     done
+    run_capture "$launcher" --dry-run -n 08 "$rank_program"  # a leading 0 is decimal, not octal
+    expect_rc 0
+    expect_line '^mpirun -np 8 '
     run_capture "$launcher" "$rank_program"
     expect_rc 2
     expect_line '^memcoord-launch: missing -n N'
@@ -133,6 +138,12 @@ case "$case_name" in
     run_capture "$launcher" -n 2
     expect_rc 2
     expect_line "missing PROGRAM"
+    # A name that is also a shell builtin: `command -v true` answered the builtin's bare name, "not found".
+    run_capture "$launcher" --dry-run -n 2 -- true
+    expect_rc 0
+    expect_line " $(type -P true) \$"
+    run_capture "$launcher" -n 2 -- true
+    expect_rc 0
     ;;
 
   unreachable_coordinator)

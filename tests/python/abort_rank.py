@@ -4,6 +4,8 @@
             socket nobody writes to, as a rank waits inside a gloo collective);
   replaced  as blocked, but after the watcher started (as enable() starts it) watch_aborts(on_abort=...) gives it
             a handler of its own, which prints "custom handler: dead_rank=N" and exits 0;
+  gil       as blocked, but the C call holds the interpreter lock (ctypes.PyDLL), so the watcher thread can never
+            run: memcoord's own backstop (memcoord_set_abort_exit) must end the process;
   stepping  runs memcoord.step(on_abort="raise") steps until an AbortedError, prints it, exits 0;
   finisher  exits normally after 0.3 s;
   stepping_quiet  runs steps for 2 s and prints "no abort" (an AbortedError would end it with a traceback)."""
@@ -17,7 +19,7 @@ import memcoord  # the environment (MEMCOORD_COORDINATOR, MEMCOORD_RANK, ...) co
 
 role = sys.argv[1]
 memcoord.init()
-if role in ("blocked", "replaced"):
+if role in ("blocked", "replaced", "gil"):
     memcoord.watch_aborts(poll_ms=200)
 if role == "replaced":
     def handler(facts):
@@ -33,6 +35,12 @@ elif role in ("blocked", "replaced"):
     a, b = socket.socketpair()
     a.recv(1)  # blocks in C until the watcher ends the process
     print("recv returned: the watcher did not end the process", flush=True)
+    sys.exit(3)
+elif role == "gil":
+    import ctypes
+
+    ctypes.PyDLL(None).sleep(60)  # libc sleep(3), called with the interpreter lock held
+    print("sleep returned: nothing ended the process", flush=True)
     sys.exit(3)
 elif role == "finisher":
     time.sleep(0.3)
@@ -55,5 +63,5 @@ elif role == "stepping":
     print("no abort within 30 s", flush=True)
     sys.exit(4)
 else:
-    sys.exit(f"abort_rank.py: unknown role {role!r}; accepted: victim, blocked, replaced, stepping, finisher, "
-             "stepping_quiet")
+    sys.exit(f"abort_rank.py: unknown role {role!r}; accepted: victim, blocked, replaced, gil, stepping, "
+             "finisher, stepping_quiet")

@@ -82,6 +82,26 @@ class AbortTest(unittest.TestCase):
         self.assertIn("aborted by the coordinator: rank 1 ", err)
         self.assertLess(elapsed, 2.0)
 
+    def test_a_rank_whose_main_thread_holds_the_interpreter_lock_still_ends_within_2_s(self):
+        # The watcher thread cannot run while the main thread holds the GIL in a C call (an audit measured
+        # 7.45 s, the length of that call): memcoord's own thread ends the process (memcoord_set_abort_exit).
+        support.require(self, "memcoord_set_abort_exit")
+        survivor = self.job.start_rank(0, "gil")
+        victim = self.job.start_rank(1, "victim")
+        time.sleep(0.5)
+        victim.kill()
+        killed_at = time.monotonic()
+        try:
+            out, err = survivor.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            survivor.kill()
+            self.fail("rank 0 was still running 10 s after rank 1 died")
+        elapsed = time.monotonic() - killed_at
+        print(f"\nrank 0 (GIL held) ended {elapsed:.3f} s after rank 1 was SIGKILLed; its message: {err.strip()}")
+        self.assertEqual(survivor.returncode, _capi.EXIT_ABORTED, f"stdout={out!r} stderr={err!r}")
+        self.assertIn("dead rank 1", err)
+        self.assertLess(elapsed, 2.0)
+
     def test_a_handler_given_to_a_running_watcher_answers_the_abort(self):
         # watch_aborts(on_abort=...) after the watcher started (enable() starts one) used to be ignored: the
         # default response ran and the rank ended with EXIT_ABORTED instead of in the user's handler.
@@ -190,6 +210,43 @@ class WatcherSettingsTest(unittest.TestCase):
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
         self.assertEqual(done.returncode, _capi.EXIT_ABORTED, done.stderr)
         self.assertEqual(done.stderr.count("the job was aborted by the coordinator"), 1, done.stderr)
+
+    def test_exit_aborted_does_not_wait_for_a_main_thread_blocked_on_output(self):
+        # The main thread writes to a pipe nobody reads: once it is full, the write blocks holding the stream's
+        # buffer lock. exit_aborted wrote through sys.stderr and flushed sys.stdout, so it waited on that lock
+        # forever and the process never exited. With stderr the blocked one, even a raw write to fd 2 blocks.
+        script = textwrap.dedent("""
+            import sys, threading, time
+            from memcoord import _abort
+
+            def abort_soon():
+                time.sleep(0.5)
+                _abort.exit_aborted(_abort.AbortFacts(1, "rank 1 died", 0))
+
+            threading.Thread(target=abort_soon, daemon=True).start()
+            stream = getattr(sys, sys.argv[1])
+            while True:
+                stream.write("x" * 1000 + "\\n")
+        """)
+        env = dict(os.environ)
+        env.pop("PYTHONUNBUFFERED", None)  # unbuffered streams have no buffer lock to hold
+        for stream in ("stdout", "stderr"):
+            with self.subTest(blocked=stream):
+                proc = subprocess.Popen([sys.executable, "-c", script, stream], env=env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE)
+                started = time.monotonic()
+                try:
+                    code = proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    code = None
+                    proc.kill()
+                elapsed = time.monotonic() - started
+                _, err = proc.communicate()
+                self.assertIsNotNone(code, f"the process still ran 15 s after the abort: {stream} blocked it")
+                self.assertEqual(code, _capi.EXIT_ABORTED, err[-2000:])
+                self.assertLess(elapsed, 5.0)
+                if stream == "stdout":
+                    self.assertIn(b"the job was aborted by the coordinator: rank 1 died", err)
 
 
 class LibraryLoggingTest(unittest.TestCase):

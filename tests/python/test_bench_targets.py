@@ -1,15 +1,23 @@
 """The side-by-side bench's own logic, without PyTorch or a GPU (examples/pytorch/bench_allocators.py): how
 fresh-process runs combine into a row (median times, highest memory, native's own loss spread), which
-targets hold, what --deterministic sets in the child and the environment a configuration runs under."""
+targets hold, what --deterministic sets in the child and the environment a configuration runs under. Also
+what the other PyTorch examples and run_on_h200.sh check before they touch a GPU: their options, and the
+ranks' environment."""
 
 import json
 import os
+import re
+import shutil
+import subprocess
 import sys
+import tempfile
+import textwrap
 import types
 import unittest
 import warnings
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pytorch"))
+EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pytorch"))
+sys.path.insert(0, EXAMPLES)
 import bench_allocators as bench  # noqa: E402
 
 GB = 10**9
@@ -393,6 +401,114 @@ class ProgressTest(unittest.TestCase):
         held = {name: ok for name, ok, _ in written["targets"]["w"]}
         self.assertTrue(held["device <= expandable"])
         self.assertEqual(len(written["runs"]), 3)
+
+
+def run_example(script, *args, env=None, **kwargs):
+    return subprocess.run([sys.executable, os.path.join(EXAMPLES, script), *args], capture_output=True, text=True,
+                          timeout=60, env=env, **kwargs)
+
+
+class ExampleOptionsTest(unittest.TestCase):
+    """Bad options end the examples at once (argparse: exit 2, naming the option and what it accepts), before
+    torch is even imported: here, where torch is missing, they used to end with 77 (skipped) or run on."""
+
+    def assert_refused(self, done, *texts):
+        self.assertEqual(done.returncode, 2, done.stdout + done.stderr)
+        for text in texts:
+            self.assertIn(text, done.stderr)
+
+    def test_abort_demo_modes_are_memcoord_and_plain(self):
+        # A typo ('memcord,plain') ran plain twice and reported the memcoord target met.
+        import abort_demo
+
+        self.assert_refused(run_example("abort_demo.py", "--modes", "memcord,plain"),
+                            "unknown mode(s) 'memcord'; accepted: memcoord, plain")
+        self.assert_refused(run_example("abort_demo.py", "--modes", "plain"), "memcoord must be one of the modes")
+        self.assertEqual(abort_demo.modes_list("memcoord, plain,memcoord"), ["memcoord", "plain"])
+
+    def test_cluster_trim_ranks_get_their_local_rank_and_eval_at_leaves_steps_to_trim_at(self):
+        import cluster_trim
+
+        # init() reads the launcher's LOCAL_RANK only when MEMCOORD_RANK is unset: every rank was on GPU 0.
+        env = cluster_trim.rank_environment({"PATH": "/bin"}, 1)
+        self.assertEqual((env["MEMCOORD_RANK"], env["MEMCOORD_LOCAL_RANK"], env["LOCAL_RANK"]), ("1", "1", "1"))
+        self.assert_refused(run_example("cluster_trim.py", "--steps", "5", "--eval-at", "3"),
+                            "--eval-at must be >= 0 and < --steps - 2", "got --eval-at 3 with --steps 5")
+        self.assert_refused(run_example("cluster_trim.py", "--ranks", "0"), "argument --ranks: expected a whole")
+        # The usage line's defaults are argparse's.
+        parser = cluster_trim.make_parser()
+        usage = next(line for line in cluster_trim.__doc__.splitlines() if line.startswith("Usage:"))
+        shown = re.findall(r"\[--([a-z-]+) (\d+)\]", usage)
+        self.assertTrue(shown, usage)
+        for name, value in shown:
+            self.assertEqual(str(parser.get_default(name.replace("-", "_"))), value, f"--{name} in {usage!r}")
+
+    def test_train_steps_and_log_every_must_be_positive(self):
+        # train.py makes memcoord PyTorch's allocator and imports torch at its top: stand-ins for both here.
+        with tempfile.TemporaryDirectory() as fakes:
+            os.makedirs(os.path.join(fakes, "torch"))
+            for name, text in (("torch/__init__.py", ""), ("torch/distributed.py", ""),
+                               ("memcoord.py", "def enable(**options):\n    pass\n")):
+                with open(os.path.join(fakes, name), "w") as f:
+                    f.write(text)
+            env = dict(os.environ, PYTHONPATH=fakes)
+            # --log-every 0 divided by zero; --steps -1 ran no step and failed on losses[-1].
+            self.assert_refused(run_example("train.py", "--log-every", "0", env=env),
+                                "argument --log-every: expected a whole number >= 1, got '0'")
+            self.assert_refused(run_example("train.py", "--steps", "-1", env=env),
+                                "argument --steps: expected a whole number >= 1, got '-1'")
+
+
+class RunOnH200Test(unittest.TestCase):
+    """examples/pytorch/run_on_h200.sh without a GPU: its syntax, its refusals before any part runs, and its
+    test for a shim built earlier (device time is spent on every rebuild)."""
+
+    SCRIPT = os.path.join(EXAMPLES, "run_on_h200.sh")
+
+    def test_syntax_and_shellcheck(self):
+        done = subprocess.run(["bash", "-n", self.SCRIPT], capture_output=True, text=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        if shutil.which("shellcheck"):
+            done = subprocess.run(["shellcheck", self.SCRIPT], capture_output=True, text=True)
+            self.assertEqual(done.returncode, 0, done.stdout)
+
+    def test_shim_built_finds_either_place(self):
+        # `ls A B` failed when either pattern matched nothing, so the shim part (rm -rf of the site, a rebuild)
+        # ran on every call. The script's own function, run in a scratch folder.
+        with open(self.SCRIPT) as f:
+            function = re.search(r"^shim_built\(\) \{\n.*?^\}\n", f.read(), re.S | re.M).group(0)
+        with tempfile.TemporaryDirectory() as tmp:
+            site = os.path.join(tmp, "site")
+            for where, built in ((None, False), ("site", True), ("tree", True)):
+                with self.subTest(shim_in=where):
+                    shutil.rmtree(os.path.join(tmp, "python"), ignore_errors=True)
+                    shutil.rmtree(site, ignore_errors=True)
+                    folder = {"site": os.path.join(site, "memcoord"), "tree": os.path.join(tmp, "python", "memcoord")}
+                    if where:
+                        os.makedirs(folder[where])
+                        open(os.path.join(folder[where], "_torch_shim.cpython-311-x86_64-linux-gnu.so"), "w").close()
+                    done = subprocess.run(["bash", "-c", f"site={site}\n{function}shim_built"], cwd=tmp)
+                    self.assertEqual(done.returncode == 0, built)
+
+    def test_no_part_or_an_unknown_one_runs_nothing(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "out")
+            env = dict(os.environ, OUT=out)
+            # No part: the usage, before anything is built (the driver timer was compiled first).
+            done = subprocess.run(["bash", self.SCRIPT], capture_output=True, text=True, env=env, timeout=60)
+            self.assertEqual(done.returncode, 2)
+            self.assertIn("run_on_h200.sh PART...", done.stdout)
+            self.assertFalse(os.path.exists(out))
+            # A typo among the parts: refused before the first part (and the shim build) runs.
+            os.makedirs(os.path.join(tmp, "bundle", "lib"))
+            open(os.path.join(tmp, "bundle", "lib", "libmemcoord_capi.so"), "w").close()
+            env["MEMCOORD_BUNDLE"] = os.path.join(tmp, "bundle")
+            done = subprocess.run(["bash", self.SCRIPT, "checks", "chekcs"], capture_output=True, text=True, env=env,
+                                  timeout=60)
+            self.assertEqual(done.returncode, 2, done.stdout + done.stderr)
+            self.assertIn("unknown part 'chekcs'; accepted: shim checks", done.stdout)
+            self.assertNotIn("====", done.stdout)
+            self.assertFalse(os.path.exists(os.path.join(out, "timer-build.log")))
 
 
 if __name__ == "__main__":

@@ -1,11 +1,14 @@
 """Training-framework integrations, each imported only when asked for (neither framework is required):
 
-    from memcoord.integrations.huggingface import MemcoordCallback      # transformers.Trainer(callbacks=[...])
+    from memcoord.integrations import huggingface
+    huggingface.add_to(trainer)    # a transformers.Trainer: the callback first, before the report_to reporters
+
     from memcoord.integrations.lightning import MemcoordCallback        # lightning.Trainer(callbacks=[...])
 
 Both give memcoord its safe points (step_begin/step_end around every optimizer step: coordinator trims land
-there, the same step on every rank), end the process naming the dead rank when the job was aborted, and put
-memcoord's memory figures into the framework's logs (log_stats below).
+there, the same step on every rank), start the abort watcher so that an abort of the job ends the process
+naming the dead rank (or calls your watch_aborts(on_abort=...) handler), and put memcoord's memory figures
+into the framework's logs (log_stats below).
 """
 
 from .. import stats as _stats

@@ -1,7 +1,9 @@
-"""The safe-point bookkeeping both integrations share: a step is begun once and ended once, and an abort seen
-at a step's end ends the process as the abort watcher does."""
+"""The safe-point bookkeeping both integrations share: a step is begun once and ended once, the abort watcher
+runs, and an abort seen at a step's end is answered as the watcher answers it."""
 
-from .. import AbortedError, _abort, init, step_begin, step_end
+import sys
+
+from .. import AbortedError, _abort, _capi, init, step_begin, step_end
 
 
 class StepTracker:
@@ -9,11 +11,13 @@ class StepTracker:
 
     def __init__(self):
         self._open = False
+        self._watching = False
 
     def begin(self):
         if self._open:
             return
         init()
+        self._watch()
         self._guard(step_begin)
         self._open = True
 
@@ -23,9 +27,28 @@ class StepTracker:
         self._open = False
         self._guard(step_end)
 
+    def _watch(self):
+        """Starts the abort watcher once, as enable() does: without it an abort while the training thread is
+        blocked in a collective would never end the process, though the integrations promise that it does.
+        keep_running: a watcher already running (enable()'s, or the user's watch_aborts(on_abort=...)) stays as
+        it is, its handler included."""
+        if self._watching:
+            return
+        self._watching = True
+        torch_side = sys.modules.get("memcoord._torch")
+        if torch_side is not None and torch_side.is_enabled() and not torch_side._state["watch_aborts"]:
+            return  # enable(watch_aborts=False): the user handles aborts at step ends
+        if _capi.library().has("memcoord_wait_abort"):  # an older library: aborts are seen at step ends only
+            _abort.start_watcher(keep_running=True)
+
     @staticmethod
     def _guard(call):
         try:
             call()
         except AbortedError as error:
-            _abort.exit_aborted(_abort.AbortFacts(error.dead_rank, error.reason, 0))
+            # As the watcher answers: the user's on_abort handler when one is set (watch_aborts(on_abort=...)),
+            # else exit_aborted (EXIT_ABORTED, naming the dead rank), which does not return.
+            _abort.answer_abort(_abort.AbortFacts(error.dead_rank, error.reason, 0))
+            # The handler returned (or had already answered this abort): the step did not complete and the group
+            # cannot go on, so the framework's loop stops here; the user may catch AbortedError around it.
+            raise
