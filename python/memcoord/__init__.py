@@ -411,8 +411,9 @@ class step(contextlib.ContextDecorator):
 
     Entering calls memcoord_step_begin(); leaving normally calls memcoord_step_end(), where coordinator
     trims and quotas land (the same step on every rank). When the group was aborted, `on_abort="exit"` (the
-    default) ends the process as the abort watcher does (message naming the dead rank, EXIT_ABORTED);
-    `on_abort="raise"` raises AbortedError instead. A step whose body raised does not end (no safe point).
+    default) answers as the abort watcher does: the handler given to watch_aborts(on_abort=...) when there is
+    one (then AbortedError is raised once it returns), else the process ends (message naming the dead rank,
+    EXIT_ABORTED); `on_abort="raise"` raises AbortedError instead. A step whose body raised does not end (no safe point).
 
     Nested steps on one thread (a decorated train_step() called inside `with memcoord.step()`) are one step:
     the outermost owns it, and an inner one begins and ends nothing, so no coordinator command runs in the
@@ -443,7 +444,11 @@ class step(contextlib.ContextDecorator):
         except AbortedError as error:
             if self.on_abort == "raise":
                 raise
-            _abort.exit_aborted(_abort.AbortFacts(error.dead_rank, error.reason, 0))
+            # As the watcher answers: the user's watch_aborts(on_abort=...) handler when one is set (called once,
+            # by whichever sees the abort first), else exit_aborted, which does not return. The step did not
+            # complete and the group cannot go on: the error goes on to the loop.
+            _abort.answer_abort(_abort.AbortFacts(error.dead_rank, error.reason, 0))
+            raise
 
 
 def enable(**options):

@@ -228,6 +228,21 @@ class HuggingFaceCallbackTest(unittest.TestCase):
             watcher = _abort._watcher
             self.assertFalse(watcher is not None and watcher.alive, "enable(watch_aborts=False) was overridden")
 
+    def test_memcoord_step_gives_an_abort_to_the_users_handler(self):
+        support.require(self, "memcoord_wait_abort")
+        answered = []
+        memcoord.watch_aborts(on_abort=answered.append)
+
+        def aborted():
+            raise memcoord.AbortedError("memcoord_step_end", 1, "rank 1 (host h, pid 9) is dead: no heartbeat")
+
+        with unittest.mock.patch.object(memcoord, "step_end", aborted):
+            with self.assertRaises(memcoord.AbortedError):
+                with memcoord.step():
+                    pass
+        self.assertEqual(len(answered), 1)  # the handler, not an exit with 75
+        _abort.stop_watcher()
+
     def test_an_abort_at_a_steps_end_goes_to_the_users_handler(self):
         # An AbortedError at a step's end always exited 75, even with the user's own handler set.
         support.require(self, "memcoord_wait_abort")
