@@ -7,6 +7,7 @@
 // port 0) once it serves. Beyond loopback it needs a token (or --insecure, which warns loudly); which RPC
 // needs which token: coordinator/service/access_policy.h. Bad flags exit 2 naming the flag.
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <string>
@@ -98,7 +99,17 @@ Result<coordinator::CoordinatorOptions> ToOptions(const CoordinatorArgs& args) {
   return options;
 }
 
+// A server holds a descriptor per client: the soft limit (often 1,024) goes up to the hard one, so that many
+// connections on the HTTP side do not leave gRPC unable to accept (it does not resume after EMFILE).
+void RaiseDescriptorLimit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  (void)::setrlimit(RLIMIT_NOFILE, &limit);
+}
+
 int Serve(const CoordinatorArgs& args) {
+  RaiseDescriptorLimit();
   Result<coordinator::CoordinatorOptions> options = ToOptions(args);
   if (!options.ok()) {
     std::fprintf(stderr, "memcoord coordinator: %s\n", options.status().ToString().c_str());

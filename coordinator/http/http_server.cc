@@ -4,13 +4,19 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <charconv>
 #include <condition_variable>
+#include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "coordinator/http/api_json.h"
+#include "coordinator/http/bounded_task_queue.h"
 #include "coordinator/http/dashboard_asset.h"
 #include "coordinator/http/prometheus_text.h"
 
@@ -31,23 +37,49 @@ bool SameToken(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-std::int64_t IntParam(const httplib::Request& req, const char* name, std::int64_t fallback) {
-  if (!req.has_param(name)) return fallback;
-  try {
-    return std::stoll(req.get_param_value(name));
-  } catch (...) {
-    return fallback;
-  }
+// Bytes of a request body read at most (the admin trim's is a few bytes): a longer one is 413 before it is
+// read whole. httplib reads bodies before any handler, the auth check included, and its default is no limit.
+constexpr std::size_t kMaxBodyBytes = 64 * 1024;
+// Connections queued for the pool threads before the accept loop serves them itself (bounded_task_queue.h).
+constexpr std::size_t kMaxPendingConnections = 64;
+
+// `text` as a whole base-10 integer, or nothing ("5x", "", and values past int64 are not).
+std::optional<std::int64_t> WholeInt(std::string_view text) {
+  std::int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
+}
+
+// Text from a request (a path, a parameter) as a message quotes it: at most 120 bytes.
+std::string Quoted(std::string_view text) {
+  return text.size() <= 120 ? std::string(text) : std::string(text.substr(0, 120)) + "...";
 }
 
 void Json(httplib::Response& res, const nlohmann::json& body, int status = 200) {
   res.status = status;
   res.set_header("Cache-Control", "no-store");
-  res.set_content(body.dump(), "application/json");
+  // replace: a string from the request that is not UTF-8 (a path, a parameter quoted in an error) must not
+  // make dump() throw; the error handler runs outside httplib's try/catch, so that ended the process.
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
 void Error(httplib::Response& res, int status, const std::string& message) {
   Json(res, {{"error", message}}, status);
+}
+
+// `name` from the query: `fallback` when absent, false (400 sent) when not a whole integer.
+bool IntParam(const httplib::Request& req, httplib::Response& res, const char* name, std::int64_t fallback,
+              std::int64_t& out) {
+  out = fallback;
+  if (!req.has_param(name)) return true;
+  const std::string value = req.get_param_value(name);
+  if (const auto parsed = WholeInt(value)) {
+    out = *parsed;
+    return true;
+  }
+  Error(res, 400, fmt::format("{} must be a whole number, got '{}'", name, Quoted(value)));
+  return false;
 }
 
 }  // namespace
@@ -83,7 +115,10 @@ class HttpServer::Impl {
   Status start() {
     MEMCOORD_ASSIGN_OR_RETURN(HttpListenAddress address, ParseHttpListen(options_.listen));
     const int threads = std::max(2, options_.threads);
-    server_.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
+    server_.new_task_queue = [threads] {
+      return new BoundedTaskQueue(static_cast<std::size_t>(threads), kMaxPendingConnections);
+    };
+    server_.set_payload_max_length(kMaxBodyBytes);
     server_.set_read_timeout(2, 0);
     server_.set_write_timeout(2, 0);
     server_.set_keep_alive_timeout(1);  // a browser's idle connection must not hold a pool thread long
@@ -157,7 +192,8 @@ class HttpServer::Impl {
       Json(res, ClusterJson(handlers_.snapshot()));
     });
     server_.Get("/api/events", [this](const httplib::Request& req, httplib::Response& res) {
-      Json(res, EventsJson(history_.events(IntParam(req, "since", 0))));
+      std::int64_t since = 0;
+      if (IntParam(req, res, "since", 0, since)) Json(res, EventsJson(history_.events(since)));
     });
     server_.Get("/api/timeline",
                 [this](const httplib::Request& req, httplib::Response& res) { timeline(req, res); });
@@ -169,29 +205,37 @@ class HttpServer::Impl {
     server_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (res.status == 404 && res.body.empty()) {
         Error(res, 404,
-              fmt::format("no such path '{}'; try /, /metrics, /api/cluster, /api/timeline, /api/events",
-                          req.path));
+              fmt::format("no such path '{}' for {}; try GET /, /metrics, /api/cluster, /api/timeline, "
+                          "/api/events, POST /api/trim",
+                          Quoted(req.path), Quoted(req.method)));
+      } else if (res.status == 413) {
+        Error(res, 413, fmt::format("the request body is over {} bytes", kMaxBodyBytes));
       }
     });
   }
 
+  // ?ranks=0,3 (default: every rank in the history), each listed once whatever the query repeats: a rank's
+  // series is large, and a URL naming one rank 4,000 times answered 11 MB.
   void timeline(const httplib::Request& req, httplib::Response& res) {
     std::vector<int> ranks;
     if (req.has_param("ranks")) {
+      std::set<int> listed;
       std::stringstream list(req.get_param_value("ranks"));
       for (std::string item; std::getline(list, item, ',');) {
-        try {
-          ranks.push_back(std::stoi(item));
-        } catch (...) {
+        const auto rank = WholeInt(item);
+        if (!rank || *rank < 0 || *rank > std::numeric_limits<int>::max()) {
           return Error(res, 400,
-                       fmt::format("ranks must be a comma-separated list of integers, got '{}'",
-                                   req.get_param_value("ranks")));
+                       fmt::format("ranks must be a comma-separated list of ranks (0, 1, ...), got '{}'",
+                                   Quoted(req.get_param_value("ranks"))));
         }
+        listed.insert(static_cast<int>(*rank));
       }
+      ranks.assign(listed.begin(), listed.end());
     } else {
       ranks = history_.ranks();
     }
-    Json(res, TimelineJson(history_, ranks, IntParam(req, "since", 0)));
+    std::int64_t since = 0;
+    if (IntParam(req, res, "since", 0, since)) Json(res, TimelineJson(history_, ranks, since));
   }
 
   void trim(const httplib::Request& req, httplib::Response& res) {

@@ -1,7 +1,11 @@
 // The coordinator's HTTP side, live: a real CoordinatorServer with in-process workers, scraped over HTTP.
 // Checks the Prometheus exposition (families, types, labels, escaping, and `promtool check metrics` when
 // promtool is installed), the JSON API, the history's events, and that admin actions need the admin token.
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -14,6 +18,7 @@
 
 #include "cli/watch_view.h"
 #include "common/bytes.h"
+#include "coordinator/http/bounded_task_queue.h"
 #include "coordinator/http/cluster_events.h"
 #include "coordinator/http/http_server.h"
 #include "coordinator/http/prometheus_text.h"
@@ -45,6 +50,30 @@ std::string Get(int port, const std::string& path, int* status = nullptr) {
   auto res = client.Get(path.c_str());
   if (status != nullptr) *status = res ? res->status : -1;
   return res ? res->body : std::string();
+}
+
+// `request` sent as is over a fresh connection (no client-side encoding); the whole answer, "" on failure.
+std::string Raw(int port, const std::string& request) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval timeout{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  std::string answer;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    for (std::size_t sent = 0; sent < request.size();) {
+      const ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) break;
+      sent += static_cast<std::size_t>(n);
+    }
+    char buffer[4096];
+    for (ssize_t n; (n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0;)
+      answer.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return answer;
 }
 
 // Whether `text` has a sample line of `name` whose labels include every `label="value"` given.
@@ -280,6 +309,36 @@ TEST_F(HttpLive, JsonApiTimelineAndDashboardAnswer) {
   EXPECT_NE(missing["error"].get<std::string>().find("/metrics"), std::string::npos);
 }
 
+// Requests no browser sends: each gets a clear 4xx and the coordinator serves on.
+TEST_F(HttpLive, BadRequestsGetClearErrorsAndTheServerServesOn) {
+  // A path that is not UTF-8: its 404 message used to make the JSON dump throw outside httplib's try/catch.
+  std::string answer = Raw(port(), "GET /%ff%fe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(answer.find("HTTP/1.1 404"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("no such path"), std::string::npos) << answer;
+  // A body far past what any endpoint takes is refused before it is read whole (and before the auth check).
+  answer = Raw(port(),
+               "POST /api/trim HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 1073741824\r\n"
+               "Content-Type: application/json\r\n\r\n{");
+  EXPECT_NE(answer.find("HTTP/1.1 413"), std::string::npos) << answer;
+  int status = 0;
+  Get(port(), "/api/timeline?ranks=%ff", &status);
+  EXPECT_EQ(status, 400);
+  const std::string bad_since = Get(port(), "/api/events?since=abc", &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(bad_since.find("since must be a whole number, got 'abc'"), std::string::npos) << bad_since;
+  Get(port(), "/api/timeline?ranks=5x", &status);
+  EXPECT_EQ(status, 400);
+  // One rank named 1,500 times is one rank's series, not 1,500 copies.
+  std::string many = "/api/timeline?ranks=0";
+  for (int i = 0; i < 1499; ++i) many += ",0";
+  const std::string body = Get(port(), many, &status);
+  ASSERT_EQ(status, 200) << body.substr(0, 300);
+  const auto timeline = nlohmann::json::parse(body);
+  EXPECT_EQ(timeline["ranks"].size(), 1u);
+  EXPECT_EQ(Get(port(), "/healthz", &status), "ok\n");
+  EXPECT_TRUE(server_->snapshot().workers.size() == 2);
+}
+
 TEST_F(HttpLive, TrimNeedsTheAdminTokenAndShowsUpAsEventsCountersAndFanout) {
   httplib::Client client("127.0.0.1", port());
   auto refused = client.Post("/api/trim", "{}", "application/json");
@@ -367,6 +426,39 @@ TEST(HttpAdmin, WithoutAnAdminTokenTheHttpSideIsReadOnly) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 403);
   EXPECT_NE(res->body.find("no admin token"), std::string::npos);
+}
+
+// Connections beyond the queue are served by the accept loop itself, which accepts nothing meanwhile: a
+// flood waits in the kernel's backlog instead of taking every descriptor of the process.
+TEST(BoundedTaskQueue, PastTheQueueTheCallerServesTheConnectionItself) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<int> ran{0};
+  BoundedTaskQueue queue(1, 2);
+  const auto blocked = [&] {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return release; });
+    ++ran;
+  };
+  queue.enqueue(blocked);  // the worker takes it and blocks
+  ASSERT_TRUE(WaitFor([&] { return true; }, milliseconds(50)));
+  queue.enqueue(blocked);
+  queue.enqueue(blocked);  // two queued: the queue is full
+  std::thread::id ran_on;
+  queue.enqueue([&] {
+    ran_on = std::this_thread::get_id();
+    ++ran;
+  });
+  EXPECT_EQ(ran_on, std::this_thread::get_id());  // run here, before enqueue returned
+  EXPECT_EQ(queue.ran_on_caller(), 1u);
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  queue.shutdown();  // what was queued still runs
+  EXPECT_EQ(ran.load(), 4);
 }
 
 TEST(HttpServer, ABusyPortIsAClearError) {
