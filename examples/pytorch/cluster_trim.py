@@ -24,6 +24,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 GB = 1e9
+sys.path.insert(0, str(HERE))
+
+from arguments import positive_int  # noqa: E402
 
 
 def rank_main(args):
@@ -107,14 +110,6 @@ def rank_environment(env, rank):
     return dict(env, MEMCOORD_RANK=str(rank), MEMCOORD_LOCAL_RANK=str(rank), LOCAL_RANK=str(rank))
 
 
-def positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
 
 
 def make_parser():

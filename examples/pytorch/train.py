@@ -31,6 +31,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 import workloads  # noqa: E402
+from arguments import positive_int  # noqa: E402
 
 
 def distributed_environment():
@@ -47,16 +48,6 @@ def distributed_environment():
     return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
 
 
-def positive_int(text):
-    """argparse's type for --steps and --log-every: 0 divided by zero (--log-every) and a negative count ran no
-    step and failed on losses[-1] (--steps)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
 
 
 def main():

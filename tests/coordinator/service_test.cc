@@ -127,25 +127,34 @@ TEST(CoordinatorService, WorkersRegisterAndReport) {
   for (auto& w : workers) EXPECT_TRUE(w->attached());
 }
 
-TEST(CoordinatorService, SynchronizedTrimRunsAtTheSameStepOnEveryRank) {
-  auto server = StartServer();
-  ASSERT_TRUE(server);
+// `ranks` attached workers, each training in its own thread on `pools` (8 MiB allocated and freed in each
+// pool per step, rank r stepping every 5 + 3r ms), once every rank is live and the last has made 3 steps.
+struct TrainingCluster {
+  TrainingCluster(int ranks, const std::vector<std::string>& pools) : server(StartServer()) {
+    if (!server) return;
+    for (int r = 0; r < ranks; ++r) {
+      workers.push_back(StartWorker(server->address(), r, ranks, pools));
+      trainers.push_back(std::make_unique<Trainer>(*workers.back(), pools, 8 * kMiB, 5 + 3 * r));
+    }
+    auto client = Client(*server);
+    ready = WaitFor(
+                [&] {
+                  auto v = client.GetCluster();
+                  return v.ok() && LiveCount(*v) == ranks;
+                },
+                milliseconds(3000)) &&
+            WaitFor([&] { return workers.back()->step() >= 3; }, milliseconds(3000));
+  }
+  std::unique_ptr<coordinator::CoordinatorServer> server;
   std::vector<std::unique_ptr<Worker>> workers;
   std::vector<std::unique_ptr<Trainer>> trainers;
-  for (int r = 0; r < 3; ++r) {
-    workers.push_back(StartWorker(server->address(), r, 3, {"default"}));
-    trainers.push_back(
-        std::make_unique<Trainer>(*workers.back(), std::vector<std::string>{"default"}, 8 * kMiB, 5 + 3 * r));
-  }
-  auto client = Client(*server);
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto v = client.GetCluster();
-        return v.ok() && LiveCount(*v) == 3;
-      },
-      milliseconds(3000)));
-  ASSERT_TRUE(WaitFor([&] { return workers[2]->step() >= 3; }, milliseconds(3000)));
-  auto outcome = client.Trim(TrimSpec{});
+  bool ready = false;
+};
+
+TEST(CoordinatorService, SynchronizedTrimRunsAtTheSameStepOnEveryRank) {
+  TrainingCluster cluster(3, {"default"});
+  ASSERT_TRUE(cluster.ready);
+  auto outcome = Client(*cluster.server).Trim(TrimSpec{});
   ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
   EXPECT_TRUE(outcome->complete);
   EXPECT_GT(outcome->step, 0);
@@ -156,9 +165,9 @@ TEST(CoordinatorService, SynchronizedTrimRunsAtTheSameStepOnEveryRank) {
     EXPECT_GE(a.released_bytes, 8 * kMiB) << "rank " << a.rank;
   }
   EXPECT_GE(outcome->released_bytes, 24 * kMiB);
-  trainers.clear();
+  cluster.trainers.clear();
   // The workers' own record agrees: the trim ran at the end of step S.
-  for (auto& w : workers) {
+  for (auto& w : cluster.workers) {
     auto applied = w->applied_commands();
     ASSERT_EQ(applied.size(), 1u);
     EXPECT_EQ(applied[0].requested_step, outcome->step);
@@ -169,30 +178,15 @@ TEST(CoordinatorService, SynchronizedTrimRunsAtTheSameStepOnEveryRank) {
 // A synchronized trim of one pool waits for its step among the worker's pending commands, and still trims
 // that pool only (the wait used to move the command onto itself, which emptied its pool name).
 TEST(CoordinatorService, SynchronizedTrimOfOnePoolLeavesTheOthers) {
-  auto server = StartServer();
-  ASSERT_TRUE(server);
-  std::vector<std::unique_ptr<Worker>> workers;
-  std::vector<std::unique_ptr<Trainer>> trainers;
-  const std::vector<std::string> pools = {"default", "kv"};
-  for (int r = 0; r < 2; ++r) {
-    workers.push_back(StartWorker(server->address(), r, 2, pools));
-    trainers.push_back(std::make_unique<Trainer>(*workers.back(), pools, 8 * kMiB, 5 + 3 * r));
-  }
-  auto client = Client(*server);
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto v = client.GetCluster();
-        return v.ok() && LiveCount(*v) == 2;
-      },
-      milliseconds(3000)));
-  ASSERT_TRUE(WaitFor([&] { return workers[1]->step() >= 3; }, milliseconds(3000)));
+  TrainingCluster cluster(2, {"default", "kv"});
+  ASSERT_TRUE(cluster.ready);
   TrimSpec spec;
   spec.pool = "kv";
-  auto outcome = client.Trim(spec);
+  auto outcome = Client(*cluster.server).Trim(spec);
   ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
   EXPECT_TRUE(outcome->complete);
-  trainers.clear();
-  for (auto& w : workers) {
+  cluster.trainers.clear();
+  for (auto& w : cluster.workers) {
     auto applied = w->applied_commands();
     ASSERT_EQ(applied.size(), 1u);
     EXPECT_EQ(applied[0].step, outcome->step);

@@ -65,8 +65,8 @@ class AbortTest(unittest.TestCase):
         self.job = Job()
         self.addCleanup(self.job.close)
 
-    def test_watcher_ends_a_rank_blocked_in_c_within_2_s(self):
-        survivor = self.job.start_rank(0, "blocked")
+    def kill_rank_1_and_wait(self, survivor):
+        """SIGKILLs rank 1 once both ranks report, and waits for rank 0: (stdout, stderr, seconds it took)."""
         victim = self.job.start_rank(1, "victim")
         time.sleep(0.5)  # both registered and reporting
         victim.kill()
@@ -76,7 +76,11 @@ class AbortTest(unittest.TestCase):
         except subprocess.TimeoutExpired:
             survivor.kill()
             self.fail("rank 0 was still running 10 s after rank 1 died")
-        elapsed = time.monotonic() - killed_at
+        return out, err, time.monotonic() - killed_at
+
+    def test_watcher_ends_a_rank_blocked_in_c_within_2_s(self):
+        survivor = self.job.start_rank(0, "blocked")
+        out, err, elapsed = self.kill_rank_1_and_wait(survivor)
         print(f"\nrank 0 ended {elapsed:.3f} s after rank 1 was SIGKILLed; its message: {err.strip()}")
         self.assertEqual(survivor.returncode, _capi.EXIT_ABORTED, f"stdout={out!r} stderr={err!r}")
         self.assertIn("aborted by the coordinator: rank 1 ", err)
@@ -87,16 +91,7 @@ class AbortTest(unittest.TestCase):
         # 7.45 s, the length of that call): memcoord's own thread ends the process (memcoord_set_abort_exit).
         support.require(self, "memcoord_set_abort_exit")
         survivor = self.job.start_rank(0, "gil")
-        victim = self.job.start_rank(1, "victim")
-        time.sleep(0.5)
-        victim.kill()
-        killed_at = time.monotonic()
-        try:
-            out, err = survivor.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            survivor.kill()
-            self.fail("rank 0 was still running 10 s after rank 1 died")
-        elapsed = time.monotonic() - killed_at
+        out, err, elapsed = self.kill_rank_1_and_wait(survivor)
         print(f"\nrank 0 (GIL held) ended {elapsed:.3f} s after rank 1 was SIGKILLed; its message: {err.strip()}")
         self.assertEqual(survivor.returncode, _capi.EXIT_ABORTED, f"stdout={out!r} stderr={err!r}")
         self.assertIn("dead rank 1", err)
@@ -106,14 +101,7 @@ class AbortTest(unittest.TestCase):
         # watch_aborts(on_abort=...) after the watcher started (enable() starts one) used to be ignored: the
         # default response ran and the rank ended with EXIT_ABORTED instead of in the user's handler.
         survivor = self.job.start_rank(0, "replaced")
-        victim = self.job.start_rank(1, "victim")
-        time.sleep(0.5)
-        victim.kill()
-        try:
-            out, err = survivor.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            survivor.kill()
-            self.fail("rank 0 was still running 10 s after rank 1 died")
+        out, err, _ = self.kill_rank_1_and_wait(survivor)
         self.assertEqual(survivor.returncode, 0, f"stdout={out!r} stderr={err!r}")
         self.assertIn("custom handler: dead_rank=1", out)
         self.assertNotIn("the job was aborted by the coordinator", err)  # the default response's message
