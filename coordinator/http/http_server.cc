@@ -4,6 +4,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <cctype>
 #include <charconv>
 #include <condition_variable>
 #include <limits>
@@ -66,6 +67,14 @@ void Json(httplib::Response& res, const nlohmann::json& body, int status = 200) 
 
 void Error(httplib::Response& res, int status, const std::string& message) {
   Json(res, {{"error", message}}, status);
+}
+
+httplib::Server::Handler MethodNotAllowed(const char* allowed) {
+  return [allowed](const httplib::Request& req, httplib::Response& res) {
+    res.set_header("Allow", allowed);
+    Error(res, 405,
+          fmt::format("{} is not accepted on {}; use {}", Quoted(req.method), Quoted(req.path), allowed));
+  };
 }
 
 // `name` from the query: `fallback` when absent, false (400 sent) when not a whole integer.
@@ -172,9 +181,13 @@ class HttpServer::Impl {
   bool is_admin(const httplib::Request& req) const {
     if (options_.admin_token.empty()) return false;
     const std::string header = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
-    return header.compare(0, prefix.size(), prefix) == 0 &&
-           SameToken(header.substr(prefix.size()), options_.admin_token);
+    // The scheme's name is case-insensitive (RFC 9110 11.1); the token is compared exactly.
+    constexpr std::string_view kScheme = "bearer ";
+    if (header.size() < kScheme.size()) return false;
+    for (std::size_t i = 0; i < kScheme.size(); ++i) {
+      if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return false;
+    }
+    return SameToken(header.substr(kScheme.size()), options_.admin_token);
   }
 
   void routes() {
@@ -202,6 +215,16 @@ class HttpServer::Impl {
     });
     server_.Post("/api/trim",
                  [this](const httplib::Request& req, httplib::Response& res) { trim(req, res); });
+    // The paths served, with their one method: another method on one of them is 405, not 404.
+    for (const char* path :
+         {"/", "/metrics", "/healthz", "/api/cluster", "/api/events", "/api/timeline", "/api/session"}) {
+      server_.Post(path, MethodNotAllowed("GET"));
+      server_.Put(path, MethodNotAllowed("GET"));
+      server_.Delete(path, MethodNotAllowed("GET"));
+    }
+    server_.Get("/api/trim", MethodNotAllowed("POST"));
+    server_.Put("/api/trim", MethodNotAllowed("POST"));
+    server_.Delete("/api/trim", MethodNotAllowed("POST"));
     server_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (res.status == 404 && res.body.empty()) {
         Error(res, 404,

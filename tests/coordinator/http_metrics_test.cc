@@ -335,6 +335,13 @@ TEST_F(HttpLive, BadRequestsGetClearErrorsAndTheServerServesOn) {
   ASSERT_EQ(status, 200) << body.substr(0, 300);
   const auto timeline = nlohmann::json::parse(body);
   EXPECT_EQ(timeline["ranks"].size(), 1u);
+  // A path served with another method is 405 naming the method to use.
+  answer = Raw(port(), "DELETE /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(answer.find("HTTP/1.1 405"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("Allow: GET"), std::string::npos) << answer;
+  answer = Raw(port(), "GET /api/trim HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(answer.find("HTTP/1.1 405"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("use POST"), std::string::npos) << answer;
   EXPECT_EQ(Get(port(), "/healthz", &status), "ok\n");
   EXPECT_TRUE(server_->snapshot().workers.size() == 2);
 }
@@ -356,6 +363,10 @@ TEST_F(HttpLive, TrimNeedsTheAdminTokenAndShowsUpAsEventsCountersAndFanout) {
               milliseconds(5000)));
   httplib::Headers admin = {{"Authorization", "Bearer admin-secret"}};
   EXPECT_EQ(nlohmann::json::parse(client.Get("/api/session", admin)->body)["admin"], true);
+  httplib::Headers lower = {{"Authorization", "bearer admin-secret"}};  // the scheme's case does not matter
+  EXPECT_EQ(nlohmann::json::parse(client.Get("/api/session", lower)->body)["admin"], true);
+  httplib::Headers other_case = {{"Authorization", "Bearer ADMIN-SECRET"}};  // the token's does
+  EXPECT_EQ(nlohmann::json::parse(client.Get("/api/session", other_case)->body)["admin"], false);
   auto bad = client.Post("/api/trim", admin, "[1]", "application/json");
   EXPECT_EQ(bad->status, 400);
   auto trimmed = client.Post("/api/trim", admin, "{}", "application/json");
@@ -434,15 +445,16 @@ TEST(BoundedTaskQueue, PastTheQueueTheCallerServesTheConnectionItself) {
   std::mutex mu;
   std::condition_variable cv;
   bool release = false;
-  std::atomic<int> ran{0};
+  std::atomic<int> ran{0}, started{0};
   BoundedTaskQueue queue(1, 2);
   const auto blocked = [&] {
+    ++started;
     std::unique_lock lock(mu);
     cv.wait(lock, [&] { return release; });
     ++ran;
   };
   queue.enqueue(blocked);  // the worker takes it and blocks
-  ASSERT_TRUE(WaitFor([&] { return true; }, milliseconds(50)));
+  ASSERT_TRUE(WaitFor([&] { return started.load() == 1; }, milliseconds(5000)));
   queue.enqueue(blocked);
   queue.enqueue(blocked);  // two queued: the queue is full
   std::thread::id ran_on;
