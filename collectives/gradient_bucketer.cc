@@ -9,8 +9,12 @@
 namespace memcoord {
 namespace {
 
-std::size_t AlignUp(std::size_t value, std::size_t alignment) {
-  return (value + alignment - 1) / alignment * alignment;
+// `value` rounded up to `alignment` (a power of two), or false when that passes SIZE_MAX.
+bool AlignUp(std::size_t value, std::size_t alignment, std::size_t& out) {
+  std::size_t bumped = 0;
+  if (__builtin_add_overflow(value, alignment - 1, &bumped)) return false;
+  out = bumped / alignment * alignment;
+  return true;
 }
 
 // FNV-1a over 64-bit words: a fingerprint of the layout inputs, equal on ranks that plan the same buckets.
@@ -52,27 +56,39 @@ Result<std::unique_ptr<GradientBucketer>> GradientBucketer::Create(Communicator&
   self->slots_.resize(parameters.size());
   // Plan: walk parameters backwards (backward order), closing a bucket when the next parameter would take
   // it past its cap or has another type.
+  // Every size is checked: a count near SIZE_MAX wrapped to a bucket of a few bytes that gradient(p) wrote
+  // past.
+  const auto too_large = [](std::size_t p) {
+    return InvalidArgument(
+        fmt::format("GradientBucketer: parameter {}'s gradients do not fit in memory (their bytes, or the "
+                    "bucket holding them, pass SIZE_MAX)",
+                    p));
+  };
   std::size_t used = 0;
   for (std::size_t i = parameters.size(); i-- > 0;) {
     const ParameterSpec& spec = parameters[i];
-    const std::size_t bytes = spec.count * SizeOf(spec.type);
+    std::size_t bytes = 0;
+    if (__builtin_mul_overflow(spec.count, SizeOf(spec.type), &bytes)) return too_large(i);
+    std::size_t aligned = 0;
+    if (!AlignUp(used, align, aligned)) return too_large(i);
     bool open_new = self->buckets_.empty();
     if (!open_new) {
       const BucketInfo& current = self->buckets_.back();
       const std::size_t current_cap =
           self->buckets_.size() == 1 ? options.first_bucket_cap_bytes : options.bucket_cap_bytes;
-      open_new = current.type != spec.type || (used > 0 && AlignUp(used, align) + bytes > current_cap);
+      open_new =
+          current.type != spec.type || (used > 0 && (aligned > current_cap || bytes > current_cap - aligned));
     }
     if (open_new) {
       self->buckets_.push_back(BucketInfo{0, spec.type, {}});
       used = 0;
+      aligned = 0;
     }
     BucketInfo& bucket = self->buckets_.back();
-    const std::size_t offset = AlignUp(used, align);
-    self->slots_[i] = Slot{self->buckets_.size() - 1, offset, false};
+    self->slots_[i] = Slot{self->buckets_.size() - 1, aligned, false};
     bucket.parameters.push_back(i);
-    used = offset + bytes;
-    bucket.bytes = AlignUp(used, align);
+    if (__builtin_add_overflow(aligned, bytes, &used) || !AlignUp(used, align, bucket.bytes))
+      return too_large(i);
   }
 
   MEMCOORD_RETURN_IF_ERROR(self->CheckLayoutAcrossRanks(parameters));
@@ -233,10 +249,17 @@ Status GradientBucketer::finish() {
       }
     }
     ResetStep();
-    return FailedPrecondition(fmt::format(
-        "finish: {} parameter(s) were never marked ready this step (first in backward order: parameter {}); "
-        "their buckets were not reduced",
+    // This rank issued fewer collectives than its peers: every later bucket would pair with another bucket of
+    // theirs and average the wrong gradients, with no error anywhere. The communicator is aborted (the peers'
+    // next collectives fail too) and this bucketer stays failed: the job must restart.
+    failed_ = FailedPrecondition(fmt::format(
+        "finish: {} parameter(s) were never marked ready this step (first in backward order: parameter {}), "
+        "so "
+        "their buckets were never reduced and this rank's collectives no longer match its peers'; the "
+        "communicator was aborted: restart the job",
         missing, first));
+    comm_.abort(failed_.message());
+    return failed_;
   }
   ResetStep();
   return Status::Ok();

@@ -88,7 +88,9 @@ class GradientBucketer {
 
   // Waits for every bucket; the gradients then hold the average over ranks, and the next step may begin.
   // Errors: FAILED_PRECONDITION naming parameters never marked ready (buckets already started are still
-  // waited for); the communicator's DEADLINE_EXCEEDED / ABORTED / backend errors.
+  // waited for); then this rank's collectives no longer pair with its peers', so the communicator is aborted
+  // and every later call fails (not recoverable: restart the job). The communicator's DEADLINE_EXCEEDED /
+  // ABORTED / backend errors.
   Status finish();
 
  private:

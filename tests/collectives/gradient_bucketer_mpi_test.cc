@@ -168,7 +168,19 @@ TEST_F(GradientBucketerTest, BadUseIsNamed) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(GradientBucketer::Create(*comm_, *memory_, {{4, static_cast<DataType>(9)}}).status().code(),
             StatusCode::kInvalidArgument);
-  auto created = GradientBucketer::Create(*comm_, *memory_, model, SmallBuckets());
+  // Sizes past SIZE_MAX wrapped to buckets of a few bytes that gradient(p) then wrote past.
+  for (std::size_t count : {std::size_t{1} << 62 | 4, SIZE_MAX}) {
+    Result<std::unique_ptr<GradientBucketer>> huge =
+        GradientBucketer::Create(*comm_, *memory_, {{4, DataType::kFloat32}, {count, DataType::kFloat32}});
+    ASSERT_EQ(huge.status().code(), StatusCode::kInvalidArgument) << count;
+    EXPECT_NE(huge.status().message().find("parameter 1's gradients do not fit"), std::string::npos)
+        << huge.status().message();
+  }
+  // A rank that leaves a parameter unready issues fewer collectives than its peers: the rest would pair
+  // with the wrong buckets. Here on a communicator of its own, which finish() aborts.
+  auto sub = comm_->split(0, comm_->rank());
+  ASSERT_TRUE(sub.ok());
+  auto created = GradientBucketer::Create(**sub, *memory_, model, SmallBuckets());
   ASSERT_TRUE(created.ok());
   GradientBucketer& bucketer = **created;
   EXPECT_EQ(bucketer.gradient(model.size()).status().code(), StatusCode::kInvalidArgument);
@@ -187,11 +199,11 @@ TEST_F(GradientBucketerTest, BadUseIsNamed) {
   EXPECT_NE(finished.message().find("1 parameter(s) were never marked ready"), std::string::npos)
       << finished.message();
   EXPECT_NE(finished.message().find("parameter 3"), std::string::npos) << finished.message();
-  // The communicator stayed in step: a full step now works.
-  for (std::size_t p = 0; p < model.size(); ++p) {
-    ASSERT_TRUE(bucketer.mark_ready(p).ok());
-  }
-  EXPECT_TRUE(bucketer.finish().ok());
+  EXPECT_NE(finished.message().find("the communicator was aborted"), std::string::npos) << finished.message();
+  EXPECT_EQ((*sub)->abort_status().code(), StatusCode::kAborted);
+  // No later step runs on collectives out of step with the peers'.
+  EXPECT_EQ(bucketer.mark_ready(0).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(bucketer.finish().code(), StatusCode::kFailedPrecondition);
 }
 
 TEST_F(GradientBucketerTest, AbortedCommunicatorFailsTheStep) {
