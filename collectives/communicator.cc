@@ -27,6 +27,23 @@ std::string SignatureValue(int field, long long value) {
   }
 }
 
+// The bytes of `count` elements of `type`, times `ranks` (allgather's recv, reduce_scatter's send), or
+// INVALID_ARGUMENT when that passes what a buffer can span (PTRDIFF_MAX): it used to wrap, and the overlap
+// checks then compared the wrong spans.
+Result<std::size_t> SpanBytes(const std::string& what, std::size_t count, DataType type, int ranks) {
+  std::size_t bytes = 0;
+  if (__builtin_mul_overflow(count, SizeOf(type), &bytes) ||
+      __builtin_mul_overflow(bytes, static_cast<std::size_t>(ranks), &bytes) ||
+      bytes > static_cast<std::size_t>(PTRDIFF_MAX)) {
+    return InvalidArgument(what +
+                           ": the buffers would span more bytes than memory can (count times element "
+                           "size" +
+                           (ranks > 1 ? std::string(" times ranks") : std::string()) +
+                           " passes PTRDIFF_MAX)");
+  }
+  return bytes;
+}
+
 bool Overlap(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
   const auto x = reinterpret_cast<std::uintptr_t>(a);
   const auto y = reinterpret_cast<std::uintptr_t>(b);
@@ -166,7 +183,7 @@ Result<std::unique_ptr<PendingCollective>> Communicator::StartAllreduce(const vo
   if (count > 0 && (send == nullptr || recv == nullptr)) {
     return InvalidArgument(what + ": " + (send == nullptr ? "send" : "recv") + " buffer is null");
   }
-  const std::size_t bytes = count * SizeOf(type);
+  MEMCOORD_ASSIGN_OR_RETURN(const std::size_t bytes, SpanBytes(what, count, type, 1));
   if (send != recv && Overlap(send, bytes, recv, bytes)) {
     return InvalidArgument(what + ": send and recv overlap without being the same buffer (in place)");
   }
@@ -179,6 +196,7 @@ Status Communicator::broadcast(void* buffer, std::size_t count, DataType type, i
   if (!IsValid(type)) return InvalidArgument(fmt::format("broadcast: unknown data type {}", int(type)));
   const std::string what = Describe("broadcast", count, type);
   if (count > 0 && buffer == nullptr) return InvalidArgument(what + ": buffer is null");
+  MEMCOORD_RETURN_IF_ERROR(SpanBytes(what, count, type, 1).status());
   if (root < 0 || root >= size_) {
     return InvalidArgument(
         fmt::format("{}: root {} is not a rank of this {}-rank communicator", what, root, size_));
@@ -194,6 +212,7 @@ Status Communicator::allgather(const void* send, void* recv, std::size_t count, 
   if (count > 0 && (send == nullptr || recv == nullptr)) {
     return InvalidArgument(what + ": " + (send == nullptr ? "send" : "recv") + " buffer is null");
   }
+  MEMCOORD_RETURN_IF_ERROR(SpanBytes(what, count, type, size_).status());
   const std::size_t bytes = count * SizeOf(type);
   const auto* in_place = static_cast<const char*>(recv) + static_cast<std::size_t>(rank_) * bytes;
   if (count > 0 && send != in_place && Overlap(send, bytes, recv, bytes * static_cast<std::size_t>(size_))) {
@@ -212,6 +231,7 @@ Status Communicator::reduce_scatter(const void* send, void* recv, std::size_t co
   if (count > 0 && (send == nullptr || recv == nullptr)) {
     return InvalidArgument(what + ": " + (send == nullptr ? "send" : "recv") + " buffer is null");
   }
+  MEMCOORD_RETURN_IF_ERROR(SpanBytes(what, count, type, size_).status());
   const std::size_t bytes = count * SizeOf(type);
   if (Overlap(send, bytes * static_cast<std::size_t>(size_), recv, bytes)) {
     return InvalidArgument(what + ": send and recv overlap (reduce_scatter is not in place)");

@@ -7,7 +7,10 @@
 // reduce_scatter: send holds size()*count). In place: allreduce with send == recv; allgather with
 // send == recv + rank()*count. Zero counts are legal (the call still synchronizes with the group).
 //
-// Timeouts instead of hangs. Every call finishes within options().timeout of its start: a peer that died or
+// Timeouts instead of hangs. Each wait of a call is bounded by options().timeout: with verify_arguments, the
+// argument check and the collective wait up to it each (on NCCL, each one's enqueue and its completion), so
+// a call ends within 2 x timeout of its start on MPI and 4 x on NCCL (1 x and 2 x without the check); split()
+// on MPI is the exception (MPI_Comm_split blocks, see MpiCommunicator). A peer that died or
 // stopped calling turns into DEADLINE_EXCEEDED naming the operation, its size and the peer count, and the
 // communicator is aborted (nothing more can run on it: its state is unknown once a collective is half
 // done). The buffers of the collective that failed may still be written by the backend later (an MPI request
@@ -15,13 +18,13 @@
 // for exiting without a hanging finalize.
 //
 // Bad input returns INVALID_ARGUMENT and changes nothing: null buffers with count > 0, an unknown type or op,
-// a root out of range, overlapping buffers where not allowed. With options().verify_arguments each call
-// first compares operation, count, type, op and root across ranks (one small extra collective) and returns
-// INVALID_ARGUMENT naming what differs; without it a mismatch shows as a backend error or a timeout.
-// That check waits on the host for every rank (and, on NCCL, for all work queued on the stream), so a caller
-// that issues a fixed sequence of collectives checks the sequence once with check_agreement and launches with
-// start_allreduce_checked_once: GradientBucketer checks its bucket layout at creation, the way PyTorch DDP
-// checks model shapes once, and its bucket launches never wait on the host.
+// a root out of range, overlapping buffers where not allowed, counts whose bytes pass PTRDIFF_MAX. With
+// options().verify_arguments each call first compares operation, count, type, op and root across ranks (one
+// small extra collective) and returns INVALID_ARGUMENT naming what differs; without it a mismatch shows as a
+// backend error or a timeout. That check waits on the host for every rank (and, on NCCL, for all work queued
+// on the stream), so a caller that issues a fixed sequence of collectives checks the sequence once with
+// check_agreement and launches with start_allreduce_checked_once: GradientBucketer checks its bucket layout
+// at creation, the way PyTorch DDP checks model shapes once, and its bucket launches never wait on the host.
 //
 // Thread safety: a communicator is used by one thread at a time (collectives are ordered); aborted(),
 // abort_status() and abort() may be called from any thread, and abort() wakes a thread blocked in a call.

@@ -152,6 +152,18 @@ MpiCommunicator::~MpiCommunicator() {
   if (!finalized && !aborted() && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
+// MPI aborts the whole job on any call after MPI_Finalize (MPI_Finalized alone stays legal): a communicator
+// that outlives its MpiEnvironment must say so instead.
+Status MpiCommunicator::CheckNotFinalized(std::string_view what) const {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized == 0) return Status::Ok();
+  return FailedPrecondition(fmt::format(
+      "{}: MPI was finalized (the MpiEnvironment ended) before this communicator's collectives; destroy "
+      "communicators first",
+      what));
+}
+
 Status MpiCommunicator::StartFailed(const std::string& what, int code) {
   abort(what + " could not start");
   return Unavailable(
@@ -162,6 +174,7 @@ Status MpiCommunicator::StartFailed(const std::string& what, int code) {
 Result<std::unique_ptr<PendingCollective>> MpiCommunicator::do_start_allreduce(const void* send, void* recv,
                                                                                std::size_t count,
                                                                                DataType type, ReduceOp op) {
+  MEMCOORD_RETURN_IF_ERROR(CheckNotFinalized("allreduce"));
   auto pending = std::make_unique<MpiPendingCollective>(*this, Describe("allreduce", count, type, &op));
   const std::size_t element = SizeOf(type);
   std::size_t offset = 0;
@@ -184,6 +197,7 @@ Result<std::unique_ptr<PendingCollective>> MpiCommunicator::do_start_allreduce(c
 }
 
 Status MpiCommunicator::do_broadcast(void* buffer, std::size_t count, DataType type, int root) {
+  MEMCOORD_RETURN_IF_ERROR(CheckNotFinalized("broadcast"));
   MpiPendingCollective pending(*this,
                                fmt::format("{} from root {}", Describe("broadcast", count, type), root));
   const std::size_t element = SizeOf(type);
@@ -201,6 +215,7 @@ Status MpiCommunicator::do_broadcast(void* buffer, std::size_t count, DataType t
 }
 
 Status MpiCommunicator::do_allgather(const void* send, void* recv, std::size_t count, DataType type) {
+  MEMCOORD_RETURN_IF_ERROR(CheckNotFinalized("allgather"));
   MpiPendingCollective pending(*this, Describe("allgather", count, type));
   if (count > static_cast<std::size_t>(INT_MAX)) {
     return InvalidArgument(pending.description() +
@@ -219,6 +234,7 @@ Status MpiCommunicator::do_allgather(const void* send, void* recv, std::size_t c
 
 Status MpiCommunicator::do_reduce_scatter(const void* send, void* recv, std::size_t count, DataType type,
                                           ReduceOp op) {
+  MEMCOORD_RETURN_IF_ERROR(CheckNotFinalized("reduce_scatter"));
   MpiPendingCollective pending(*this, Describe("reduce_scatter", count, type, &op));
   if (count > static_cast<std::size_t>(INT_MAX)) {
     return InvalidArgument(pending.description() +
@@ -237,6 +253,7 @@ Status MpiCommunicator::do_reduce_scatter(const void* send, void* recv, std::siz
 }
 
 Status MpiCommunicator::do_barrier() {
+  MEMCOORD_RETURN_IF_ERROR(CheckNotFinalized("barrier"));
   MpiPendingCollective pending(*this, "barrier");
   MPI_Request request = MPI_REQUEST_NULL;
   const int rc = MPI_Ibarrier(comm_, &request);
@@ -246,6 +263,7 @@ Status MpiCommunicator::do_barrier() {
 }
 
 Status MpiCommunicator::do_max_allreduce_words(long long* words, int count, std::string_view what) {
+  MEMCOORD_RETURN_IF_ERROR(CheckNotFinalized(what));
   // A heap copy, leaked when the call fails: an abandoned MPI request cannot be cancelled and may still write
   // its words when a late peer arrives, long after the caller's frame is gone.
   auto owned = std::make_unique<long long[]>(static_cast<std::size_t>(count));
@@ -271,8 +289,13 @@ Result<std::unique_ptr<Communicator>> MpiCommunicator::do_split(int color, int k
   std::vector<int> all(2 * static_cast<std::size_t>(size()));
   MEMCOORD_RETURN_IF_ERROR(allgather(mine, all.data(), 2, DataType::kInt32).WithContext("split: "));
   MPI_Comm split = MPI_COMM_NULL;
+  // Blocking, and not bounded by options().timeout: a peer that dies between the exchange above and its own
+  // MPI_Comm_split leaves this call waiting (MPI has no nonblocking split); abort() cannot wake it.
   const int rc = MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &split);
   if (rc != MPI_SUCCESS) return StartFailed(fmt::format("split(color {}, key {})", color, key), rc);
+  // An abort while it ran: no child of an aborted communicator (the aborted child is not freed, as an
+  // aborted communicator never is).
+  MEMCOORD_RETURN_IF_ERROR(abort_status());
   if (split == MPI_COMM_NULL) return std::unique_ptr<Communicator>();
   MPI_Comm_set_errhandler(split, MPI_ERRORS_RETURN);
   int new_rank = 0;

@@ -49,6 +49,7 @@ class MpiCommunicator final : public Communicator {
   Status do_max_allreduce_words(long long* words, int count, std::string_view what) override;
 
   // Error from starting a request: aborts the communicator (its collectives may now be out of step).
+  Status CheckNotFinalized(std::string_view what) const;
   Status StartFailed(const std::string& what, int code);
 
   MPI_Comm comm_;

@@ -98,8 +98,9 @@ Status PollUntilReady(ncclComm_t* comm, std::mutex* mu, const AbortState* abort,
   }
 }
 
-// Device or managed memory only: a host pointer handed to NCCL would fault the whole context.
-Status CheckDevicePointer(const void* pointer, std::string_view role, std::string_view what) {
+// Device or managed memory only, and device memory of this communicator's GPU: a host pointer, or another
+// GPU's memory, handed to NCCL would fault the whole context.
+Status CheckDevicePointer(const void* pointer, int device, std::string_view role, std::string_view what) {
   if (pointer == nullptr) return Status::Ok();
   cudaPointerAttributes attributes{};
   const cudaError_t e = cudaPointerGetAttributes(&attributes, pointer);
@@ -111,6 +112,10 @@ Status CheckDevicePointer(const void* pointer, std::string_view role, std::strin
   if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged) {
     return InvalidArgument(
         fmt::format("{}: {} buffer is host memory; the NCCL communicator needs device buffers", what, role));
+  }
+  if (attributes.type == cudaMemoryTypeDevice && attributes.device != device) {
+    return InvalidArgument(fmt::format("{}: {} buffer is memory of GPU {}; this communicator runs on GPU {}",
+                                       what, role, attributes.device, device));
   }
   return Status::Ok();
 }
@@ -396,8 +401,8 @@ Result<std::unique_ptr<PendingCollective>> NcclCommunicator::do_start_allreduce(
                                                                                 std::size_t count,
                                                                                 DataType type, ReduceOp op) {
   std::string what = Describe("allreduce", count, type, &op);
-  MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(send, "send", what));
-  MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(recv, "recv", what));
+  MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(send, device_, "send", what));
+  MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(recv, device_, "recv", what));
   const int ranks = size();
   return Launch(std::move(what), [=](ncclComm_t comm, cudaStream_t stream) {
     return ncclAllReduce(send, recv, count, NcclType(type), NcclOpFor(op, ranks), comm, stream);
@@ -406,7 +411,7 @@ Result<std::unique_ptr<PendingCollective>> NcclCommunicator::do_start_allreduce(
 
 Status NcclCommunicator::do_broadcast(void* buffer, std::size_t count, DataType type, int root) {
   std::string what = fmt::format("{} from root {}", Describe("broadcast", count, type), root);
-  MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(buffer, "the", what));
+  MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(buffer, device_, "the", what));
   return Run(std::move(what), [=](ncclComm_t comm, cudaStream_t stream) {
     return ncclBroadcast(buffer, buffer, count, NcclType(type), root, comm, stream);
   });
@@ -414,8 +419,8 @@ Status NcclCommunicator::do_broadcast(void* buffer, std::size_t count, DataType 
 
 Status NcclCommunicator::do_allgather(const void* send, void* recv, std::size_t count, DataType type) {
   std::string what = Describe("allgather", count, type);
-  MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(send, "send", what));
-  MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(recv, "recv", what));
+  MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(send, device_, "send", what));
+  MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(recv, device_, "recv", what));
   return Run(std::move(what), [=](ncclComm_t comm, cudaStream_t stream) {
     return ncclAllGather(send, recv, count, NcclType(type), comm, stream);
   });
@@ -424,8 +429,8 @@ Status NcclCommunicator::do_allgather(const void* send, void* recv, std::size_t 
 Status NcclCommunicator::do_reduce_scatter(const void* send, void* recv, std::size_t count, DataType type,
                                            ReduceOp op) {
   std::string what = Describe("reduce_scatter", count, type, &op);
-  MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(send, "send", what));
-  MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(recv, "recv", what));
+  MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(send, device_, "send", what));
+  MEMCOORD_RETURN_IF_ERROR(CheckDevicePointer(recv, device_, "recv", what));
   const int ranks = size();
   return Run(std::move(what), [=](ncclComm_t comm, cudaStream_t stream) {
     return ncclReduceScatter(send, recv, count, NcclType(type), NcclOpFor(op, ranks), comm, stream);

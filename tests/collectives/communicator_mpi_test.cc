@@ -226,6 +226,17 @@ TEST(MpiCommunicator, BadInputIsRejectedLocally) {
   s = comm->allreduce(v.data(), v.data() + 1, 4, DataType::kFloat32, ReduceOp::kSum);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("overlap"), std::string::npos) << s.message();
+  // Counts whose bytes pass what memory can span (they wrapped, and the overlap checks compared wrong spans).
+  std::vector<float> w(8);
+  for (std::size_t count : {SIZE_MAX, SIZE_MAX / 4 + 1, std::size_t{1} << 62}) {
+    s = comm->allreduce(v.data(), w.data(), count, DataType::kFloat32, ReduceOp::kSum);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << count;
+    EXPECT_NE(s.message().find("passes PTRDIFF_MAX"), std::string::npos) << s.message();
+  }
+  s = comm->allgather(v.data(), w.data(), SIZE_MAX / 8, DataType::kFloat32);  // times the ranks: too large
+  EXPECT_EQ(s.code(), comm->size() > 1 ? StatusCode::kInvalidArgument : s.code()) << s.message();
+  s = comm->broadcast(v.data(), SIZE_MAX, DataType::kFloat64, 0);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
   // Nothing was sent: the communicator still works.
   EXPECT_TRUE(comm->barrier().ok());
 }
