@@ -27,9 +27,9 @@ struct Block {
   std::uint32_t segment = 0;    // index of the segment holding the block
   // kFree: the owner stream's marker number that covers the block's last use (StreamMarks::stamp when it
   // was freed; the highest of merged blocks'); 0: never used since it was mapped.
-  std::uint32_t free_stamp = 0;
-  std::uint16_t bin = 0;    // free-index bin while kFree
-  std::uint8_t stream = 0;  // owner stream's pool index
+  std::uint64_t free_stamp = 0;  // a StreamMarks MarkerNumber
+  std::uint16_t bin = 0;         // free-index bin while kFree
+  std::uint8_t stream = 0;       // owner stream's pool index
   std::uint8_t tag = 0;
   BlockState state = BlockState::kFree;
 

@@ -40,21 +40,20 @@ void StreamMarks::record(std::uint8_t stream, std::chrono::steady_clock::time_po
   ++recorded_total_;
 }
 
-std::deque<std::pair<std::uint32_t, MarkerId>>::iterator StreamMarks::covering(PerStream& s,
-                                                                               std::uint32_t stamp) {
+std::deque<std::pair<MarkerNumber, MarkerId>>::iterator StreamMarks::covering(PerStream& s,
+                                                                              MarkerNumber stamp) {
   return std::lower_bound(s.markers.begin(), s.markers.end(), stamp,
-                          [](const auto& m, std::uint32_t value) { return m.first < value; });
+                          [](const auto& m, MarkerNumber value) { return m.first < value; });
 }
 
-void StreamMarks::forget_through(PerStream& s,
-                                 std::deque<std::pair<std::uint32_t, MarkerId>>::iterator last) {
+void StreamMarks::forget_through(PerStream& s, std::deque<std::pair<MarkerNumber, MarkerId>>::iterator last) {
   s.reached_through = last->first;
   const auto end = std::next(last);
   for (auto it = s.markers.begin(); it != end; ++it) backend_.release_marker(it->second);
   s.markers.erase(s.markers.begin(), end);
 }
 
-bool StreamMarks::reached(std::uint8_t stream, std::uint32_t stamp) {
+bool StreamMarks::reached(std::uint8_t stream, MarkerNumber stamp) {
   if (stamp == 0) return true;
   if (stream >= streams_.size()) return false;
   PerStream& s = streams_[stream];
@@ -65,17 +64,17 @@ bool StreamMarks::reached(std::uint8_t stream, std::uint32_t stamp) {
   return true;
 }
 
-bool StreamMarks::covered_before_newest(std::uint8_t stream, std::uint32_t stamp) const {
+bool StreamMarks::covered_before_newest(std::uint8_t stream, MarkerNumber stamp) const {
   if (stream >= streams_.size()) return false;
   const PerStream& s = streams_[stream];
   // Outstanding markers are numbered in increasing order: one below the newest number covers `stamp`
   // exactly when the oldest outstanding one numbered at least `stamp` is not the newest.
   const auto it = std::lower_bound(s.markers.begin(), s.markers.end(), stamp,
-                                   [](const auto& m, std::uint32_t value) { return m.first < value; });
+                                   [](const auto& m, MarkerNumber value) { return m.first < value; });
   return it != s.markers.end() && it->first < s.recorded;
 }
 
-Result<bool> StreamMarks::wait(std::uint8_t stream, std::uint32_t stamp) {
+Result<bool> StreamMarks::wait(std::uint8_t stream, MarkerNumber stamp) {
   // No marker query first: callers ask reached() just before, and a reached marker returns at once anyway.
   if (stamp == 0) return true;
   if (stream >= streams_.size()) return false;

@@ -18,8 +18,8 @@
 // GPT-2 step queues ~180 ms of work) left the last blocks of a step uncovered, and the pool grew instead of
 // packing (alternating GPT-2 and ResNet-50 on the H200: 0.5 GB over expandable_segments; `memcoord replay
 // --gpu-lag 1000` of its trace reproduces it, and packs with 1024). Lookups are binary searches.
-// Numbers are 32-bit: wrapping needs 4 billion misses on one stream (at ~40 us of driver time each, 45 hours
-// of nothing but misses); a wrapped stamp would read as not covered, i.e. waited for, never reused early.
+// Numbers are 64-bit: they never wrap (32-bit ones did after 2^32 markers on a stream, about 50 days of large
+// frees at one marker a millisecond, and a wrapped stamp then read as reached: busy memory as idle).
 // Not thread-safe: the owning pool's mutex guards every call. Backends without markers make every stamp
 // other than 0 "not covered", and callers fall back to stream_idle/synchronize.
 #pragma once
@@ -35,6 +35,9 @@
 
 namespace memcoord::detail {
 
+// A marker's number on its stream (1, 2, ...), and a freed block's stamp (0: never used).
+using MarkerNumber = std::uint64_t;
+
 class StreamMarks {
  public:
   static constexpr std::size_t kMaxOutstanding = 1024;
@@ -46,7 +49,7 @@ class StreamMarks {
   StreamMarks& operator=(const StreamMarks&) = delete;
 
   // The stamp of a block freed now on `stream`.
-  std::uint32_t stamp(std::uint8_t stream) const {
+  MarkerNumber stamp(std::uint8_t stream) const {
     return stream < streams_.size() ? streams_[stream].recorded + 1 : 1;
   }
   // Records a marker on `stream` (after forgetting the reached ones at the front).
@@ -66,35 +69,42 @@ class StreamMarks {
   }
   // Whether the work before a block stamped `stamp` on `stream` has completed, as far as markers tell
   // (false when no marker covers it yet). At most one marker query; never blocks.
-  bool reached(std::uint8_t stream, std::uint32_t stamp);
+  bool reached(std::uint8_t stream, MarkerNumber stamp);
   // Whether an outstanding marker other than the stream's newest covers `stamp`: waiting for it leaves the
   // work queued after it running (waiting for the newest drains the queue). No marker query.
-  bool covered_before_newest(std::uint8_t stream, std::uint32_t stamp) const;
+  bool covered_before_newest(std::uint8_t stream, MarkerNumber stamp) const;
   // Blocks until a marker covering `stamp` is reached: true. False when no recorded marker covers it (the
   // caller synchronizes the stream instead). A failed wait is returned as its error.
-  Result<bool> wait(std::uint8_t stream, std::uint32_t stamp);
+  Result<bool> wait(std::uint8_t stream, MarkerNumber stamp);
 
   // For tests and stats: markers outstanding on `stream`, and the highest number known reached.
   std::size_t outstanding(std::uint8_t stream) const {
     return stream < streams_.size() ? streams_[stream].markers.size() : 0;
   }
   std::uint64_t recorded_total() const { return recorded_total_; }  // markers recorded on every stream
-  std::uint32_t reached_through(std::uint8_t stream) const {
+  MarkerNumber reached_through(std::uint8_t stream) const {
     return stream < streams_.size() ? streams_[stream].reached_through : 0;
+  }
+  // For tests: `stream` continues as if markers 1..`number` had been recorded and reached (a long run,
+  // without recording billions of markers). REQUIRES: none outstanding on it.
+  void skip_numbers_for_test(std::uint8_t stream, MarkerNumber number) {
+    if (stream >= streams_.size()) streams_.resize(stream + 1);
+    streams_[stream].recorded = number;
+    streams_[stream].reached_through = number;
   }
 
  private:
   struct PerStream {
-    std::uint32_t recorded = 0;                              // number of the newest marker recorded
-    std::uint32_t reached_through = 0;                       // every marker up to this number is reached
-    std::chrono::steady_clock::time_point recorded_at{};     // when the newest was recorded (or skipped)
-    bool uncovered = false;                                  // see uncovered()
-    std::deque<std::pair<std::uint32_t, MarkerId>> markers;  // outstanding: (number, marker), increasing
+    MarkerNumber recorded = 0;                              // number of the newest marker recorded
+    MarkerNumber reached_through = 0;                       // every marker up to this number is reached
+    std::chrono::steady_clock::time_point recorded_at{};    // when the newest was recorded (or skipped)
+    bool uncovered = false;                                 // see uncovered()
+    std::deque<std::pair<MarkerNumber, MarkerId>> markers;  // outstanding: (number, marker), increasing
   };
   // The first outstanding marker numbered at least `stamp`, or markers.end().
-  static std::deque<std::pair<std::uint32_t, MarkerId>>::iterator covering(PerStream& s, std::uint32_t stamp);
+  static std::deque<std::pair<MarkerNumber, MarkerId>>::iterator covering(PerStream& s, MarkerNumber stamp);
   // Marks every marker up to and including `last` reached and gives them back.
-  void forget_through(PerStream& s, std::deque<std::pair<std::uint32_t, MarkerId>>::iterator last);
+  void forget_through(PerStream& s, std::deque<std::pair<MarkerNumber, MarkerId>>::iterator last);
 
   DeviceBackend& backend_;
   const std::vector<StreamId>& stream_ids_;

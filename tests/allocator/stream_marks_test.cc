@@ -31,14 +31,14 @@ TEST_F(StreamMarksTest, StampZeroIsNeverUsedMemoryAndIsIdleWithoutAQuery) {
 TEST_F(StreamMarksTest, AStampIsCoveredByTheFirstMarkerRecordedAfterIt) {
   StreamMarks marks(backend_, stream_ids_);
   backend_.busy.insert(kStream);
-  const std::uint32_t before_any = marks.stamp(1);
+  const detail::MarkerNumber before_any = marks.stamp(1);
   EXPECT_EQ(before_any, 1u);
   EXPECT_FALSE(marks.reached(1, before_any));  // nothing recorded: not covered
   auto none = marks.wait(1, before_any);
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(*none);  // the caller synchronizes the stream instead
   marks.record(1);      // marker 1
-  const std::uint32_t after_first = marks.stamp(1);
+  const detail::MarkerNumber after_first = marks.stamp(1);
   marks.record(1);  // marker 2
   EXPECT_FALSE(marks.reached(1, before_any));
   auto waited = marks.wait(1, before_any);
@@ -57,16 +57,32 @@ TEST_F(StreamMarksTest, AStampIsCoveredByTheFirstMarkerRecordedAfterIt) {
   EXPECT_EQ(backend_.released_markers, 2u);
 }
 
+// Past 2^32 markers on a stream (about 50 days of large frees at one a millisecond), numbers go on: with
+// 32-bit ones the next stamp wrapped to 0 or 1, below what was reached, and busy memory read as idle.
+TEST_F(StreamMarksTest, NumbersPast32BitsKeepBusyMemoryBusy) {
+  StreamMarks marks(backend_, stream_ids_);
+  backend_.busy.insert(kStream);
+  marks.skip_numbers_for_test(1, (MarkerNumber{1} << 32) - 2);
+  for (int i = 0; i < 3; ++i) marks.record(1);  // numbers 2^32 - 1, 2^32, 2^32 + 1
+  const MarkerNumber freed = marks.stamp(1);
+  EXPECT_EQ(freed, (MarkerNumber{1} << 32) + 2);
+  EXPECT_FALSE(marks.reached(1, freed));  // not covered yet: the GPU still uses it
+  marks.record(1);
+  EXPECT_FALSE(marks.reached(1, freed));  // covered, but the stream is busy
+  backend_.pass_markers(kStream);
+  EXPECT_TRUE(marks.reached(1, freed));
+}
+
 // Packing at the high-water mark waits only for a marker older than the stream's newest: waiting for the
 // newest would drain the queue. No marker is queried to tell.
 TEST_F(StreamMarksTest, CoveredBeforeNewestIsAnOlderOutstandingMarkerAndQueriesNothing) {
   StreamMarks marks(backend_, stream_ids_);
   backend_.busy.insert(kStream);
-  const std::uint32_t freed_first = marks.stamp(1);
+  const detail::MarkerNumber freed_first = marks.stamp(1);
   EXPECT_FALSE(marks.covered_before_newest(1, freed_first));  // nothing recorded
   marks.record(1);                                            // marker 1: the newest covers it
   EXPECT_FALSE(marks.covered_before_newest(1, freed_first));
-  const std::uint32_t freed_second = marks.stamp(1);
+  const detail::MarkerNumber freed_second = marks.stamp(1);
   marks.record(1);  // marker 2
   const std::size_t queries = backend_.queries;
   EXPECT_TRUE(marks.covered_before_newest(1, freed_first));    // marker 1, older than 2
@@ -103,7 +119,7 @@ TEST_F(StreamMarksTest, AtMostKMaxOutstandingPerStreamAndReachedOnesAreForgotten
   EXPECT_EQ(marks.outstanding(1), StreamMarks::kMaxOutstanding);
   EXPECT_EQ(backend_.recorded_markers(), StreamMarks::kMaxOutstanding);
   // A block freed now has no covering marker until the GPU frees a place.
-  const std::uint32_t late = marks.stamp(1);
+  const detail::MarkerNumber late = marks.stamp(1);
   EXPECT_FALSE(*marks.wait(1, late));
   backend_.pass_markers(kStream);
   marks.record(1);
@@ -118,7 +134,7 @@ TEST_F(StreamMarksTest, AtMostKMaxOutstandingPerStreamAndReachedOnesAreForgotten
 TEST_F(StreamMarksTest, HundredsOfOutstandingMarkersAreKeptAndTheCoveringOneIsWaitedFor) {
   StreamMarks marks(backend_, stream_ids_);
   backend_.busy.insert(kStream);
-  std::uint32_t stamp_before_400 = 0;
+  detail::MarkerNumber stamp_before_400 = 0;
   for (std::uint32_t i = 1; i <= 500; ++i) {
     if (i == 400) stamp_before_400 = marks.stamp(1);
     marks.record(1);
