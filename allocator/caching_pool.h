@@ -1,6 +1,7 @@
 // CachingPool: a stream-aware caching allocator over one DeviceBackend, the class users hold. Blocks are
-// carved from memory the backend provides and kept for reuse when freed, so a cache hit never calls the
-// backend (the driver) and never synchronizes anything.
+// carved from memory the backend provides and kept for reuse when freed, so a cache hit never maps memory
+// and never blocks the host. It may queue device-side work: a wait on another stream's queued work (a block
+// last used there), or a marker (an event) a large free owed; allocate_cached() makes neither.
 //
 // Composition. The pool is a stack of MemoryResources, the way RMM composes memory resources; each layer is
 // its own class, file and test, and the hot path pays only for the layers attached. The fixed layers know
@@ -82,11 +83,15 @@ class CachingPool {
   // Marks a live block as used on `stream` too: when freed, it is reused only after that stream's work.
   Status record_stream(void* ptr, StreamId stream);
 
-  // Releases cached (free) memory until reserved <= target_bytes or nothing free remains. Never touches a
-  // live block; synchronizes only the streams that last used the memory it releases.
+  // Releases cached (free) memory until reserved <= target_bytes or no whole free unit remains (memory goes
+  // back in whole units). Never touches a live block; first synchronizes the streams that own free memory in
+  // the arenas it trims (the host waits for their queued work).
   TrimResult trim(std::uint64_t target_bytes = 0);
   // A quota on reserved bytes (0 removes it). Trims cache to fit; FAILED_PRECONDITION when live blocks alone
-  // exceed it (the limit is then unchanged).
+  // exceed it (the limit is then unchanged). A limit above the live bytes but below what trimming leaves
+  // reserved (free memory inside units that live blocks keep mapped: memory is unmapped in whole units) is
+  // taken: misses that need new memory are then refused until frees bring the pool under it, as a
+  // coordinator's shrinking quota wants.
   Status set_limit(std::uint64_t limit_bytes);
   void set_oom_hook(OomHook hook);
   // Every allocation and free is written to `recorder` (nullptr stops). The recorder must outlive its use.

@@ -1,6 +1,7 @@
 // CorePool: the caching core of a CachingPool, and the bottom of its MemoryResource stack. Carves blocks from
-// memory its DeviceBackend provides and keeps freed blocks for reuse, so a cache hit never calls the
-// backend (the driver) and never synchronizes anything. No limit, statistics of callers, tags, tracing or
+// memory its DeviceBackend provides and keeps freed blocks for reuse, so a cache hit never maps memory and
+// never blocks the host (it may queue a device-side wait for another stream, or an owed marker). No limit,
+// statistics of callers, tags, tracing or
 // OOM hook here: those are adaptors (LimitAdaptor under it, the others above it).
 //
 // How memory grows. On a mapping backend each of two arenas (small blocks <= small_block_limit, large blocks
@@ -16,9 +17,10 @@
 // segments, as PyTorch's native allocator does.
 //
 // Out of memory. Before a miss fails, a last-resort pass synchronizes the streams that hold cache and
-// releases every whole free chunk (every whole free segment) of both arenas, then tries once more: an
-// allocation fails only once the cache is gone. Any growth failure (the backend's or a budget's) is then
-// RESOURCE_EXHAUSTED carrying the cause's message (CachingPool adds the pool's context).
+// releases every whole free unit (chunk, segment) of both arenas, then tries once more: an allocation fails
+// only once no whole free unit is left (free memory inside a unit a live block keeps stays mapped). Any
+// growth failure (the backend's or a budget's) is then RESOURCE_EXHAUSTED carrying the cause's message
+// (CachingPool adds the pool's context).
 //
 // Streams. A block freed on stream A is reused on A at once. Reuse on another stream B makes B wait on the
 // device for A's queued work (an event), never the host. Blocks used on extra streams (record_stream) are

@@ -57,7 +57,9 @@ class FreeIndex {
     bytes_ -= b->size;
   }
 
-  // Smallest-fitting block of at least `size` bytes found as described above, or nullptr.
+  // Smallest-fitting block of at least `size` bytes found as described above, or nullptr. The scan of the
+  // request's own bin is bounded (O(1)): a fitting block past its first entries may be missed there, and the
+  // next bin up with blocks answers instead (or nothing, and the pool grows).
   Block* find(std::size_t size) const {
     std::size_t bin = bin_of(size);
     if (heads_[bin] != nullptr) {

@@ -139,6 +139,29 @@ TEST_P(PoolTest, LimitBelowLiveUseIsRefusedAndLeavesTheLimit) {
   ASSERT_TRUE(pool_.deallocate(a).ok());
 }
 
+// Memory goes back in whole units (chunks, segments): free blocks inside a unit a live block keeps stay
+// reserved. A limit below what stays (above what is live) is taken, and misses are refused until frees bring
+// the pool under it (caching_pool.h).
+TEST_P(PoolTest, ALimitBelowWhatStaysReservedRefusesMissesUntilFreesBringThePoolUnder) {
+  std::vector<void*> blocks;
+  for (int i = 0; i < 64; ++i) blocks.push_back(*pool_.allocate(512 * 1024));  // 4 to a 2 MiB unit
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    if (i % 4 != 3) {
+      ASSERT_TRUE(pool_.deallocate(blocks[i]).ok());  // one live block left in every unit
+    }
+  }
+  ASSERT_GE(pool_.stats().reserved_bytes, 32 * kMiB);
+  ASSERT_TRUE(pool_.set_limit(24 * kMiB).ok());  // above the 8 MiB live, below what stays reserved
+  EXPECT_GT(pool_.stats().reserved_bytes, 24 * kMiB);
+  Result<void*> refused = pool_.allocate(4 * kMiB);  // needs new memory
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  for (std::size_t i = 3; i < blocks.size(); i += 4) ASSERT_TRUE(pool_.deallocate(blocks[i]).ok());
+  Result<void*> fits = pool_.allocate(4 * kMiB);
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  EXPECT_LE(pool_.stats().reserved_bytes, 24 * kMiB);
+  ASSERT_TRUE(pool_.deallocate(*fits).ok());
+}
+
 TEST_P(PoolTest, LimitTrimsTheCacheToFit) {
   std::vector<void*> blocks;
   for (int i = 0; i < 8; ++i) blocks.push_back(*pool_.allocate(32 * kMiB));
