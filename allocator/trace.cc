@@ -9,6 +9,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "common/message_text.h"
+
 namespace memcoord {
 namespace {
 
@@ -81,12 +83,6 @@ std::vector<std::string_view> Split(std::string_view s, char sep, bool skip_empt
 
 // Turns address-level events into slot events, checking that frees name live addresses, and numbers the
 // threads densely.
-// A field as an error quotes it: at most 80 bytes of it (a trace line may be megabytes long).
-std::string Shown(std::string_view field) {
-  return field.size() <= 80 ? std::string(field)
-                            : fmt::format("{}... ({} bytes)", field.substr(0, 80), field.size());
-}
-
 class SlotBuilder {
  public:
   explicit SlotBuilder(Trace& trace) : trace_(trace) {}
@@ -97,8 +93,8 @@ class SlotBuilder {
     auto it = threads_.find(std::string(name));
     if (it == threads_.end()) {
       if (threads_.size() == kMaxTraceThreads) {
-        return InvalidArgument(fmt::format("thread '{}' is past the {} threads a trace may name", Shown(name),
-                                           kMaxTraceThreads));
+        return InvalidArgument(fmt::format("thread '{}' is past the {} threads a trace may name",
+                                           ShortForMessage(name), kMaxTraceThreads));
       }
       it = threads_.emplace(std::string(name), static_cast<std::uint16_t>(threads_.size())).first;
       trace_.threads = static_cast<std::uint32_t>(threads_.size());
@@ -177,16 +173,17 @@ Result<Trace> ParseMemcoord(const std::string& text, const std::string& name) {
     }
     const std::vector<std::string_view> f = Split(line, ' ', true);
     if ((f.size() != 4 && f.size() != 5) || f[0].size() != 1) {
-      return LineError(name, line_number, fmt::format("cannot read '{}'", Shown(line)));
+      return LineError(name, line_number, fmt::format("cannot read '{}'", ShortForMessage(line)));
     }
     std::uint64_t thread = 0;
     if (f.size() == 5 && (!f[4].starts_with('t') || !ParseDec(f[4].substr(1), &thread))) {
       return LineError(name, line_number,
-                       fmt::format("bad thread '{}' (a thread is t0, t1, ...)", Shown(f[4])));
+                       fmt::format("bad thread '{}' (a thread is t0, t1, ...)", ShortForMessage(f[4])));
     }
     std::uint64_t address = 0, bytes = 0, stream = 0;
     if (!ParseHex(f[1], &address) || !ParseDec(f[2], &bytes) || !ParseDec(f[3], &stream)) {
-      return LineError(name, line_number, fmt::format("bad address, size or stream in '{}'", Shown(line)));
+      return LineError(name, line_number,
+                       fmt::format("bad address, size or stream in '{}'", ShortForMessage(line)));
     }
     // By number: "t01" and "t1" name one thread.
     Status s = slots.thread(fmt::format("t{}", thread));
@@ -202,7 +199,7 @@ Result<Trace> ParseMemcoord(const std::string& text, const std::string& name) {
       case 'S':
         break;
       default:
-        return LineError(name, line_number, fmt::format("unknown event code '{}'", Shown(f[0])));
+        return LineError(name, line_number, fmt::format("unknown event code '{}'", ShortForMessage(f[0])));
     }
     if (!s.ok()) return LineError(name, line_number, s.message());
   }
@@ -247,12 +244,12 @@ Result<Trace> ParseRmmCsv(const std::string& text, const std::string& name) {
     std::uint64_t address = 0, bytes = 0, stream = 0;
     if (!ParseHex(Trim(f[static_cast<std::size_t>(pointer_col)]), &address) ||
         !ParseDec(Trim(f[static_cast<std::size_t>(size_col)]), &bytes)) {
-      return LineError(name, line_number, fmt::format("bad pointer or size in '{}'", Shown(line)));
+      return LineError(name, line_number, fmt::format("bad pointer or size in '{}'", ShortForMessage(line)));
     }
     if (stream_col >= 0) {
       const std::string_view st = Trim(f[static_cast<std::size_t>(stream_col)]);
       if (!ParseHex(st, &stream) && !ParseDec(st, &stream)) {
-        return LineError(name, line_number, fmt::format("bad stream '{}'", Shown(st)));
+        return LineError(name, line_number, fmt::format("bad stream '{}'", ShortForMessage(st)));
       }
     }
     Status s = slots.thread(thread_col >= 0 ? Trim(f[static_cast<std::size_t>(thread_col)]) : "0");
@@ -264,7 +261,7 @@ Result<Trace> ParseRmmCsv(const std::string& text, const std::string& name) {
     } else if (action == "allocate failure") {
       continue;
     } else {
-      return LineError(name, line_number, fmt::format("unknown action '{}'", Shown(action)));
+      return LineError(name, line_number, fmt::format("unknown action '{}'", ShortForMessage(action)));
     }
     if (!s.ok()) return LineError(name, line_number, s.message());
   }

@@ -10,13 +10,8 @@ namespace memcoord {
 namespace {
 
 bool IsPort(std::string_view port) {
-  if (port.empty() || port.size() > 5) return false;
-  if (!std::all_of(port.begin(), port.end(), [](unsigned char c) { return std::isdigit(c) != 0; })) {
-    return false;
-  }
-  int value = 0;
-  for (char c : port) value = value * 10 + (c - '0');
-  return value >= 1 && value <= 65535;
+  const std::optional<int> value = PortNumber(port);
+  return value && *value >= 1;
 }
 
 // A host name or IPv4 literal: letters, digits, '-', '.', '_'.
@@ -35,6 +30,17 @@ bool IsBracketedV6(std::string_view host) {
 }
 
 }  // namespace
+
+std::optional<int> PortNumber(std::string_view text) {
+  if (text.empty() || text.size() > 5) return std::nullopt;
+  int value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + (c - '0');
+  }
+  if (value > 65535) return std::nullopt;
+  return value;
+}
 
 Status CheckCoordinatorAddress(std::string_view address, std::string_view source) {
   constexpr std::array<std::string_view, 5> kSchemes = {"dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:"};

@@ -4,6 +4,7 @@
 // accepted forms, so a typo fails at init instead of leaving the rank quietly unattached.
 #pragma once
 
+#include <optional>
 #include <string_view>
 
 #include "common/status.h"
@@ -11,5 +12,9 @@
 namespace memcoord {
 
 Status CheckCoordinatorAddress(std::string_view address, std::string_view source);
+
+// `text` as a TCP port number 0..65535 (decimal digits only), or nothing. Listeners accept 0 (any free
+// port); an address to connect to needs 1 or more.
+std::optional<int> PortNumber(std::string_view text);
 
 }  // namespace memcoord

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <thread>
 
+#include "common/coordinator_address.h"
+#include "common/message_text.h"
 #include "coordinator/http/api_json.h"
 #include "coordinator/http/bounded_task_queue.h"
 #include "coordinator/http/dashboard_asset.h"
@@ -52,11 +54,6 @@ std::optional<std::int64_t> WholeInt(std::string_view text) {
   return value;
 }
 
-// Text from a request (a path, a parameter) as a message quotes it: at most 120 bytes.
-std::string Quoted(std::string_view text) {
-  return text.size() <= 120 ? std::string(text) : std::string(text.substr(0, 120)) + "...";
-}
-
 void Json(httplib::Response& res, const nlohmann::json& body, int status = 200) {
   res.status = status;
   res.set_header("Cache-Control", "no-store");
@@ -73,7 +70,8 @@ httplib::Server::Handler MethodNotAllowed(const char* allowed) {
   return [allowed](const httplib::Request& req, httplib::Response& res) {
     res.set_header("Allow", allowed);
     Error(res, 405,
-          fmt::format("{} is not accepted on {}; use {}", Quoted(req.method), Quoted(req.path), allowed));
+          fmt::format("{} is not accepted on {}; use {}", ShortForMessage(req.method),
+                      ShortForMessage(req.path), allowed));
   };
 }
 
@@ -87,7 +85,7 @@ bool IntParam(const httplib::Request& req, httplib::Response& res, const char* n
     out = *parsed;
     return true;
   }
-  Error(res, 400, fmt::format("{} must be a whole number, got '{}'", name, Quoted(value)));
+  Error(res, 400, fmt::format("{} must be a whole number, got '{}'", name, ShortForMessage(value)));
   return false;
 }
 
@@ -107,12 +105,9 @@ Result<HttpListenAddress> ParseHttpListen(const std::string& text) {
   }
   if (out.host.empty()) out.host = "127.0.0.1";
   if (out.host == "localhost") out.host = "127.0.0.1";
-  const bool digits = !port_text.empty() && port_text.size() <= 5 &&
-                      port_text.find_first_not_of("0123456789") == std::string::npos;
-  if (!digits || std::stoi(port_text) > 65535) {
-    return InvalidArgument(fmt::format("HTTP listen address '{}' is not {}", text, accepted));
-  }
-  out.port = std::stoi(port_text);
+  const std::optional<int> port = PortNumber(port_text);
+  if (!port) return InvalidArgument(fmt::format("HTTP listen address '{}' is not {}", text, accepted));
+  out.port = *port;
   return out;
 }
 
@@ -230,7 +225,7 @@ class HttpServer::Impl {
         Error(res, 404,
               fmt::format("no such path '{}' for {}; try GET /, /metrics, /api/cluster, /api/timeline, "
                           "/api/events, POST /api/trim",
-                          Quoted(req.path), Quoted(req.method)));
+                          ShortForMessage(req.path), ShortForMessage(req.method)));
       } else if (res.status == 413) {
         Error(res, 413, fmt::format("the request body is over {} bytes", kMaxBodyBytes));
       }
@@ -249,7 +244,7 @@ class HttpServer::Impl {
         if (!rank || *rank < 0 || *rank > std::numeric_limits<int>::max()) {
           return Error(res, 400,
                        fmt::format("ranks must be a comma-separated list of ranks (0, 1, ...), got '{}'",
-                                   Quoted(req.get_param_value("ranks"))));
+                                   ShortForMessage(req.get_param_value("ranks"))));
         }
         listed.insert(static_cast<int>(*rank));
       }

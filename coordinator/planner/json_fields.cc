@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/bytes.h"
+#include "common/message_text.h"
 
 namespace memcoord::planner {
 namespace {
@@ -129,7 +130,7 @@ Status CheckKnownKeys(const nlohmann::json& object, const std::string& where,
                       const std::vector<std::string>& known) {
   for (auto it = object.begin(); it != object.end(); ++it) {
     if (std::find(known.begin(), known.end(), it.key()) == known.end()) {
-      const std::string key = it.key().size() <= 80 ? it.key() : it.key().substr(0, 80) + "...";
+      const std::string key = ShortForMessage(it.key());
       return InvalidArgument((where.empty() ? std::string("top level") : where) + ": unknown field \"" + key +
                              "\"; accepted: " + JoinNames(known));
     }
@@ -160,14 +161,7 @@ std::size_t JsonNestingDepth(std::string_view text) {
   return deepest;
 }
 
-std::string ShortJson(const nlohmann::json& value) {
-  constexpr std::size_t kShown = 80;
-  std::string text = value.dump();
-  if (text.size() <= kShown) return text;
-  const std::size_t total = text.size();
-  text.resize(kShown);
-  return text + "... (" + std::to_string(total) + " bytes)";
-}
+std::string ShortJson(const nlohmann::json& value) { return ShortForMessage(value.dump()); }
 
 Result<nlohmann::json> ParseJson(std::string_view text, const std::string& what,
                                  const std::string& expected) {

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common/coordinator_address.h"
+
 namespace memcoord::coordinator {
 
 bool IsLoopbackHost(std::string_view host) {
@@ -30,10 +32,7 @@ Result<HostPort> SplitHostPort(const std::string& address, std::string_view flag
     return InvalidArgument(fmt::format("{} must be HOST:PORT (or [IPV6]:PORT), got '{}'", flag, address));
   }
   HostPort out{address.substr(0, colon), address.substr(colon + 1)};
-  const bool digits =
-      out.port.size() <= 5 &&
-      std::all_of(out.port.begin(), out.port.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
-  if (!digits || std::stoi(out.port) > 65535) {
+  if (!PortNumber(out.port)) {
     return InvalidArgument(fmt::format(
         "{}: the port of '{}' must be a number from 0 to 65535 (0: any free port)", flag, address));
   }
