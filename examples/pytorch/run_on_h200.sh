@@ -23,10 +23,11 @@
 #            device) and capi_bench on cuda-vmm at 1 and 4 threads beside the C library's malloc/free
 #   firststep bench_allocators.py: gpt2_fp32, resnet50_amp, alternating x {expandable, memcoord}, 6 fresh processes
 #            each in alternating order, pinned, driver timer: the first-step target with each allocator's spread
-#            between processes (~460 s)
+#            between processes (~460 s); FIRSTSTEP_WORKLOADS=a,b names other workloads
 #   losses   bench_allocators.py --deterministic, 6 steps of all five workloads x 3 allocators: losses bit for bit
 #   traces   bench_allocators.py --trace-dir: memcoord's traces of alternating and gpt2_fp32, each call with its
-#            thread, in $out/traces.tgz, for `memcoord replay` with the run's threads (2 processes, ~35 s)
+#            thread, in $out/traces.tgz, for `memcoord replay` with the run's threads (2 processes, ~35 s);
+#            TRACE_WORKLOADS=a,b names other workloads
 #   variants bench_allocators.py: alternating and gpt2_fp32 under expandable, memcoord and memcoord with
 #            MEMCOORD_ALLOC_CONF thread_cache_idle_misses:0, thread_cache_fence:off, thread_cache:512KiB,
 #            large_map_unit:40MiB and free_marker_interval_us:0, 2 processes each (device memory and first-step
@@ -127,7 +128,7 @@ part_gtests() {
 }
 part_traces() {
   rm -rf "$out/traces"
-  python3 examples/pytorch/bench_allocators.py --workloads alternating,gpt2_fp32 --allocators memcoord \
+  python3 examples/pytorch/bench_allocators.py --workloads "${TRACE_WORKLOADS:-alternating,gpt2_fp32}" --allocators memcoord \
     --trace-dir "$out/traces" --json "$out/traces.json" 2>&1 | tee "$out/traces.log" | grep -E "process|bench_allocators"
   tar czf "$out/traces.tgz" -C "$out" traces && rm -rf "$out/traces" && ls -l "$out/traces.tgz"
 }
@@ -137,7 +138,8 @@ part_variants() {
     --json "$out/variants.json" 2>&1 | tee "$out/variants.log" | sed -n '/== allocators/,/== targets/p'
 }
 part_firststep() {
-  python3 examples/pytorch/bench_allocators.py --workloads gpt2_fp32,resnet50_amp,alternating --allocators expandable,memcoord \
+  python3 examples/pytorch/bench_allocators.py --workloads "${FIRSTSTEP_WORKLOADS:-gpt2_fp32,resnet50_amp,alternating}" \
+    --allocators expandable,memcoord \
     --repeat 6 "${timer_args[@]}" "${pin_args[@]}" --json "$out/firststep.json" 2>&1 | tee "$out/firststep.log" |
     sed -n '/== allocators/,$p'
 }
