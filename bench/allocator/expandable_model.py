@@ -6,7 +6,8 @@ reserve for the same events, to set beside `memcoord replay` without a GPU.
     expandable_model.py TRACE... [--json]
 
 Prints, per trace, the peak reserved bytes (pages mapped) and how they split between the small pool (requests
-up to 1 MiB) and the large one at that peak. The rules are those of c10/cuda/CUDACachingAllocator.cpp
+up to 1 MiB) and the large one at that peak, and the driver calls it made: pages mapped (a cuMemCreate and a
+cuMemMap each) and ranges (a cuMemSetAccess each), to set beside `memcoord replay`'s units and misses. The rules are those of c10/cuda/CUDACachingAllocator.cpp
 (PyTorch 2.x) with default settings:
   - a request is rounded up to a multiple of 512 bytes; up to 1 MiB it goes to the small pool, else the large;
   - each (stream, pool) has one segment: a large address range into which pages are mapped on demand, 2 MiB
@@ -90,6 +91,10 @@ class ExpandableModel:
         self.peak = 0
         self.peak_split = {True: 0, False: 0}
         self.live = {}
+        # Driver calls, as PyTorch's ExpandableSegment::map makes them: one cuMemCreate + cuMemMap per page,
+        # one cuMemSetAccess per mapped range.
+        self.pages_mapped = 0
+        self.map_calls = 0
 
     def malloc(self, key, nbytes, stream=0):
         size = MIN_BLOCK if nbytes < MIN_BLOCK else -(-nbytes // MIN_BLOCK) * MIN_BLOCK
@@ -168,6 +173,8 @@ class ExpandableModel:
         mapped = min(-(-(b.address + size) // page) * page - b.address, b.size)
         pool.remove_unmapped(b)
         self.mapped[pool.small] += mapped
+        self.pages_mapped += -(-mapped // page)
+        self.map_calls += 1
         if mapped < b.size:
             tail = Block(b.address + mapped, b.size - mapped, b.small, b.stream, False)
             b.splice_after(tail)
@@ -227,12 +234,14 @@ def main():
             return 2
         figures = {"trace": path, "peak_reserved_bytes": model.peak,
                    "small_pool_bytes_at_peak": model.peak_split[True],
-                   "large_pool_bytes_at_peak": model.peak_split[False]}
+                   "large_pool_bytes_at_peak": model.peak_split[False], "pages_mapped": model.pages_mapped,
+                   "map_calls": model.map_calls}
         if args.json:
             print(json.dumps(figures))
         else:
             print(f"{path}: peak reserved {model.peak / MIB:,.0f} MiB (small pool {model.peak_split[True] / MIB:,.0f}, "
-                  f"large {model.peak_split[False] / MIB:,.0f})")
+                  f"large {model.peak_split[False] / MIB:,.0f}); {model.pages_mapped} pages mapped in "
+                  f"{model.map_calls} ranges")
     return 0
 
 

@@ -43,6 +43,14 @@ class PagesTest(unittest.TestCase):
         self.assertEqual((m.live["1"].size, m.live["2"].size), (512, 1024))
 
 
+class DriverCallsTest(unittest.TestCase):
+    def test_a_growth_is_one_range_of_its_pages_and_a_hit_in_a_mapped_rest_none(self):
+        # 30 MiB: two 20 MiB pages in one range; 5 MiB then fits the mapped rest; 20 MiB more maps one range of
+        # two pages (5 MiB of the rest, then 15 MiB of new pages: one page); a small request its own range.
+        m = replay_lines(["a 1 %d 0" % (30 * MIB), "a 2 %d 0" % (5 * MIB), "a 3 %d 0" % (20 * MIB), "a 4 100 0"])
+        self.assertEqual((m.pages_mapped, m.map_calls), (2 + 1 + 1, 3))
+
+
 class ReuseTest(unittest.TestCase):
     def test_freed_neighbours_merge_and_serve_a_request_of_both(self):
         m = replay_lines(["a 1 %d 0" % (10 * MIB), "a 2 %d 0" % (10 * MIB), "f 1 0 0", "f 2 0 0",
