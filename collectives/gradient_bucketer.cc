@@ -152,11 +152,20 @@ GradientBucketer::~GradientBucketer() {
   }
 }
 
+Status GradientBucketer::CheckParameter(std::string_view call, std::size_t parameter) const {
+  if (parameter < slots_.size()) return Status::Ok();
+  // Create refuses an empty model, so the range below is never empty.
+  return InvalidArgument(fmt::format("{}: parameter {} is not registered; accepted: 0 to {} ({} parameters)",
+                                     call, parameter, slots_.size() - 1, slots_.size()));
+}
+
+Result<std::size_t> GradientBucketer::bucket_of(std::size_t parameter) const {
+  MEMCOORD_RETURN_IF_ERROR(CheckParameter("bucket_of", parameter));
+  return slots_[parameter].bucket;
+}
+
 Result<void*> GradientBucketer::gradient(std::size_t parameter) const {
-  if (parameter >= slots_.size()) {
-    return InvalidArgument(
-        fmt::format("gradient: parameter {} is not registered ({} parameters)", parameter, slots_.size()));
-  }
+  MEMCOORD_RETURN_IF_ERROR(CheckParameter("gradient", parameter));
   const Slot& slot = slots_[parameter];
   char* base = static_cast<char*>(state_[slot.bucket].data);
   if (base == nullptr) return static_cast<void*>(nullptr);  // an all-empty bucket
@@ -164,10 +173,7 @@ Result<void*> GradientBucketer::gradient(std::size_t parameter) const {
 }
 
 Status GradientBucketer::mark_ready(std::size_t parameter) {
-  if (parameter >= slots_.size()) {
-    return InvalidArgument(
-        fmt::format("mark_ready: parameter {} is not registered ({} parameters)", parameter, slots_.size()));
-  }
+  MEMCOORD_RETURN_IF_ERROR(CheckParameter("mark_ready", parameter));
   MEMCOORD_RETURN_IF_ERROR(failed_);
   Slot& slot = slots_[parameter];
   if (slot.ready) {

@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "collectives/bucket_memory.h"
@@ -75,13 +76,18 @@ class GradientBucketer {
 
   std::size_t parameter_count() const { return slots_.size(); }
   const std::vector<BucketInfo>& buckets() const { return buckets_; }
-  std::size_t bucket_of(std::size_t parameter) const { return slots_.at(parameter).bucket; }
+  // Parameter indices below are registration indices; every call that takes one validates it (bad input from
+  // the training script is an error, never a crash), as none of them is on a per-element path.
+
+  // The bucket holding the parameter's gradient, as an index into buckets(). Errors: INVALID_ARGUMENT when
+  // parameter >= parameter_count(), naming the index and the accepted range.
+  Result<std::size_t> bucket_of(std::size_t parameter) const;
 
   // The parameter's gradient inside its bucket: count elements of its type, valid for the bucketer's
-  // lifetime. REQUIRES: parameter < parameter_count(); otherwise INVALID_ARGUMENT.
+  // lifetime. Errors: INVALID_ARGUMENT as bucket_of.
   Result<void*> gradient(std::size_t parameter) const;
 
-  // The parameter's gradient is written. Errors: INVALID_ARGUMENT for an unknown parameter;
+  // The parameter's gradient is written. Errors: INVALID_ARGUMENT as bucket_of;
   // FAILED_PRECONDITION when it was already marked this step; the communicator's error when a bucket cannot
   // start.
   Status mark_ready(std::size_t parameter);
@@ -109,6 +115,8 @@ class GradientBucketer {
 
   GradientBucketer(Communicator& comm, BucketMemory& memory, BucketerOptions options);
   Status CheckLayoutAcrossRanks(const std::vector<ParameterSpec>& parameters);
+  // OK when `parameter` is registered; else INVALID_ARGUMENT "<call>: parameter ... accepted: 0 to n-1".
+  Status CheckParameter(std::string_view call, std::size_t parameter) const;
   Status LaunchReadyBuckets();
   Status PollInFlight();
   Status WaitAll();

@@ -62,6 +62,41 @@ ncclRedOp_t NcclOpFor(ReduceOp op, int ranks) {
   return NcclOp(op);
 }
 
+// Makes `device` current on the calling thread for the guard's lifetime and restores the caller's device
+// afterwards (the CUDA runtime's current device is per thread, and a multi-GPU process may have moved it).
+// Every CUDA call here that works on the communicator's device (stream, event, memory: creating, recording,
+// querying, destroying) runs under one. NCCL calls need none: NCCL switches to the comm's device itself.
+// Setting is skipped when the device is already current (the poll path stays two cheap calls). status()
+// says whether the device was made current; destructors go on regardless (best effort, nothing to report).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    status_ = CudaRuntimeStatus(cudaGetDevice(&previous_), "cudaGetDevice");
+    if (status_.ok() && previous_ != device) {
+      status_ = CudaRuntimeStatus(cudaSetDevice(device), fmt::format("cudaSetDevice({})", device));
+      restore_ = status_.ok();
+    }
+  }
+  ~DeviceGuard() {
+    if (restore_ && cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+  const Status& status() const { return status_; }
+
+ private:
+  int previous_ = -1;
+  bool restore_ = false;
+  Status status_;
+};
+
+// A CUDA destroy/free call from a destructor: nothing can be reported, but a failure must not leave a stale
+// "last error" for the caller's next cudaGetLastError (a kernel-launch check) to pick up.
+void IgnoreCudaError(cudaError_t e) {
+  if (e != cudaSuccess) (void)cudaGetLastError();
+}
+
 Status NcclError(ncclResult_t result, std::string_view what, ncclComm_t comm) {
   std::string detail = comm != nullptr ? ncclGetLastError(comm) : "";
   return Internal(fmt::format("{}: NCCL error {} ({}){}{}", what, static_cast<int>(result),
@@ -124,11 +159,14 @@ Status CheckDevicePointer(const void* pointer, int device, std::string_view role
 
 class NcclCommunicator::Impl {
  public:
+  explicit Impl(int cuda_device) : device(cuda_device) {}
   ~Impl() {
-    if (stream != nullptr) cudaStreamDestroy(stream);
-    if (scratch != nullptr) cudaFree(scratch);
-    if (host_scratch != nullptr) cudaFreeHost(host_scratch);
+    DeviceGuard on_device(device);  // the stream and memory belong to `device`, not the caller's
+    if (stream != nullptr) IgnoreCudaError(cudaStreamDestroy(stream));
+    if (scratch != nullptr) IgnoreCudaError(cudaFree(scratch));
+    if (host_scratch != nullptr) IgnoreCudaError(cudaFreeHost(host_scratch));
   }
+  const int device;  // the CUDA ordinal everything below lives on
   std::mutex comm_mu;
   ncclComm_t comm = nullptr;  // guarded by comm_mu; null once aborted
   cudaStream_t stream = nullptr;
@@ -136,15 +174,20 @@ class NcclCommunicator::Impl {
   void* host_scratch = nullptr;  // kScratchBytes of pinned host memory
 };
 
-// One enqueued NCCL call: an event recorded after it on the communicator's stream.
+// One enqueued NCCL call: an event recorded after it on the communicator's stream. The event belongs to the
+// communicator's device, so querying and destroying it make that device current (and restore the caller's).
 class NcclPendingCollective final : public PendingCollective {
  public:
   NcclPendingCollective(NcclCommunicator& owner, std::string description, cudaEvent_t event)
       : owner_(owner),
         description_(std::move(description)),
         deadline_(Clock::now() + owner.options().timeout),
+        device_(owner.device()),
         event_(event) {}
-  ~NcclPendingCollective() override { cudaEventDestroy(event_); }
+  ~NcclPendingCollective() override {
+    DeviceGuard on_device(device_);
+    IgnoreCudaError(cudaEventDestroy(event_));
+  }
   const std::string& description() const override { return description_; }
 
  private:
@@ -162,14 +205,24 @@ class NcclPendingCollective final : public PendingCollective {
       owner_.abort(description_ + " failed in NCCL");
       return failed_;
     }
-    const cudaError_t e = cudaEventQuery(event_);
-    if (e == cudaSuccess) return true;
-    if (e != cudaErrorNotReady) {
+    Result<bool> done = EventDone();
+    if (!done.ok()) {
       owner_.abort(description_ + " failed in CUDA");
-      return CudaRuntimeStatus(e, description_);
+      return done.status().WithContext(description_ + ": ");
     }
+    if (*done) return true;
     if (Clock::now() >= deadline_) return owner_.TimedOut(description_);
     return false;
+  }
+
+  // Whether the event has completed, asked with its device current. Errors: the CUDA failure, of the query
+  // or of making the device current.
+  Result<bool> EventDone() const {
+    DeviceGuard on_device(device_);
+    MEMCOORD_RETURN_IF_ERROR(on_device.status());
+    const cudaError_t e = cudaEventQuery(event_);
+    if (e == cudaSuccess || e == cudaErrorNotReady) return e == cudaSuccess;
+    return CudaRuntimeStatus(e, "cudaEventQuery");
   }
 
   Status do_wait() override {
@@ -183,6 +236,7 @@ class NcclPendingCollective final : public PendingCollective {
   NcclCommunicator& owner_;
   std::string description_;
   Clock::time_point deadline_;
+  const int device_;  // the device event_ was created on
   cudaEvent_t event_;
   Status failed_;
 };
@@ -239,9 +293,10 @@ Status CheckGpus(const std::vector<std::string>& gpus) {
 
 // Builds the stream and scratch buffers around an initialized comm; aborts the comm on failure.
 Result<std::unique_ptr<NcclCommunicator::Impl>> NcclCommunicator::Wrap(ncclComm_t comm, int device) {
-  auto impl = std::make_unique<NcclCommunicator::Impl>();
+  auto impl = std::make_unique<NcclCommunicator::Impl>(device);
   impl->comm = comm;
-  Status s = CudaRuntimeStatus(cudaSetDevice(device), "cudaSetDevice");
+  DeviceGuard on_device(device);
+  Status s = on_device.status();
   if (s.ok())
     s = CudaRuntimeStatus(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking),
                           "cudaStreamCreate");
@@ -308,7 +363,9 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl, int rank, int siz
     : Communicator(rank, size, options), impl_(std::move(impl)), device_(device) {}
 
 NcclCommunicator::~NcclCommunicator() {
-  cudaSetDevice(device_);
+  // On this communicator's device, restoring the caller's at the end (Impl's destructor, which runs after
+  // this body, frees the stream and scratch under its own guard).
+  DeviceGuard on_device(device_);
   // Finalize flushes queued work; bounded by the timeout (and by an abort), then abort.
   Status done;
   {
@@ -337,15 +394,20 @@ Status NcclCommunicator::order_after(CommStream producer) {
   MEMCOORD_RETURN_IF_ERROR(abort_status());
   const auto producer_stream = reinterpret_cast<cudaStream_t>(producer);
   if (producer_stream == impl_->stream) return Status::Ok();
+  // The event must be created on the producer's device (kDefaultCommStream: the default stream of the
+  // device current here), which is this communicator's.
+  DeviceGuard on_device(device_);
+  MEMCOORD_RETURN_IF_ERROR(on_device.status());
   cudaEvent_t event = nullptr;
   MEMCOORD_RETURN_IF_ERROR(
       CudaRuntimeStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate"));
   Status s = CudaRuntimeStatus(cudaEventRecord(event, producer_stream), "cudaEventRecord");
   if (s.ok()) s = CudaRuntimeStatus(cudaStreamWaitEvent(impl_->stream, event, 0), "cudaStreamWaitEvent");
-  cudaEventDestroy(event);
+  IgnoreCudaError(cudaEventDestroy(event));
   return s;
 }
 
+// No device guard: ncclCommAbort switches to the comm's device itself (and restores the caller's).
 void NcclCommunicator::do_abort() {
   std::lock_guard<std::mutex> lock(impl_->comm_mu);
   if (impl_->comm == nullptr) return;
@@ -358,7 +420,8 @@ void NcclCommunicator::do_abort() {
 
 Result<std::unique_ptr<PendingCollective>> NcclCommunicator::Launch(std::string what,
                                                                     const Enqueue& enqueue) {
-  MEMCOORD_RETURN_IF_ERROR(CudaRuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  DeviceGuard on_device(device_);  // the completion event is created and recorded on this device
+  MEMCOORD_RETURN_IF_ERROR(on_device.status().WithContext(what + ": "));
   Status failed;
   bool in_progress = false;
   {
@@ -384,7 +447,7 @@ Result<std::unique_ptr<PendingCollective>> NcclCommunicator::Launch(std::string 
   Status s = CudaRuntimeStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
   if (s.ok()) s = CudaRuntimeStatus(cudaEventRecord(event, impl_->stream), "cudaEventRecord");
   if (!s.ok()) {
-    if (event != nullptr) cudaEventDestroy(event);
+    if (event != nullptr) IgnoreCudaError(cudaEventDestroy(event));
     abort(what + " could not record its completion event");
     return s.WithContext(what + ": ");
   }
@@ -450,7 +513,8 @@ Status NcclCommunicator::do_max_allreduce_words(long long* words, int count, std
   auto* pinned = static_cast<long long*>(impl_->host_scratch);
   std::copy(words, words + count, pinned);
   void* scratch = impl_->scratch;
-  MEMCOORD_RETURN_IF_ERROR(CudaRuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  DeviceGuard on_device(device_);
+  MEMCOORD_RETURN_IF_ERROR(on_device.status());
   MEMCOORD_RETURN_IF_ERROR(
       CudaRuntimeStatus(cudaMemcpyAsync(scratch, pinned, bytes, cudaMemcpyHostToDevice, impl_->stream),
                         "cudaMemcpyAsync(check)"));
@@ -470,7 +534,8 @@ Status NcclCommunicator::do_max_allreduce_words(long long* words, int count, std
 
 Result<std::unique_ptr<Communicator>> NcclCommunicator::do_split(int color, int key) {
   const std::string what = fmt::format("ncclCommSplit(color {}, key {})", color, key);
-  MEMCOORD_RETURN_IF_ERROR(CudaRuntimeStatus(cudaSetDevice(device_), "cudaSetDevice"));
+  DeviceGuard on_device(device_);  // the child comm, its stream and scratch live on this device
+  MEMCOORD_RETURN_IF_ERROR(on_device.status());
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t child = nullptr;

@@ -14,6 +14,13 @@
 // are INVALID_ARGUMENT, never handed to NCCL. verify_arguments runs one extra 10-word NCCL allreduce and
 // waits for the stream.
 //
+// Current device (the CUDA runtime's, per thread). Create makes options.device current on the calling thread
+// and leaves it current, also when it fails after probing the GPU: NCCL's init reads it, and a rank drives
+// its one GPU from there on. Every other call (collectives, order_after, split, the argument check, poll and
+// wait) and the destructors of the communicator and of its pending collectives make device() current for
+// their own CUDA calls and then restore the caller's device, so a thread that has moved to another GPU may
+// still use or destroy them, and is left where it was.
+//
 // Thread safety: as Communicator. Every NCCL call on the comm runs under the Impl's comm mutex (NCCL calls on
 // one comm must not overlap), but the mutex is held for one call only, never across a wait: every poll loop
 // (an enqueue still connecting, split, finalize, a collective's completion) checks the atomic abort flag
@@ -48,7 +55,7 @@ class NcclCommunicator final : public Communicator {
  public:
   // Collective over the rendezvous group. Errors: UNAVAILABLE (no GPU here or on a peer, named);
   // FAILED_PRECONDITION (two ranks on one GPU, named); DEADLINE_EXCEEDED; ABORTED (cancel_creation);
-  // INTERNAL for other NCCL errors.
+  // INTERNAL for other NCCL errors. Leaves options.device current on the calling thread (see above).
   static Result<std::unique_ptr<NcclCommunicator>> Create(NcclRendezvous& rendezvous,
                                                           NcclCommunicatorOptions options = {});
   ~NcclCommunicator() override;
@@ -56,6 +63,8 @@ class NcclCommunicator final : public Communicator {
   std::string_view backend() const override { return "nccl"; }
   bool device_buffers() const override { return true; }
   CommStream stream() const override;
+  // REQUIRES: `producer` is a stream of device(); kDefaultCommStream means device()'s default stream,
+  // whatever device is current on the calling thread. Errors: the CUDA failure, and the communicator's abort.
   Status order_after(CommStream producer) override;
   int device() const { return device_; }
 

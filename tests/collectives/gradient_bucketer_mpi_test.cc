@@ -86,7 +86,9 @@ TEST_F(GradientBucketerTest, PlansBucketsInReverseOrderWithCapsAndOneTypeEach) {
     EXPECT_GE(buckets[b].bytes, payload);
   }
   // Parameter 6 (20000 bytes) is over the cap: a bucket of its own.
-  EXPECT_EQ(buckets[(*bucketer)->bucket_of(6)].parameters.size(), 1u);
+  Result<std::size_t> own = (*bucketer)->bucket_of(6);
+  ASSERT_TRUE(own.ok()) << own.status().ToString();
+  EXPECT_EQ(buckets[*own].parameters.size(), 1u);
   // Views lie inside their bucket, 16-byte aligned, without overlap; the pool accounts them as "gradients".
   std::uint64_t bucket_bytes = 0;
   for (const BucketInfo& b : buckets) bucket_bytes += b.bytes;
@@ -183,6 +185,7 @@ TEST_F(GradientBucketerTest, BadUseIsNamed) {
   auto created = GradientBucketer::Create(**sub, *memory_, model, SmallBuckets());
   ASSERT_TRUE(created.ok());
   GradientBucketer& bucketer = **created;
+  EXPECT_EQ(bucketer.bucket_of(model.size()).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bucketer.gradient(model.size()).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bucketer.mark_ready(99).code(), StatusCode::kInvalidArgument);
   ASSERT_TRUE(bucketer.mark_ready(11).ok());

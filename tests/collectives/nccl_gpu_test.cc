@@ -242,6 +242,58 @@ TEST(NcclCommunicator, HostBuffersAndAbortAreClearErrors) {
   EXPECT_NE(s.message().find("test abort"), std::string::npos) << s.message();
 }
 
+// Every call but Create, and the destructors of the communicator and of a pending collective, do their CUDA
+// work on the communicator's GPU and leave the caller's current device as it was: a one-rank communicator on
+// GPU 1, used and destroyed from a thread that has moved to GPU 0. (Before, ~NcclPendingCollective destroyed
+// its event on whatever device was current, and every call left GPU 1 current.) Needs two GPUs.
+TEST(NcclCommunicator, CallsAndDestructorsUseItsGpuAndRestoreTheCallersDevice) {
+  if (GpuCount() < 2) GTEST_SKIP() << "needs two GPUs";
+  const auto current = [] {
+    int device = -1;
+    EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
+    return device;
+  };
+  InProcessKeyValueBootstrap store;
+  auto rendezvous = MakeKeyValueRendezvous(store, "device", 0, 1);
+  NcclCommunicatorOptions options;
+  options.device = 1;
+  options.communicator.timeout = std::chrono::seconds(30);
+  auto created = NcclCommunicator::Create(*rendezvous, options);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  std::unique_ptr<NcclCommunicator> comm = std::move(*created);
+  ASSERT_EQ(current(), 1) << "Create leaves its device current";
+  constexpr std::size_t kCount = 1024;
+  auto buffer = std::make_unique<DeviceBuffer>(kCount * sizeof(float));  // on GPU 1
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+
+  auto started =
+      comm->start_allreduce(buffer->data, buffer->data, kCount, DataType::kFloat32, ReduceOp::kSum);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  std::unique_ptr<PendingCollective> pending = std::move(*started);
+  EXPECT_EQ(current(), 0) << "start_allreduce";
+  EXPECT_TRUE(pending->poll().ok());
+  EXPECT_EQ(current(), 0) << "poll";
+  EXPECT_TRUE(pending->wait().ok());
+  pending.reset();
+  EXPECT_EQ(current(), 0) << "the pending collective's destructor";
+  EXPECT_TRUE(comm->order_after(kDefaultCommStream).ok());  // GPU 1's default stream
+  EXPECT_EQ(current(), 0) << "order_after";
+  Status reduced = comm->allreduce(buffer->data, buffer->data, kCount, DataType::kFloat32, ReduceOp::kAvg);
+  EXPECT_TRUE(reduced.ok()) << reduced.ToString();  // with the argument check (verify_arguments)
+  EXPECT_EQ(current(), 0) << "allreduce";
+  auto child = comm->split(0, 0);
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  EXPECT_EQ(current(), 0) << "split";
+  child->reset();
+  EXPECT_EQ(current(), 0) << "the split communicator's destructor";
+  comm.reset();
+  EXPECT_EQ(current(), 0) << "the communicator's destructor";
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  buffer.reset();
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+}
+
 TEST(NcclCommunicator, BucketerOverADevicePool) {
   if (!HaveGpu()) GTEST_SKIP() << "no GPU";
   auto comm = SingleRank(false);
