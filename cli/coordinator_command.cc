@@ -56,7 +56,8 @@ void AddFlags(CLI::App* app, CoordinatorArgs& args) {
   app->add_option(
       "--http-listen,--metrics-listen", args.metrics_listen,
       "serve HTTP on [HOST:]PORT (loopback unless a host is named; memcoord's port: 9401): /metrics "
-      "(Prometheus), the dashboard (/) and its JSON API (/api/...; admin actions need the admin token)");
+      "(Prometheus), the dashboard (/) and its JSON API (/api/...); with a token configured, /metrics and "
+      "/api/... need it as 'Authorization: Bearer' (admin actions the admin token)");
   app->add_option("--dead-after", args.dead_after,
                   "a worker silent this long is dead and its group aborted (3s, 500ms, 2m; default 3s); "
                   "after 3 missed reports it is only suspect");

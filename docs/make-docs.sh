@@ -41,6 +41,6 @@ scenario_wait_leak "$bin"
 tmux capture-pane -p -t "$session" > "$docs/status-watch.txt"
 timeout 60 chromium --headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage --hide-scrollbars \
   --no-first-run --user-data-dir="$work/chromium" --window-size=1400,1000 --virtual-time-budget=3000 \
-  --screenshot="$docs/dashboard.png" "http://127.0.0.1:$HTTP_PORT/" 2> "$work/chromium.log" > /dev/null
+  --screenshot="$docs/dashboard.png" "http://127.0.0.1:$HTTP_PORT/#token=$(head -n 1 "$TOKEN_FILE")" 2> "$work/chromium.log" > /dev/null
 echo "make-docs: wrote $docs/dashboard.png, status-watch.txt, timeline-gpt2_bf16_varlen.{svg,png}"
 rm -rf "$work"

@@ -20,7 +20,7 @@ void BoundedTaskQueue::enqueue(std::function<void()> task) {
     }
     ++ran_on_caller_;
   }
-  task();  // full: the accept loop serves this one itself and accepts nothing meanwhile
+  task();  // full: the caller (the gate's thread) serves this one itself and reads nothing meanwhile
 }
 
 void BoundedTaskQueue::shutdown() {

@@ -1,9 +1,10 @@
-// The HTTP server's task queue: `threads` workers take accepted connections from a queue of at most
-// `max_pending`. Beyond that, enqueue runs the connection on the caller, the accept loop itself, which then
-// accepts nothing until it is done: further clients wait in the kernel's listen backlog (or are refused
+// The HTTP server's worker pool: `threads` workers take requests (each received whole by the RequestGate,
+// request_gate.h) from a queue of at most `max_pending`. Beyond that, enqueue runs the task on the caller,
+// the gate's thread, which then reads nothing until it is done; the gate soon holds its most connections, its
+// Admit blocks the accept loop, and further clients wait in the kernel's listen backlog (or are refused
 // there) instead of each taking a file descriptor. An unbounded queue let a flood of idle connections take
 // every descriptor the process had, and gRPC, in the same process, stopped accepting for good. Thread safety:
-// enqueue from one thread (httplib's listener); shutdown once, from any thread.
+// enqueue from one thread (the gate's); shutdown once, from any thread.
 #pragma once
 
 #include <httplib.h>

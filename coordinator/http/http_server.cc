@@ -22,6 +22,9 @@
 #include "coordinator/http/bounded_task_queue.h"
 #include "coordinator/http/dashboard_asset.h"
 #include "coordinator/http/prometheus_text.h"
+#include "coordinator/http/request_gate.h"
+#include "coordinator/http/request_stream.h"
+#include "coordinator/service/access_policy.h"
 
 namespace memcoord::coordinator {
 namespace {
@@ -32,19 +35,49 @@ std::int64_t UnixMs() {
       .count();
 }
 
-// Compares in time independent of where the strings differ, so response times do not leak the token.
-bool SameToken(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
-// Bytes of a request body read at most (the admin trim's is a few bytes): a longer one is 413 before it is
-// read whole. httplib reads bodies before any handler, the auth check included, and its default is no limit.
+// Bytes of a request body read at most (the admin trim's is a few bytes): a longer one is 413 as soon as its
+// head says so, before the body is read and before any auth check (the RequestGate refuses it).
 constexpr std::size_t kMaxBodyBytes = 64 * 1024;
-// Connections queued for the pool threads before the accept loop serves them itself (bounded_task_queue.h).
+// Requests received whole, queued for the pool threads before the RequestGate's thread serves one itself
+// (bounded_task_queue.h): under that load the gate reads nothing meanwhile, and the accept loop then waits.
 constexpr std::size_t kMaxPendingConnections = 64;
+// Connections whose request is still arriving, at most (request_gate.h): past that the accept loop waits.
+constexpr std::size_t kMaxWaitingConnections = 128;
+// Keep-alive: a connection serves at most this many requests, and waits this long for the next one's first
+// byte (httplib states both in its Keep-Alive header).
+constexpr std::size_t kKeepAliveMaxRequests = 5;
+constexpr std::chrono::seconds kKeepAliveIdle{1};
+// Writing an answer: all of it within kAnswerDeadline, each write waiting at most kWriteStall for room.
+constexpr std::chrono::seconds kAnswerDeadline{10};
+constexpr std::chrono::seconds kWriteStall{2};
+
+// httplib's server with its connection handling replaced: every accepted socket goes to `admit` (the
+// RequestGate), and serve() answers one request that has already arrived whole, through httplib's own
+// parsing, routing and writing.
+class GatedServer final : public httplib::Server {
+ public:
+  std::function<void(int fd)> admit;  // set before listening
+
+  // Answers the request `stream` holds; `last`: the connection closes after it. False when no answer was
+  // written whole (or no request line could be read); `client_closes` is set when the request asked to close.
+  bool serve(httplib::Stream& stream, bool last, bool& client_closes) {
+    return process_request(stream, last, client_closes, nullptr);
+  }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    admit(sock);
+    return true;
+  }
+};
+
+// Runs each task at once on the caller, httplib's accept loop: its one task per connection is handing the
+// socket to the RequestGate, which blocks only while the gate holds its most connections.
+class InlineTaskQueue final : public httplib::TaskQueue {
+ public:
+  void enqueue(std::function<void()> task) override { task(); }
+  void shutdown() override {}
+};
 
 // `text` as a whole base-10 integer, or nothing ("5x", "", and values past int64 are not).
 std::optional<std::int64_t> WholeInt(std::string_view text) {
@@ -64,6 +97,27 @@ void Json(httplib::Response& res, const nlohmann::json& body, int status = 200) 
 
 void Error(httplib::Response& res, int status, const std::string& message) {
   Json(res, {{"error", message}}, status);
+}
+
+// The token of an "Authorization: Bearer <token>" header: the scheme's name is case-insensitive (RFC 9110
+// 11.1), the token is taken exactly. Nothing without the header or with another scheme.
+std::optional<std::string> BearerToken(const httplib::Request& req) {
+  if (!req.has_header("Authorization")) return std::nullopt;
+  const std::string header = req.get_header_value("Authorization");
+  constexpr std::string_view kScheme = "bearer ";
+  if (header.size() < kScheme.size()) return std::nullopt;
+  for (std::size_t i = 0; i < kScheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return std::nullopt;
+  }
+  return header.substr(kScheme.size());
+}
+
+// 401 saying which token is `wanted`. RFC 6750 3: "WWW-Authenticate: Bearer", with error="invalid_token" when
+// a bearer token was presented and is not accepted.
+void Unauthorized(const httplib::Request& req, httplib::Response& res, std::string_view wanted) {
+  res.set_header("WWW-Authenticate", BearerToken(req) ? R"(Bearer realm="memcoord", error="invalid_token")"
+                                                      : R"(Bearer realm="memcoord")");
+  Error(res, 401, fmt::format("this needs 'Authorization: Bearer <token>' with {}", wanted));
 }
 
 httplib::Server::Handler MethodNotAllowed(const char* allowed) {
@@ -115,17 +169,17 @@ class HttpServer::Impl {
  public:
   Impl(const HttpServerOptions& options, HttpHandlers handlers)
       : options_(options), handlers_(std::move(handlers)), history_(options.history) {}
+  ~Impl() { stop(); }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   Status start() {
     MEMCOORD_ASSIGN_OR_RETURN(HttpListenAddress address, ParseHttpListen(options_.listen));
-    const int threads = std::max(2, options_.threads);
-    server_.new_task_queue = [threads] {
-      return new BoundedTaskQueue(static_cast<std::size_t>(threads), kMaxPendingConnections);
-    };
+    MEMCOORD_RETURN_IF_ERROR(start_gate());
+    server_.new_task_queue = [] { return new InlineTaskQueue; };
     server_.set_payload_max_length(kMaxBodyBytes);
-    server_.set_read_timeout(2, 0);
-    server_.set_write_timeout(2, 0);
-    server_.set_keep_alive_timeout(1);  // a browser's idle connection must not hold a pool thread long
+    server_.set_keep_alive_max_count(kKeepAliveMaxRequests);
+    server_.set_keep_alive_timeout(kKeepAliveIdle.count());
     // httplib's default also sets SO_REUSEPORT, which lets a second coordinator bind the same port and
     // steal half the scrapes; SO_REUSEADDR alone still allows a quick restart.
     server_.set_socket_options([](socket_t sock) {
@@ -147,6 +201,8 @@ class HttpServer::Impl {
     return Status::Ok();
   }
 
+  // The gate first: it frees an accept loop blocked in Admit. Requests already handed to the pool are
+  // answered; the connections they would keep alive are closed.
   void stop() {
     {
       std::lock_guard lock(mu_);
@@ -154,8 +210,10 @@ class HttpServer::Impl {
       stopped_ = true;
     }
     cv_.notify_all();
+    if (gate_) gate_->Stop();
     server_.stop();
     if (listener_.joinable()) listener_.join();
+    if (pool_) pool_->shutdown();
     if (sampler_.joinable()) sampler_.join();
   }
 
@@ -173,41 +231,88 @@ class HttpServer::Impl {
     }
   }
 
-  bool is_admin(const httplib::Request& req) const {
-    if (options_.admin_token.empty()) return false;
-    const std::string header = req.get_header_value("Authorization");
-    // The scheme's name is case-insensitive (RFC 9110 11.1); the token is compared exactly.
-    constexpr std::string_view kScheme = "bearer ";
-    if (header.size() < kScheme.size()) return false;
-    for (std::size_t i = 0; i < kScheme.size(); ++i) {
-      if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return false;
-    }
-    return SameToken(header.substr(kScheme.size()), options_.admin_token);
+  // The pool that answers requests, and the gate that hands it only requests received whole.
+  Status start_gate() {
+    pool_ = std::make_unique<BoundedTaskQueue>(static_cast<std::size_t>(std::max(2, options_.threads)),
+                                               kMaxPendingConnections);
+    RequestGateOptions gate;
+    gate.request_deadline = options_.request_deadline;
+    gate.read_stall = options_.read_stall_timeout;
+    gate.keep_alive_idle = kKeepAliveIdle;
+    gate.limits.max_body_bytes = kMaxBodyBytes;
+    gate.max_waiting = kMaxWaitingConnections;
+    MEMCOORD_ASSIGN_OR_RETURN(
+        gate_,
+        RequestGate::Start(gate, [this](std::shared_ptr<HttpConnection> connection, std::size_t bytes) {
+          pool_->enqueue([this, connection = std::move(connection), bytes] { serve(connection, bytes); });
+        }));
+    server_.admit = [this](int fd) { gate_->Admit(fd); };
+    return Status::Ok();
   }
 
+  // Answers the request at the front of `connection`'s bytes (`request_bytes` long), on a pool thread; then
+  // gives the connection back to the gate to wait for its next request, unless it is to close.
+  void serve(const std::shared_ptr<HttpConnection>& connection, std::size_t request_bytes) {
+    const std::string_view request = std::string_view(connection->received).substr(0, request_bytes);
+    RequestStream stream(connection->fd, request, RequestStream::Clock::now() + kAnswerDeadline, kWriteStall);
+    const bool last = ++connection->served >= kKeepAliveMaxRequests || connection->peer_closed;
+    bool client_closes = false;
+    const bool answered = server_.serve(stream, last, client_closes);
+    connection->received.erase(0, request_bytes);
+    if (answered && !last && !client_closes) gate_->Return(connection);
+  }
+
+  // Who presented which token. Both comparisons always run, so the time does not say which token was nearly
+  // right (as access_policy.cc's Authorize).
+  enum class Caller { kNobody, kReader, kAdmin };
+  Caller caller(const httplib::Request& req) const {
+    const std::optional<std::string> token = BearerToken(req);
+    if (!token) return Caller::kNobody;
+    const bool admin = !options_.admin_token.empty() && ConstantTimeEquals(*token, options_.admin_token);
+    const bool worker = !options_.token.empty() && ConstantTimeEquals(*token, options_.token);
+    return admin ? Caller::kAdmin : worker ? Caller::kReader : Caller::kNobody;
+  }
+  bool is_admin(const httplib::Request& req) const { return caller(req) == Caller::kAdmin; }
+
+  // `handler` for a caller who may read the cluster: anyone when no token is configured, otherwise one who
+  // presents the worker or the admin token. Anyone else gets a 401 naming the token wanted, and no data.
+  httplib::Server::Handler reader(httplib::Server::Handler handler) const {
+    return [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+      const bool open = options_.token.empty() && options_.admin_token.empty();
+      if (open || caller(req) != Caller::kNobody) return handler(req, res);
+      Unauthorized(
+          req, res,
+          options_.token.empty()
+              ? "the coordinator's admin token (--admin-token-file)"
+              : "the coordinator's worker token (--token-file) or its admin token (--admin-token-file)");
+    };
+  }
+
+  // The dashboard page and /healthz are open: neither says anything about the cluster.
   void routes() {
     server_.Get("/", [](const httplib::Request&, httplib::Response& res) {
       res.set_header("Cache-Control", "no-store");
       res.set_content(std::string(kDashboardHtml), "text/html; charset=utf-8");
     });
-    server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(RenderPrometheus(handlers_.snapshot()), "text/plain; version=0.0.4; charset=utf-8");
-    });
+    server_.Get("/metrics", reader([this](const httplib::Request&, httplib::Response& res) {
+                  res.set_content(RenderPrometheus(handlers_.snapshot()),
+                                  "text/plain; version=0.0.4; charset=utf-8");
+                }));
     server_.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
       res.set_content("ok\n", "text/plain");
     });
-    server_.Get("/api/cluster", [this](const httplib::Request&, httplib::Response& res) {
-      Json(res, ClusterJson(handlers_.snapshot()));
-    });
-    server_.Get("/api/events", [this](const httplib::Request& req, httplib::Response& res) {
-      std::int64_t since = 0;
-      if (IntParam(req, res, "since", 0, since)) Json(res, EventsJson(history_.events(since)));
-    });
+    server_.Get("/api/cluster", reader([this](const httplib::Request&, httplib::Response& res) {
+                  Json(res, ClusterJson(handlers_.snapshot()));
+                }));
+    server_.Get("/api/events", reader([this](const httplib::Request& req, httplib::Response& res) {
+                  std::int64_t since = 0;
+                  if (IntParam(req, res, "since", 0, since)) Json(res, EventsJson(history_.events(since)));
+                }));
     server_.Get("/api/timeline",
-                [this](const httplib::Request& req, httplib::Response& res) { timeline(req, res); });
-    server_.Get("/api/session", [this](const httplib::Request& req, httplib::Response& res) {
-      Json(res, {{"admin", is_admin(req)}, {"admin_enabled", !options_.admin_token.empty()}});
-    });
+                reader([this](const httplib::Request& req, httplib::Response& res) { timeline(req, res); }));
+    server_.Get("/api/session", reader([this](const httplib::Request& req, httplib::Response& res) {
+                  Json(res, {{"admin", is_admin(req)}, {"admin_enabled", !options_.admin_token.empty()}});
+                }));
     server_.Post("/api/trim",
                  [this](const httplib::Request& req, httplib::Response& res) { trim(req, res); });
     // The paths served, with their one method: another method on one of them is 405, not 404.
@@ -260,7 +365,7 @@ class HttpServer::Impl {
     if (options_.admin_token.empty()) {
       return Error(res, 403, "admin actions over HTTP are off: the coordinator has no admin token");
     }
-    if (!is_admin(req)) return Error(res, 401, "this needs 'Authorization: Bearer <admin token>'");
+    if (!is_admin(req)) return Unauthorized(req, res, "the coordinator's admin token (--admin-token-file)");
     std::uint64_t target = 0;
     if (!req.body.empty()) {
       const nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
@@ -278,7 +383,9 @@ class HttpServer::Impl {
   const HttpServerOptions options_;
   const HttpHandlers handlers_;
   ClusterHistory history_;
-  httplib::Server server_;
+  GatedServer server_;
+  std::unique_ptr<BoundedTaskQueue> pool_;  // answers requests; set by start_gate()
+  std::unique_ptr<RequestGate> gate_;       // reads them; after pool_, so it is destroyed first
   int port_ = 0;
   std::thread listener_;
   std::thread sampler_;
@@ -290,6 +397,11 @@ class HttpServer::Impl {
 Result<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
                                                       HttpHandlers handlers) {
   if (!handlers.snapshot) return InvalidArgument("HttpServer needs a snapshot handler");
+  if (options.request_deadline.count() <= 0 || options.read_stall_timeout.count() <= 0) {
+    return InvalidArgument(fmt::format(
+        "HttpServer needs a positive request deadline and read stall timeout, got {} ms and {} ms",
+        options.request_deadline.count(), options.read_stall_timeout.count()));
+  }
   auto impl = std::make_unique<Impl>(options, std::move(handlers));
   MEMCOORD_RETURN_IF_ERROR(impl->start());
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));

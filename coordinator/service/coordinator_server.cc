@@ -74,12 +74,14 @@ Status CheckOptions(const CoordinatorOptions& options) {
   return Status::Ok();
 }
 
-// The HTTP side over the service: snapshots for reading; trims (admin token only) through the Trim RPC's
-// handler, with the admin token (--admin-token-file); none: the HTTP side is read-only.
+// The HTTP side over the service: snapshots for reading (with a token configured, only for callers that
+// present the worker or admin token); trims (admin token only) through the Trim RPC's handler, with the
+// admin token (--admin-token-file); none: the HTTP side is read-only.
 Result<std::unique_ptr<HttpServer>> StartHttp(const CoordinatorOptions& options,
                                               CoordinatorService* service) {
   HttpServerOptions http;
   http.listen = NormalizeMetricsListen(options.metrics_listen);
+  http.token = options.token;
   http.admin_token = options.admin_token;
   HttpHandlers handlers;
   handlers.snapshot = [service] { return service->snapshot(); };

@@ -56,9 +56,10 @@ struct CoordinatorOptions {
   bool insecure = false;  // --insecure: listen beyond loopback without a token (a loud warning)
   TlsFiles tls;
   CoordinatorLimits limits;
-  // HTTP (coordinator/http/http_server.h): /metrics, the dashboard and its JSON API (admin actions need
-  // admin_token). "127.0.0.1:9401", "9401" or ":9401" (loopback); a non-loopback host must be named
-  // ("0.0.0.0:9401"). Empty: off. (--http-listen, alias --metrics-listen.)
+  // HTTP (coordinator/http/http_server.h): /metrics, the dashboard and its JSON API (with a token set, reads
+  // need `token` or `admin_token`, admin actions `admin_token`). "127.0.0.1:9401", "9401" or ":9401"
+  // (loopback); a non-loopback host must be named ("0.0.0.0:9401"). Empty: off. (--http-listen, alias
+  // --metrics-listen.)
   std::string metrics_listen;
   std::chrono::milliseconds liveness_period{25};
   int silence_factor = 3;                      // missed report intervals: suspect

@@ -2,7 +2,8 @@
 # Browser test of the dashboard (ctest label `browser`): headless Chromium loads the page a live
 # coordinator serves (4 workers, a trim, a quota, a killed rank; dashboard_scenario.sh), takes a screenshot
 # and checks the page's DOM: four rank bars, the dead rank, trim and death markers in the timelines, the
-# leak alert, the read-only mode; then with #admin=TOKEN, the admin mode and its trim button.
+# leak alert, the read-only mode with the worker token (#token=TOKEN); with #admin=TOKEN, the admin mode and
+# its trim button; without a token, no data and a line saying how to give one (the coordinator has tokens).
 # Usage: browser_dashboard_test.sh BIN_DIR OUT_DIR. Exits 77 (skipped) when Chromium is absent.
 set -uo pipefail
 bin=$1
@@ -41,10 +42,12 @@ browse() {
 
 scenario_wait_leak "$bin" || exit 1
 url="http://127.0.0.1:$HTTP_PORT/"
+worker_token=$(head -n 1 "$TOKEN_FILE")
 rm -f "$out/dashboard.png"
-browse --dump-dom "$url" > "$out/dashboard.html"
+browse --dump-dom "$url#token=$worker_token" > "$out/dashboard.html"
 browse --dump-dom "$url#admin=$ADMIN_TOKEN" > "$out/dashboard-admin.html"
-browse --screenshot="$out/dashboard.png" "$url" > /dev/null
+browse --dump-dom "$url" > "$out/dashboard-no-token.html"
+browse --screenshot="$out/dashboard.png" "$url#token=$worker_token" > /dev/null
 
 failures=0
 expect() {  # expect FILE PATTERN COUNT WHAT: at least COUNT matches of the extended regex
@@ -74,6 +77,12 @@ expect "$page" 'id="mode" class="mode">read-only' 1 "read-only without the admin
 expect "$page" 'id="admin-actions" hidden' 1 "no admin button without the admin token"
 expect "$out/dashboard-admin.html" 'class="mode admin">admin' 1 "admin mode with the token"
 expect "$out/dashboard-admin.html" 'id="admin-actions">' 1 "the trim button shown to the admin"
+expect "$out/dashboard-no-token.html" 'this coordinator needs a token: open this page as [^<]*#token=TOKEN' 1 \
+  "without a token: how to give one"
+if grep -qE 'class="rank-row' "$out/dashboard-no-token.html"; then
+  echo "FAIL: without a token the page shows ranks"
+  failures=$((failures + 1))
+fi
 if [ ! -s "$out/dashboard.png" ]; then
   echo "FAIL: no screenshot"
   failures=$((failures + 1))

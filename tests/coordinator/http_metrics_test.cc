@@ -1,6 +1,7 @@
 // The coordinator's HTTP side, live: a real CoordinatorServer with in-process workers, scraped over HTTP.
 // Checks the Prometheus exposition (families, types, labels, escaping, and `promtool check metrics` when
 // promtool is installed), the JSON API, the history's events, and that admin actions need the admin token.
+// Reads behind a token: http_access_test.cc; slow clients: http_slow_client_test.cc.
 #include <arpa/inet.h>
 #include <httplib.h>
 #include <netinet/in.h>
@@ -44,10 +45,13 @@ std::unique_ptr<CoordinatorServer> StartServerWithHttp(const std::string& admin_
   return memcoord::testing::StartServer(options);
 }
 
-std::string Get(int port, const std::string& path, int* status = nullptr) {
+// `token` set: sent as "Authorization: Bearer <token>".
+std::string Get(int port, const std::string& path, int* status = nullptr, const std::string& token = "") {
   httplib::Client client("127.0.0.1", port);
   client.set_read_timeout(5, 0);
-  auto res = client.Get(path.c_str());
+  httplib::Headers headers;
+  if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
+  auto res = client.Get(path.c_str(), headers);
   if (status != nullptr) *status = res ? res->status : -1;
   return res ? res->body : std::string();
 }
@@ -231,6 +235,10 @@ class HttpLive : public ::testing::Test {
     }
   }
   int port() const { return server_->metrics_port(); }
+  // GET with the worker token: this coordinator has tokens, so its data needs one.
+  std::string get(const std::string& path, int* status = nullptr) const {
+    return Get(port(), path, status, "worker-secret");
+  }
 
   std::unique_ptr<CoordinatorServer> server_;
   std::vector<std::unique_ptr<Worker>> workers_;
@@ -239,7 +247,7 @@ class HttpLive : public ::testing::Test {
 
 TEST_F(HttpLive, MetricsScrapeHasEveryFamilyWithRankAndPoolLabels) {
   int status = 0;
-  const std::string text = Get(port(), "/metrics", &status);
+  const std::string text = get("/metrics", &status);
   ASSERT_EQ(status, 200);
   for (const char* family :
        {"memcoord_pool_allocated_bytes", "memcoord_pool_reserved_bytes", "memcoord_pool_peak_reserved_bytes",
@@ -263,7 +271,7 @@ TEST_F(HttpLive, MetricsScrapeHasEveryFamilyWithRankAndPoolLabels) {
 }
 
 TEST_F(HttpLive, PromtoolAcceptsALiveScrape) {
-  const std::string text = Get(port(), "/metrics");
+  const std::string text = get("/metrics");
   ASSERT_FALSE(text.empty());
   if (std::system("command -v promtool >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "promtool is not installed (Debian package 'prometheus'; .ci/run installs it): the "
@@ -281,7 +289,7 @@ TEST_F(HttpLive, PromtoolAcceptsALiveScrape) {
 
 TEST_F(HttpLive, JsonApiTimelineAndDashboardAnswer) {
   int status = 0;
-  const auto cluster = nlohmann::json::parse(Get(port(), "/api/cluster", &status));
+  const auto cluster = nlohmann::json::parse(get("/api/cluster", &status));
   ASSERT_EQ(status, 200);
   ASSERT_EQ(cluster["workers"].size(), 2u);
   EXPECT_EQ(cluster["workers"][0]["pools"][0]["name"], "default");
@@ -289,22 +297,22 @@ TEST_F(HttpLive, JsonApiTimelineAndDashboardAnswer) {
 
   ASSERT_TRUE(WaitFor(
       [&] {
-        const auto tl = nlohmann::json::parse(Get(port(), "/api/timeline"));
+        const auto tl = nlohmann::json::parse(get("/api/timeline"));
         return tl["ranks"].size() == 2 && tl["ranks"][1]["samples"].size() >= 2;
       },
       milliseconds(5000)));
-  const auto one = nlohmann::json::parse(Get(port(), "/api/timeline?ranks=1"));
+  const auto one = nlohmann::json::parse(get("/api/timeline?ranks=1"));
   ASSERT_EQ(one["ranks"].size(), 1u);
   EXPECT_EQ(one["ranks"][0]["rank"], 1);
   EXPECT_EQ(one["ranks"][0]["samples"][0].size(), 5u);  // t, allocated, reserved, limit, device free
-  Get(port(), "/api/timeline?ranks=x", &status);
+  get("/api/timeline?ranks=x", &status);
   EXPECT_EQ(status, 400);
 
-  const std::string page = Get(port(), "/", &status);
+  const std::string page = get("/", &status);
   EXPECT_EQ(status, 200);
   EXPECT_NE(page.find("<title>memcoord</title>"), std::string::npos);
   EXPECT_NE(page.find("id=\"timelines\""), std::string::npos);
-  const auto missing = nlohmann::json::parse(Get(port(), "/nope", &status));
+  const auto missing = nlohmann::json::parse(get("/nope", &status));
   EXPECT_EQ(status, 404);
   EXPECT_NE(missing["error"].get<std::string>().find("/metrics"), std::string::npos);
 }
@@ -321,17 +329,17 @@ TEST_F(HttpLive, BadRequestsGetClearErrorsAndTheServerServesOn) {
                "Content-Type: application/json\r\n\r\n{");
   EXPECT_NE(answer.find("HTTP/1.1 413"), std::string::npos) << answer;
   int status = 0;
-  Get(port(), "/api/timeline?ranks=%ff", &status);
+  get("/api/timeline?ranks=%ff", &status);
   EXPECT_EQ(status, 400);
-  const std::string bad_since = Get(port(), "/api/events?since=abc", &status);
+  const std::string bad_since = get("/api/events?since=abc", &status);
   EXPECT_EQ(status, 400);
   EXPECT_NE(bad_since.find("since must be a whole number, got 'abc'"), std::string::npos) << bad_since;
-  Get(port(), "/api/timeline?ranks=5x", &status);
+  get("/api/timeline?ranks=5x", &status);
   EXPECT_EQ(status, 400);
   // One rank named 1,500 times is one rank's series, not 1,500 copies.
   std::string many = "/api/timeline?ranks=0";
   for (int i = 0; i < 1499; ++i) many += ",0";
-  const std::string body = Get(port(), many, &status);
+  const std::string body = get(many, &status);
   ASSERT_EQ(status, 200) << body.substr(0, 300);
   const auto timeline = nlohmann::json::parse(body);
   EXPECT_EQ(timeline["ranks"].size(), 1u);
@@ -342,7 +350,7 @@ TEST_F(HttpLive, BadRequestsGetClearErrorsAndTheServerServesOn) {
   answer = Raw(port(), "GET /api/trim HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   EXPECT_NE(answer.find("HTTP/1.1 405"), std::string::npos) << answer;
   EXPECT_NE(answer.find("use POST"), std::string::npos) << answer;
-  EXPECT_EQ(Get(port(), "/healthz", &status), "ok\n");
+  EXPECT_EQ(get("/healthz", &status), "ok\n");
   EXPECT_TRUE(server_->snapshot().workers.size() == 2);
 }
 
@@ -351,22 +359,24 @@ TEST_F(HttpLive, TrimNeedsTheAdminTokenAndShowsUpAsEventsCountersAndFanout) {
   auto refused = client.Post("/api/trim", "{}", "application/json");
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->status, 401);
-  auto session = client.Get("/api/session");
+  EXPECT_EQ(client.Get("/api/session")->status, 401);  // this coordinator's reads need a token too
+  auto session = client.Get("/api/session", {{"Authorization", "Bearer worker-secret"}});
+  ASSERT_EQ(session->status, 200);
   EXPECT_EQ(nlohmann::json::parse(session->body)["admin"], false);
   auto worker_token =
       client.Post("/api/trim", {{"Authorization", "Bearer worker-secret"}}, "{}", "application/json");
   EXPECT_EQ(worker_token->status, 401);  // the worker token is not the admin's
 
   // The history diffs successive samples: both ranks must have been sampled once before the trim.
-  ASSERT_TRUE(
-      WaitFor([&] { return nlohmann::json::parse(Get(port(), "/api/timeline"))["ranks"].size() == 2; },
-              milliseconds(5000)));
+  ASSERT_TRUE(WaitFor([&] { return nlohmann::json::parse(get("/api/timeline"))["ranks"].size() == 2; },
+                      milliseconds(5000)));
   httplib::Headers admin = {{"Authorization", "Bearer admin-secret"}};
   EXPECT_EQ(nlohmann::json::parse(client.Get("/api/session", admin)->body)["admin"], true);
   httplib::Headers lower = {{"Authorization", "bearer admin-secret"}};  // the scheme's case does not matter
   EXPECT_EQ(nlohmann::json::parse(client.Get("/api/session", lower)->body)["admin"], true);
   httplib::Headers other_case = {{"Authorization", "Bearer ADMIN-SECRET"}};  // the token's does
-  EXPECT_EQ(nlohmann::json::parse(client.Get("/api/session", other_case)->body)["admin"], false);
+  EXPECT_EQ(client.Get("/api/session", other_case)->status, 401);  // no token this coordinator knows
+  EXPECT_EQ(client.Post("/api/trim", other_case, "{}", "application/json")->status, 401);
   auto bad = client.Post("/api/trim", admin, "[1]", "application/json");
   EXPECT_EQ(bad->status, 400);
   auto trimmed = client.Post("/api/trim", admin, "{}", "application/json");
@@ -378,7 +388,7 @@ TEST_F(HttpLive, TrimNeedsTheAdminTokenAndShowsUpAsEventsCountersAndFanout) {
 
   ASSERT_TRUE(WaitFor(
       [&] {
-        const auto events = nlohmann::json::parse(Get(port(), "/api/events"));
+        const auto events = nlohmann::json::parse(get("/api/events"));
         int released = 0;  // ranks whose default pool released its 8 MiB of cache
         for (const auto& e : events) {
           released +=
@@ -387,8 +397,8 @@ TEST_F(HttpLive, TrimNeedsTheAdminTokenAndShowsUpAsEventsCountersAndFanout) {
         return released == 2;
       },
       milliseconds(5000)))
-      << Get(port(), "/api/events");
-  const std::string text = Get(port(), "/metrics");
+      << get("/api/events");
+  const std::string text = get("/metrics");
   EXPECT_NE(text.find("memcoord_trim_fanout_seconds_count 1\n"), std::string::npos);
   EXPECT_TRUE(HasSample(text, "memcoord_trims_total", {"rank=\"0\"", "pool=\"default\"} 1"}));
 }
@@ -439,8 +449,9 @@ TEST(HttpAdmin, WithoutAnAdminTokenTheHttpSideIsReadOnly) {
   EXPECT_NE(res->body.find("no admin token"), std::string::npos);
 }
 
-// Connections beyond the queue are served by the accept loop itself, which accepts nothing meanwhile: a
-// flood waits in the kernel's backlog instead of taking every descriptor of the process.
+// Requests beyond the queue are served by the caller (the RequestGate's thread) itself, which reads nothing
+// meanwhile: a flood ends up waiting in the kernel's backlog instead of taking every descriptor of the
+// process.
 TEST(BoundedTaskQueue, PastTheQueueTheCallerServesTheConnectionItself) {
   std::mutex mu;
   std::condition_variable cv;
