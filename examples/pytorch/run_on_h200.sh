@@ -16,6 +16,7 @@
 #            3 fresh processes each, one round per place in the order, pinned to the GPU's local CPUs (10-25 s a process on the H200; the 27
 #            processes should take ~460 s, estimated from those times, not yet run as one part)
 #   bench2   bench_allocators.py: llama_1b, alternating x {native, expandable, memcoord}, 3 processes each
+#            (bench1 and bench2: BENCH_REPEAT=N runs N processes each instead)
 #            (~390 s, estimated the same way)
 #   benches  bench1 and bench2 at once, each on its own GPU, when the machine has two (nvidia-h200-x2: ~460 s,
 #            bench1's estimate); one after the other otherwise (two calls' worth: run bench1 and bench2 apart)
@@ -90,10 +91,10 @@ part_train() {
 }
 part_bench1() {
   python3 examples/pytorch/bench_allocators.py --workloads gpt2_fp32,gpt2_bf16_varlen,resnet50_amp \
-    --repeat 3 "${timer_args[@]}" "${pin_args[@]}" --json "$out/bench1.json" 2>&1 | tee "$out/bench1.log" | sed -n '/== allocators/,$p'
+    --repeat "${BENCH_REPEAT:-3}" "${timer_args[@]}" "${pin_args[@]}" --json "$out/bench1.json" 2>&1 | tee "$out/bench1.log" | sed -n '/== allocators/,$p'
 }
 part_bench2() {
-  python3 examples/pytorch/bench_allocators.py --workloads llama_1b,alternating --repeat 3 "${timer_args[@]}" "${pin_args[@]}" \
+  python3 examples/pytorch/bench_allocators.py --workloads llama_1b,alternating --repeat "${BENCH_REPEAT:-3}" "${timer_args[@]}" "${pin_args[@]}" \
     --json "$out/bench2.json" 2>&1 | tee "$out/bench2.log" | sed -n '/== allocators/,$p'
 }
 # shellcheck disable=SC2030,SC2031  # each subshell exports its own CUDA_VISIBLE_DEVICES: that is the point
