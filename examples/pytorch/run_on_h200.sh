@@ -16,8 +16,7 @@
 #            3 fresh processes each, one round per place in the order, pinned to the GPU's local CPUs (10-25 s a process on the H200; the 27
 #            processes should take ~460 s, estimated from those times, not yet run as one part)
 #   bench2   bench_allocators.py: llama_1b, alternating x {native, expandable, memcoord}, 3 processes each
-#            (bench1 and bench2: BENCH_REPEAT=N runs N processes each instead)
-#            (~390 s, estimated the same way)
+#            (~390 s, estimated the same way); bench1 and bench2: BENCH_REPEAT=N runs N processes each instead
 #   benches  bench1 and bench2 at once, each on its own GPU, when the machine has two (nvidia-h200-x2: ~460 s,
 #            bench1's estimate); one after the other otherwise (two calls' worth: run bench1 and bench2 apart)
 #   gtests   the bundle's GPU suites (allocator_gpu_tests, worker_c_abi_gpu_tests: cacheInfo, the C ABI on the
