@@ -168,7 +168,10 @@ Result<HttpListenAddress> ParseHttpListen(const std::string& text) {
 class HttpServer::Impl {
  public:
   Impl(const HttpServerOptions& options, HttpHandlers handlers)
-      : options_(options), handlers_(std::move(handlers)), history_(options.history) {}
+      : options_(options),
+        tokens_{options.token, options.admin_token},
+        handlers_(std::move(handlers)),
+        history_(options.history) {}
   ~Impl() { stop(); }
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
@@ -262,24 +265,18 @@ class HttpServer::Impl {
     if (answered && !last && !client_closes) gate_->Return(connection);
   }
 
-  // Who presented which token. Both comparisons always run, so the time does not say which token was nearly
-  // right (as access_policy.cc's Authorize).
-  enum class Caller { kNobody, kReader, kAdmin };
-  Caller caller(const httplib::Request& req) const {
+  // Which token the request's bearer token is (access_policy.h), if any.
+  std::optional<Credential> caller(const httplib::Request& req) const {
     const std::optional<std::string> token = BearerToken(req);
-    if (!token) return Caller::kNobody;
-    const bool admin = !options_.admin_token.empty() && ConstantTimeEquals(*token, options_.admin_token);
-    const bool worker = !options_.token.empty() && ConstantTimeEquals(*token, options_.token);
-    return admin ? Caller::kAdmin : worker ? Caller::kReader : Caller::kNobody;
+    return token ? PresentedCredential(tokens_, *token) : std::nullopt;
   }
-  bool is_admin(const httplib::Request& req) const { return caller(req) == Caller::kAdmin; }
+  bool is_admin(const httplib::Request& req) const { return caller(req) == Credential::kAdmin; }
 
   // `handler` for a caller who may read the cluster: anyone when no token is configured, otherwise one who
   // presents the worker or the admin token. Anyone else gets a 401 naming the token wanted, and no data.
   httplib::Server::Handler reader(httplib::Server::Handler handler) const {
     return [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
-      const bool open = options_.token.empty() && options_.admin_token.empty();
-      if (open || caller(req) != Caller::kNobody) return handler(req, res);
+      if (tokens_.open() || caller(req)) return handler(req, res);
       Unauthorized(
           req, res,
           options_.token.empty()
@@ -381,6 +378,7 @@ class HttpServer::Impl {
   }
 
   const HttpServerOptions options_;
+  const AccessTokens tokens_;  // options_'s two tokens, as access_policy.h takes them
   const HttpHandlers handlers_;
   ClusterHistory history_;
   GatedServer server_;

@@ -54,6 +54,14 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+std::optional<Credential> PresentedCredential(const AccessTokens& tokens, std::string_view presented) {
+  const bool is_admin = !tokens.admin.empty() && ConstantTimeEquals(presented, tokens.admin);
+  const bool is_worker = !tokens.worker.empty() && ConstantTimeEquals(presented, tokens.worker);
+  if (is_admin) return Credential::kAdmin;
+  if (is_worker) return Credential::kWorker;
+  return std::nullopt;
+}
+
 Status CheckAccessTokens(const AccessTokens& tokens) {
   if (!tokens.worker.empty() && ConstantTimeEquals(tokens.worker, tokens.admin)) {
     return InvalidArgument(
@@ -75,12 +83,10 @@ Status Authorize(const AccessTokens& tokens, const std::string_view* authorizati
         fmt::format("{}: the 'authorization' metadata must be 'Bearer <token>'; expected {}", rpc,
                     Expected(tokens, needs)));
   }
-  const std::string_view presented = authorization->substr(kBearer.size());
-  // Both comparisons always run, so the time does not say which token was nearly right.
-  const bool is_admin = !tokens.admin.empty() && ConstantTimeEquals(presented, tokens.admin);
-  const bool is_worker = !tokens.worker.empty() && ConstantTimeEquals(presented, tokens.worker);
-  if (is_admin) return Status::Ok();
-  if (!is_worker) {
+  const std::optional<Credential> presented =
+      PresentedCredential(tokens, authorization->substr(kBearer.size()));
+  if (presented == Credential::kAdmin) return Status::Ok();
+  if (!presented) {
     return Unauthenticated(fmt::format("{}: wrong token; expected {}", rpc, Expected(tokens, needs)));
   }
   if (needs == Credential::kWorker) return Status::Ok();

@@ -26,6 +26,7 @@
 // compared in constant time. Plain functions over immutable data: thread-safe. No gRPC type here.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -58,6 +59,11 @@ struct AccessTokens {
   std::string admin;   // empty: no admin token
   bool open() const { return worker.empty() && admin.empty(); }
 };
+
+// Which configured token `presented` is: kAdmin, kWorker, or nothing (no match, or that token is not set).
+// Both comparisons always run, so the time does not say which token was nearly right. Serves Authorize and
+// the HTTP side (http_server.cc), which parse the bearer scheme each their own way.
+std::optional<Credential> PresentedCredential(const AccessTokens& tokens, std::string_view presented);
 
 // INVALID_ARGUMENT when both are set and equal (the split would mean nothing).
 Status CheckAccessTokens(const AccessTokens& tokens);
