@@ -24,6 +24,8 @@
 #   firststep bench_allocators.py: gpt2_fp32, resnet50_amp, alternating x {expandable, memcoord}, 6 fresh processes
 #            each in alternating order, pinned, driver timer: the first-step target with each allocator's spread
 #            between processes (~460 s); FIRSTSTEP_WORKLOADS=a,b names other workloads
+#   firstprof profile_first_step.py: the first step under torch.profiler and cProfile, expandable and memcoord in
+#            turns, 2 processes each (FIRSTPROF_WORKLOAD, llama_1b by default; ~35 s a process for the Llama)
 #   losses   bench_allocators.py --deterministic, 6 steps of all five workloads x 3 allocators: losses bit for bit
 #   traces   bench_allocators.py --trace-dir: memcoord's traces of alternating and gpt2_fp32, each call with its
 #            thread, in $out/traces.tgz, for `memcoord replay` with the run's threads (2 processes, ~35 s);
@@ -143,6 +145,20 @@ part_firststep() {
     --repeat 6 "${timer_args[@]}" "${pin_args[@]}" --json "$out/firststep.json" 2>&1 | tee "$out/firststep.log" |
     sed -n '/== allocators/,$p'
 }
+part_firstprof() {  # where the first step's CPU time goes, operator by operator, two processes per allocator
+  local workload=${FIRSTPROF_WORKLOAD:-llama_1b} round allocator rc=0 pin=()
+  [ -n "${gpu_cpus:-}" ] && pin=(taskset -c "$gpu_cpus")
+  for round in 1 2; do
+    for allocator in expandable memcoord; do
+      echo "-- $workload $allocator, process $round"
+      "${pin[@]}" python3 examples/pytorch/profile_first_step.py "$workload" "$allocator" \
+        > "$out/firstprof-$allocator-$round.log" 2>&1 || rc=1
+      grep -E "first step|^-+|Name|^Self CPU|^ *(aten|cuda|Optimizer|autograd|memcoord)|memcoord's Python" \
+        "$out/firstprof-$allocator-$round.log" | grep -v '^-' | head -22
+    done
+  done
+  return $rc
+}
 part_losses() {
   python3 examples/pytorch/bench_allocators.py --deterministic --steps 6 --json "$out/losses.json" 2>&1 |
     tee "$out/losses.log" | sed -n '/== targets/,$p' | grep -E "losses|bench_allocators"
@@ -151,7 +167,7 @@ part_losses() {
 # Every part named must exist before any runs: a typo found after an hour of parts wastes device time.
 for part in "$@"; do
   if ! declare -F "part_$part" > /dev/null; then
-    echo "run_on_h200: unknown part '$part'; accepted: shim checks abort abort_nccl trim train bench1 bench2 benches gtests firststep losses traces variants"
+    echo "run_on_h200: unknown part '$part'; accepted: shim checks abort abort_nccl trim train bench1 bench2 benches gtests firststep firstprof losses traces variants"
     exit 2
   fi
 done
@@ -165,6 +181,7 @@ fi
 pin_args=()
 if pinning=$(python3 -c "import sys; sys.path.insert(0, 'examples/pytorch'); import cpu_pinning; print('bench processes on CPUs', cpu_pinning.format_cpus(cpu_pinning.gpu_local_cpus()))" 2>&1); then
   pin_args=(--cpus auto)
+  gpu_cpus=${pinning##* }
   echo "$pinning"
 else
   echo "bench processes not pinned: ${pinning##*$'\n'}"
