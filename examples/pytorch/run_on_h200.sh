@@ -13,20 +13,21 @@
 #   trim     cluster_trim.py: 2 GPT-2 processes, `memcoord trim` at one step, device free memory rises
 #   train    train.py under torchrun (2 ranks, gloo) and under memcoord-launch (2 ranks, a coordinator)
 #   bench1   bench_allocators.py: gpt2_fp32, gpt2_bf16_varlen, resnet50_amp x {native, expandable, memcoord},
-#            3 fresh processes each, one round per place in the order, pinned to the GPU's local CPUs (10-25 s a process on the H200; the 27
-#            processes should take ~460 s, estimated from those times, not yet run as one part)
+#            3 fresh processes each, one round per place in the order, pinned to the GPU's local CPUs (407 s on
+#            an H100, 2026-12-05)
 #   bench2   bench_allocators.py: llama_1b, alternating x {native, expandable, memcoord}, 3 processes each
-#            (~390 s, estimated the same way); bench1 and bench2: BENCH_REPEAT=N runs N processes each instead
+#            (242 s on an H100, the Llama built on the GPU); bench1 and bench2: BENCH_REPEAT=N runs N processes each
 #   benches  bench1 and bench2 at once, each on its own GPU, when the machine has two (nvidia-h200-x2: ~460 s,
 #            bench1's estimate); one after the other otherwise (two calls' worth: run bench1 and bench2 apart)
 #   gtests   the bundle's GPU suites (allocator_gpu_tests, worker_c_abi_gpu_tests: cacheInfo, the C ABI on the
 #            device) and capi_bench on cuda-vmm at 1 and 4 threads beside the C library's malloc/free
 #   firststep bench_allocators.py: gpt2_fp32, resnet50_amp, alternating x {expandable, memcoord}, 6 fresh processes
 #            each in alternating order, pinned, driver timer: the first-step target with each allocator's spread
-#            between processes (~460 s); FIRSTSTEP_WORKLOADS=a,b names other workloads
+#            between processes (~460 s; alternating alone: 174 s on an H100); FIRSTSTEP_WORKLOADS=a,b names others
 #   firstprof profile_first_step.py: the first step under torch.profiler and cProfile, expandable and memcoord in
-#            turns, 2 processes each (FIRSTPROF_WORKLOAD, llama_1b by default; ~35 s a process for the Llama)
+#            turns, 2 processes each (FIRSTPROF_WORKLOAD, llama_1b by default: 60 s on an H100)
 #   losses   bench_allocators.py --deterministic, 6 steps of all five workloads x 3 allocators: losses bit for bit
+#            (184 s on an H100)
 #   traces   bench_allocators.py --trace-dir: memcoord's traces of alternating and gpt2_fp32, each call with its
 #            thread, in $out/traces.tgz, for `memcoord replay` with the run's threads (2 processes, ~35 s);
 #            TRACE_WORKLOADS=a,b names other workloads
