@@ -15,8 +15,10 @@ namespace {
 constexpr std::size_t kAlignment = 512;
 constexpr std::size_t kMaxStreams = 64;
 // RemapPolicy::kUnderPressure: the headroom a pool earns from remapping at its high-water mark, as a
-// fraction of the bytes remapped and at most that fraction of the mark.
+// fraction of the bytes remapped and at most that fraction of the mark, once it has remapped more than
+// 1/kFreeRemapDivisor of the mark there in all (before that, every miss at the mark packs what it needs).
 constexpr std::uint64_t kHeadroomDivisor = 64;
+constexpr std::uint64_t kFreeRemapDivisor = 16;
 // A free of a block of at least a chunk records a marker on its stream when the stream's newest is older
 // than PoolOptions::large_free_marker_interval_us while the pool grows (a miss within
 // free_marker_growing_window_ms), and kSteadyMarkerSpacing times older otherwise. Packing at the next miss
@@ -403,11 +405,16 @@ std::chrono::microseconds CorePool::marker_interval(std::chrono::steady_clock::t
 //     many as the placement needs to fit, waiting up to the chunk's marker or, with none, for the stream;
 //   otherwise only at the pool's own high-water mark, waiting only for a marker older than the one this
 //     miss recorded (a wait for that one would drain the GPU's queue: the pool grows instead, unless it
-//     would grow by kDrainShortfallUnits units or more: drain_for_large_shortfall), and only
-//     within the request's arena (a loop over
-//     small and large sizes never trades chunks between the two), and (RemapPolicy::kUnderPressure) every
-//     byte moved raises the mark by 1/64 of a byte, up to 1/64 of it: a pool that keeps remapping grows a
-//     little instead, and its misses stop calling the driver;
+//     would grow by kDrainShortfallUnits units or more: drain_for_large_shortfall), from the request's
+//     arena first and then (RemapPolicy::kUnderPressure: until the pool has moved 1/kFreeRemapDivisor of
+//     the mark this way in all) from the other one: idle small-block chunks can hold a large miss at the
+//     peak, and the other way round. Past that 1/16, every byte moved raises the mark by 1/64 of a byte, up
+//     to 1/64 of it: a pool that keeps remapping grows a little instead and its misses stop calling the
+//     driver, and a loop whose small and large requests took each other's chunks stops trading them. Before
+//     it a miss at the mark takes all it needs: packing that little while a pool grows to its peak costs a
+//     few driver calls, and headroom earned from the first moves let the peak rise by what they earned
+//     (replays of bench/traces/alternating_threads: one 2 MiB chunk above expandable segments' peak with
+//     headroom from the first byte and no other-arena packing, as on the GPU; at it with this rule);
 //   below the high-water mark, never: the pool grows.
 // The hole's neighbours stay untouched: unmapping them would merge holes under the placement.
 void CorePool::pack_for(detail::Arena& arena, const detail::Placement& placement, std::uint8_t stream) {
@@ -430,15 +437,19 @@ void CorePool::pack_for(detail::Arena& arena, const detail::Placement& placement
       waits ? detail::ReleaseWait::kWaitForOlderMarker : detail::ReleaseWait::kIdleOnly;
   const std::uint64_t mark = high_water_ + headroom_;
   if (reserved + need <= mark) return;
-  const bool every_miss = options_.remap == RemapPolicy::kEveryMiss;
   const std::uint64_t want = reserved + need - mark;
   std::uint64_t got = release_cached(arena, want, wait, placement.hole->prev, placement.hole->next, stream);
   got += drain_for_large_shortfall(arena, placement, want - std::min(want, got), stream);
-  if (every_miss) {
-    if (got < want) release_cached(other, want - got, wait, nullptr, nullptr, stream);
-    return;
+  const bool every_miss = options_.remap == RemapPolicy::kEveryMiss;
+  const bool few_moves_yet = moved_at_mark_ <= high_water_ / kFreeRemapDivisor;
+  if (got < want && (every_miss || few_moves_yet)) {
+    got += release_cached(other, want - got, wait, nullptr, nullptr, stream);
   }
-  headroom_ = std::min(high_water_ / kHeadroomDivisor, headroom_ + got / kHeadroomDivisor);
+  if (every_miss) return;
+  moved_at_mark_ += got;
+  if (moved_at_mark_ > high_water_ / kFreeRemapDivisor) {
+    headroom_ = std::min(high_water_ / kHeadroomDivisor, headroom_ + got / kHeadroomDivisor);
+  }
 }
 
 // At the mark, when what older markers proved done still leaves the pool to grow by at least

@@ -162,6 +162,7 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
   std::uint64_t high_water_ = 0;  // most reserved bytes ever (mapping arenas grow freely below it)
   // A miss may grow the pool by this much beyond the high-water mark without packing (see pack_for).
   std::uint64_t headroom_ = 0;
+  std::uint64_t moved_at_mark_ = 0;  // bytes packing has unmapped at the mark, without pressure, in all
   std::chrono::steady_clock::time_point last_miss_{};  // when the newest miss began
   std::atomic<bool> captures_underway_{false};
 

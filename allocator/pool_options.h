@@ -19,12 +19,20 @@ enum class PoolGrowth {
 enum class RemapPolicy {
   // Default. Under pressure (a limit that would be exceeded, a device nearly out of free memory) packs
   // whatever idle cache the miss needs, from both arenas. Without pressure, packs only at the pool's
-  // high-water mark and only within the request's arena, and each byte moved raises the mark by 1/64 of a
-  // byte (up to 1/64 of it): a loop that keeps missing stops calling the driver after a round or two, a loop
-  // over the same sizes after its first round.
+  // high-water mark: from the request's arena, and from the other one too until it has moved 1/16 of the
+  // mark that way in all; past that, each byte moved raises the mark by 1/64 of a byte (up to 1/64 of it). A
+  // loop that keeps missing stops calling the driver after a round or two, a loop over the same sizes after
+  // its first round, and a loop whose small and large requests take each other's idle chunks once the
+  // pool has moved that 1/16. Against raising the mark from the first byte moved and packing only the
+  // request's arena, over 24 copies of each trace of bench/traces with every size but powers of two scaled
+  // by a random 0.9-1.1 (bench/allocator/perturbed_side_by_side.py, 2026-12-05), the peaks below
+  // expandable_segments' model on average: the alternating GPT-2/ResNet-50 run 14.8 MiB (1.2 before; no
+  // higher in 23 copies of 24, 15 before), ResNet-50 37.0 (29.0), GPT-2 fp32 4.2 (0.8), GPT-2 bf16's variable
+  // lengths 1,427 (1,435), GPT-2 generation 1.5 (6.2); units mapped +5%, +3%, 0, +0.3% and +5%.
   kUnderPressure,
-  // Packs from both arenas on every miss at the high-water mark: the smallest footprint, and a driver call
-  // on each such miss even in a steady loop. For comparison (benchmarks) only.
+  // Packs from both arenas on every miss at the high-water mark and never raises the mark: a driver call on
+  // each such miss even in a steady loop (GPT-2 generation's replay maps 2.6 times the default's units). For
+  // comparison (benchmarks) only.
   kEveryMiss,
 };
 
@@ -120,7 +128,9 @@ struct PoolOptions {
   // requests then split other free blocks for: the layout the paragraph above describes. Replays of
   // bench/traces/alternating_threads (2026-12-05): small arena 60 MiB without it, 56 with it
   // (expandable_segments' figure, and thread_cache:0's); over 24 copies with every size but powers of two
-  // scaled by a random 0.9-1.1, a mean of 59.6 without, 57.5 with, 56.3 with thread_cache:0. A thread made
+  // scaled by a random 0.9-1.1, a mean of 59.6 without, 57.5 with, 56.3 with thread_cache:0 (all before
+  // RemapPolicy's packing of the other arena, which moves chunks between the arenas at the mark: the default
+  // replay now ends with 58 MiB small and peaks lower, at expandable_segments' figure). A thread made
   // idle costs one flush (a membarrier) per idle spell; a steady loop whose threads all hit their caches
   // makes no look at all.
   std::uint32_t thread_cache_idle_misses = 16;

@@ -464,8 +464,10 @@ TEST(PoolPackingStreams, AFreeThatRecordedNoMarkerIsCoveredByTheStreamsNextFreeA
   ASSERT_EQ(out.markers_at_a_free, 0u) << "A's free came more than 300 ms after B's miss: the scene is void";
   EXPECT_EQ(out.markers_at_trigger, 1u);
   EXPECT_EQ(out.marker_waits, std::vector<MarkerId>{4});
-  EXPECT_EQ(out.peak_reserved, 160 * kMiB + 2 * kMiB);  // A's place packed (the small arena maps 2 MiB)
-  EXPECT_EQ(out.stats.markers, 5u);                     // four misses and the deferred one
+  // A's place packed, and the small arena's idle chunk too (at the mark a large miss takes the other arena's
+  // idle chunks before it grows).
+  EXPECT_EQ(out.peak_reserved, 160 * kMiB);
+  EXPECT_EQ(out.stats.markers, 5u);  // four misses and the deferred one
   EXPECT_EQ(out.stats.deferred_markers, 1u);
 }
 

@@ -1,5 +1,6 @@
 // A caching pool caches: memory is packed (free chunks unmapped and mapped again where a request needs them)
-// only under pressure (a limit, a nearly full device, a trim), never on an ordinary miss. These tests count
+// under pressure (a limit, a nearly full device, a trim) and, sparingly, at the pool's own high-water mark;
+// never on a miss below the mark. These tests count
 // the backend's (the driver's) calls, which is what packing costs on a real GPU.
 #include <gtest/gtest.h>
 
@@ -73,9 +74,29 @@ void CacheSmallBlocks(CachingPool& pool, int mib) {
   for (void* p : blocks) ASSERT_TRUE(pool.deallocate(p).ok());
 }
 
-TEST(Packing, WithoutPressureALargeMissGrowsAndKeepsTheSmallCache) {
+// The pool's first growth to a high-water mark of its own: a large miss there takes the small arena's idle
+// chunks before it maps new memory (all but what the thread's cache keeps: ThreadCacheAdaptor, 2 MiB).
+TEST(Packing, AtItsMarkALargeMissTakesTheIdleSmallCacheBeforeGrowing) {
   VirtualBackend backend(8 * kGiB);
   CachingPool pool(backend);
+  CacheSmallBlocks(pool, 16);
+  const PoolStats before = pool.stats();
+  ASSERT_EQ(before.reserved_bytes, 16 * kMiB);
+  void* big = *pool.allocate(40 * kMiB);
+  const PoolStats after = pool.stats();
+  EXPECT_GT(after.backend_frees, before.backend_frees);  // the small cache's chunks, unmapped
+  EXPECT_LE(after.reserved_bytes, 40 * kMiB + 2 * kMiB);
+  EXPECT_EQ(after.peak_reserved_bytes, after.reserved_bytes);  // never 16 + 40 on the way
+  EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
+  ASSERT_TRUE(pool.deallocate(big).ok());
+}
+
+// Below its high-water mark (here after a trim) a pool without pressure grows and keeps its cache.
+TEST(Packing, BelowItsMarkALargeMissGrowsAndKeepsTheSmallCache) {
+  VirtualBackend backend(8 * kGiB);
+  CachingPool pool(backend);
+  ASSERT_TRUE(pool.deallocate(*pool.allocate(100 * kMiB)).ok());
+  pool.trim();  // reserved 0, mark 100 MiB
   CacheSmallBlocks(pool, 16);
   const PoolStats before = pool.stats();
   void* big = *pool.allocate(40 * kMiB);
@@ -83,6 +104,26 @@ TEST(Packing, WithoutPressureALargeMissGrowsAndKeepsTheSmallCache) {
   EXPECT_EQ(after.backend_frees, before.backend_frees);  // nothing unmapped
   EXPECT_EQ(after.reserved_bytes, before.reserved_bytes + 40 * kMiB);
   ASSERT_TRUE(pool.deallocate(big).ok());
+}
+
+// A loop whose small and large requests take each other's idle chunks at the mark (16 MiB of 1 MiB blocks,
+// then 40 MiB, freed in turn) trades chunks between the arenas only while the pool's moves at its mark are
+// under 1/16 of the mark; then it grows once and every round is cache hits.
+TEST(Packing, ALoopTradingChunksBetweenTheArenasStopsCallingTheDriver) {
+  VirtualBackend backend(8 * kGiB);
+  CachingPool pool(backend);
+  auto round = [&] {
+    CacheSmallBlocks(pool, 16);
+    ASSERT_TRUE(pool.deallocate(*pool.allocate(40 * kMiB)).ok());
+  };
+  for (int i = 0; i < 10; ++i) round();
+  const PoolStats settled = pool.stats();
+  for (int i = 0; i < 1000; ++i) round();
+  const PoolStats after = pool.stats();
+  EXPECT_EQ(after.backend_allocations, settled.backend_allocations) << "maps after ten rounds";
+  EXPECT_EQ(after.backend_frees, settled.backend_frees) << "unmaps after ten rounds";
+  EXPECT_LE(after.peak_reserved_bytes, 16 * kMiB + 40 * kMiB);  // never more than keeping both
+  EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
 }
 
 TEST(Packing, ALimitThatWouldBeExceededPacksTheOtherArenasCache) {
@@ -103,10 +144,14 @@ TEST(Packing, ALimitThatWouldBeExceededPacksTheOtherArenasCache) {
 TEST(Packing, ANearlyFullDevicePacksBeforeItsReserveIsTaken) {
   VirtualBackend backend(64 * kMiB);
   CachingPool pool(backend, PoolOptions{.device_reserve_bytes = 4 * kMiB});
+  // A mark of 60 MiB first, so that what follows is below it: only pressure can pack there.
+  ASSERT_TRUE(pool.deallocate(*pool.allocate(60 * kMiB)).ok());
+  pool.trim();
   CacheSmallBlocks(pool, 16);
+  const std::uint64_t frees_before = pool.stats().backend_frees;  // the trim's
   // 16 MiB cached + 44 MiB would leave 4 MiB free: no pressure yet.
   void* a = *pool.allocate(44 * kMiB);
-  EXPECT_EQ(pool.stats().backend_frees, 0u);
+  EXPECT_EQ(pool.stats().backend_frees, frees_before);
   ASSERT_TRUE(pool.deallocate(a).ok());
   // 16 + 46 MiB would leave 2 MiB, under the reserve: 2 MiB of the small cache go first.
   const PoolStats before = pool.stats();
