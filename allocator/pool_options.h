@@ -31,8 +31,8 @@ enum class RemapPolicy {
   // lengths 1,427 (1,435), GPT-2 generation 1.5 (6.2); units mapped +5%, +3%, 0, +0.3% and +5%.
   kUnderPressure,
   // Packs from both arenas on every miss at the high-water mark and never raises the mark: a driver call on
-  // each such miss even in a steady loop (GPT-2 generation's replay maps 2.6 times the default's units). For
-  // comparison (benchmarks) only.
+  // each such miss even in a steady loop (on 24 perturbed copies of GPT-2 generation's trace it maps 2.6
+  // times the default's units). For comparison (benchmarks) only.
   kEveryMiss,
 };
 
