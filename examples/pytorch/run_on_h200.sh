@@ -154,8 +154,8 @@ part_firstprof() {  # where the first step's CPU time goes, operator by operator
       echo "-- $workload $allocator, process $round"
       "${pin[@]}" python3 examples/pytorch/profile_first_step.py "$workload" "$allocator" \
         > "$out/firstprof-$allocator-$round.log" 2>&1 || rc=1
-      grep -E "first step|^-+|Name|^Self CPU|^ *(aten|cuda|Optimizer|autograd|memcoord)|memcoord's Python" \
-        "$out/firstprof-$allocator-$round.log" | grep -v '^-' | head -22
+      grep -E "first step|Name|^Self CPU|^ *(aten|cuda|Optimizer|autograd|memcoord)|memcoord's Python" \
+        "$out/firstprof-$allocator-$round.log" | head -22
     done
   done
   return $rc
