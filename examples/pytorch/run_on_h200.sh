@@ -27,7 +27,7 @@
 #   firstprof profile_first_step.py: the first step under torch.profiler and cProfile, expandable and memcoord in
 #            turns, 2 processes each (FIRSTPROF_WORKLOAD, llama_1b by default: 60 s on an H100)
 #   losses   bench_allocators.py --deterministic, 6 steps of all five workloads x 3 allocators: losses bit for bit
-#            (184 s on an H100)
+#            (184 s on an H100); LOSSES_WORKLOADS=a,b names others
 #   traces   bench_allocators.py --trace-dir: memcoord's traces of alternating and gpt2_fp32, each call with its
 #            thread, in $out/traces.tgz, for `memcoord replay` with the run's threads (2 processes, ~35 s);
 #            TRACE_WORKLOADS=a,b names other workloads
@@ -161,7 +161,9 @@ part_firstprof() {  # where the first step's CPU time goes, operator by operator
   return $rc
 }
 part_losses() {
-  python3 examples/pytorch/bench_allocators.py --deterministic --steps 6 --json "$out/losses.json" 2>&1 |
+  python3 examples/pytorch/bench_allocators.py --deterministic --steps 6 \
+    --workloads "${LOSSES_WORKLOADS:-gpt2_fp32,gpt2_bf16_varlen,resnet50_amp,llama_1b,alternating}" \
+    --json "$out/losses.json" 2>&1 |
     tee "$out/losses.log" | sed -n '/== targets/,$p' | grep -E "losses|bench_allocators"
 }
 
