@@ -12,7 +12,10 @@ ratio, the median and first step times (ms, synchronized), and the losses (every
 Targets checked per workload (issue 12): memcoord's device memory <= expandable's; memcoord's median step
 within 2% of native's; memcoord's first step no slower than expandable's; losses equal native's (|diff| <=
 --loss-tolerance, default 0: bit-identical). Exit 0 when every run finished and every target held, 1
-otherwise (the table says which); --json FILE keeps every figure.
+otherwise (the table says which); --json FILE keeps every figure. Printed beside the targets, not judged: each
+process's first step, in how many (memcoord, expandable) pairs of processes memcoord's first step was the shorter
+(half of them for equal allocators: fresh processes' first steps spread by 100 ms and more, so the medians'
+comparison can flip on one process), and the first step's driver memory calls.
 
 Usage: bench_allocators.py [--workloads a,b] [--allocators native,expandable,memcoord] [--steps N] [--json F]
                            (an allocator memcoord[CONF] adds memcoord with MEMCOORD_ALLOC_CONF=CONF, e.g.
@@ -76,7 +79,7 @@ def split_allocators(text):
     return re.findall(r"memcoord\[[^\]]*\]|[^,]+", text)
 # Printed beside the targets, not one of them.
 INFORMATIONAL = {"losses within expandable's spread", "native's own loss spread", "first steps per process",
-                 "first step's driver calls <= expandable's"}
+                 "first step's driver calls <= expandable's", "first steps, pairs of processes"}
 GB = 1e9
 
 
@@ -383,6 +386,17 @@ def first_steps(row):
     return ", ".join(f"{r['first_step_ms']:.0f}" for r in row["runs"] if r.get("first_step_ms") is not None)
 
 
+def first_step_pairs(mc, expandable):
+    """(faster, ties, pairs) over every pair of a memcoord process and an expandable-segments process: in how
+    many memcoord's first step was the shorter. Half the pairs is what two allocators of equal first steps give
+    (the Mann-Whitney count); the medians' comparison (the target) flips on one process's noise, this does not."""
+    mine = [r["first_step_ms"] for r in mc.get("runs", []) if r.get("first_step_ms") is not None]
+    theirs = [r["first_step_ms"] for r in expandable.get("runs", []) if r.get("first_step_ms") is not None]
+    faster = sum(1 for m in mine for e in theirs if m < e)
+    ties = sum(1 for m in mine for e in theirs if m == e)
+    return faster, ties, len(mine) * len(theirs)
+
+
 def loss_diff(losses, reference):
     """The largest |difference| step by step (infinite when the runs have different lengths)."""
     if len(losses) != len(reference):
@@ -422,6 +436,12 @@ def targets(rows, tolerance):
             # A first step includes the process's library set-up (cuBLAS, cuDNN), which varies by 100 ms or more
             # between fresh processes of one configuration: the compared figures are medians of these.
             checks.append(("first steps per process", True, "; ".join(spreads) + " ms"))
+        if mc and expandable and not losses_only:
+            faster, ties, pairs = first_step_pairs(mc, expandable)
+            if pairs > 1:
+                checks.append(("first steps, pairs of processes", True,
+                               f"memcoord's shorter in {faster} of {pairs} (memcoord, expandable) pairs"
+                               + (f", equal in {ties}" if ties else "") + f" (equal first steps: {pairs / 2:g})"))
         timed = {r["allocator"]: first_step_driver_ms(r) for r in (expandable, mc) if r and not losses_only}
         if timed.get("memcoord") is not None and timed.get("expandable") is not None:
             # The part of the first step that is the allocator's own driver cost (--driver-timer), which the
