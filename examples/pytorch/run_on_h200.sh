@@ -23,7 +23,8 @@
 #            device) and capi_bench on cuda-vmm at 1 and 4 threads beside the C library's malloc/free
 #   firststep bench_allocators.py: gpt2_fp32, resnet50_amp, alternating x {expandable, memcoord}, 6 fresh processes
 #            each in alternating order, pinned, driver timer: the first-step target with each allocator's spread
-#            between processes (~460 s; alternating alone: 174 s on an H100); FIRSTSTEP_WORKLOADS=a,b names others
+#            between processes (~460 s; alternating alone: 174 s on an H100); FIRSTSTEP_WORKLOADS=a,b names others,
+#            FIRSTSTEP_REPEAT=N runs N processes each (even: each allocator as often first as second)
 #   firstprof profile_first_step.py: the first step under torch.profiler and cProfile, expandable and memcoord in
 #            turns, 2 processes each (FIRSTPROF_WORKLOAD, llama_1b by default: 60 s on an H100)
 #   losses   bench_allocators.py --deterministic, 6 steps of all five workloads x 3 allocators: losses bit for bit
@@ -143,7 +144,8 @@ part_variants() {
 part_firststep() {
   python3 examples/pytorch/bench_allocators.py --workloads "${FIRSTSTEP_WORKLOADS:-gpt2_fp32,resnet50_amp,alternating}" \
     --allocators expandable,memcoord \
-    --repeat 6 "${timer_args[@]}" "${pin_args[@]}" --json "$out/firststep.json" 2>&1 | tee "$out/firststep.log" |
+    --repeat "${FIRSTSTEP_REPEAT:-6}" "${timer_args[@]}" "${pin_args[@]}" --json "$out/firststep.json" 2>&1 |
+    tee "$out/firststep.log" |
     sed -n '/== allocators/,$p'
 }
 part_firstprof() {  # where the first step's CPU time goes, operator by operator, two processes per allocator
