@@ -381,17 +381,21 @@ def first_step_driver_ms(row):
     return statistics.median(driver_timer.memory_ms(t) for t in timed)
 
 
+def first_step_times(row):
+    """A combined row's first step in each of its processes that timed one (ms)."""
+    return [r["first_step_ms"] for r in row.get("runs", []) if r.get("first_step_ms") is not None]
+
+
 def first_steps(row):
     """A combined row's first step in each of its processes, as "a, b, c"."""
-    return ", ".join(f"{r['first_step_ms']:.0f}" for r in row["runs"] if r.get("first_step_ms") is not None)
+    return ", ".join(f"{ms:.0f}" for ms in first_step_times(row))
 
 
 def first_step_pairs(mc, expandable):
     """(faster, ties, pairs) over every pair of a memcoord process and an expandable-segments process: in how
     many memcoord's first step was the shorter. Half the pairs is what two allocators of equal first steps give
     (the Mann-Whitney count); the medians' comparison (the target) flips on one process's noise, this does not."""
-    mine = [r["first_step_ms"] for r in mc.get("runs", []) if r.get("first_step_ms") is not None]
-    theirs = [r["first_step_ms"] for r in expandable.get("runs", []) if r.get("first_step_ms") is not None]
+    mine, theirs = first_step_times(mc), first_step_times(expandable)
     faster = sum(1 for m in mine for e in theirs if m < e)
     ties = sum(1 for m in mine for e in theirs if m == e)
     return faster, ties, len(mine) * len(theirs)
