@@ -24,7 +24,8 @@
 #   firststep bench_allocators.py: gpt2_fp32, resnet50_amp, alternating x {expandable, memcoord}, 6 fresh processes
 #            each in alternating order, pinned, driver timer: the first-step target with each allocator's spread
 #            between processes (~460 s; alternating alone: 174 s on an H100); FIRSTSTEP_WORKLOADS=a,b names others,
-#            FIRSTSTEP_REPEAT=N runs N processes each (even: each allocator as often first as second)
+#            FIRSTSTEP_REPEAT=N runs N processes each (a multiple of the allocators' count: each allocator as
+#            often in each place of the order), FIRSTSTEP_ALLOCATORS=a,b,... others (e.g. memcoord[CONF])
 #   firstprof profile_first_step.py: the first step under torch.profiler and cProfile, expandable and memcoord in
 #            turns, 2 processes each (FIRSTPROF_WORKLOAD, llama_1b by default: 60 s on an H100)
 #   losses   bench_allocators.py --deterministic, 6 steps of all five workloads x 3 allocators: losses bit for bit
@@ -143,7 +144,7 @@ part_variants() {
 }
 part_firststep() {
   python3 examples/pytorch/bench_allocators.py --workloads "${FIRSTSTEP_WORKLOADS:-gpt2_fp32,resnet50_amp,alternating}" \
-    --allocators expandable,memcoord \
+    --allocators "${FIRSTSTEP_ALLOCATORS:-expandable,memcoord}" \
     --repeat "${FIRSTSTEP_REPEAT:-6}" "${timer_args[@]}" "${pin_args[@]}" --json "$out/firststep.json" 2>&1 |
     tee "$out/firststep.log" |
     sed -n '/== allocators/,$p'
