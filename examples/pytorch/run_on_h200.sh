@@ -25,7 +25,8 @@
 #            each in alternating order, pinned, driver timer: the first-step target with each allocator's spread
 #            between processes (~460 s; alternating alone: 174 s on an H100); FIRSTSTEP_WORKLOADS=a,b names others,
 #            FIRSTSTEP_REPEAT=N runs N processes each (a multiple of the allocators' count: each allocator as
-#            often in each place of the order), FIRSTSTEP_ALLOCATORS=a,b,... others (e.g. memcoord[CONF])
+#            often in each place of the order), FIRSTSTEP_ALLOCATORS=a,b,... others (e.g. memcoord[CONF]); several
+#            runs' firststep.json pool with first_steps_pooled.py
 #   firstprof profile_first_step.py: the first step under torch.profiler and cProfile, expandable and memcoord in
 #            turns, 2 processes each (FIRSTPROF_WORKLOAD, llama_1b by default: 60 s on an H100)
 #   losses   bench_allocators.py --deterministic, 6 steps of all five workloads x 3 allocators: losses bit for bit

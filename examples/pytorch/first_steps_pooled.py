@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""The first-step comparison of memcoord and expandable segments over several runs of bench_allocators.py
+(each run's --json), where one run's few processes cannot tell the two apart.
+
+    first_steps_pooled.py BENCH_JSON... [--json OUT]      (BENCH_JSON plain or gzipped: NAME.json.gz)
+
+A fresh process's first training step spends most of its time outside the allocator (cuDNN's plans, loading
+kernels), and that part varies by 100 ms and more from process to process and from hour to hour on the same
+machine. One run's medians then flip with the machine's state. This pools the runs without mixing their
+states: every (memcoord, expandable) pair of processes is taken within one run (a file), and over those pairs
+it prints, per workload:
+  - how many pairs memcoord's first step was the shorter in (half of them for equal allocators);
+  - the shift: the median of the pairs' differences, memcoord minus expandable (the Hodges-Lehmann estimate;
+    negative: memcoord's first step is shorter), with a 95% interval from 2,000 bootstrap resamples of each
+    run's processes (seeded, and the files taken in the order of their paths: the same files print the same
+    figures, in any order on the command line);
+  - the verdict: "memcoord shorter" or "memcoord longer" when the interval excludes 0, else "not resolved";
+  - each allocator's own memory calls in the first step (the driver timer's milliseconds, median over the
+    processes; absent without the timer): the part of the difference that is the allocators' driver work.
+Rows of other allocators (native, memcoord[CONF]) and files without both allocators for a workload are left
+out, and said so. Exits 2 naming the file when one cannot be read as bench_allocators.py's JSON.
+"""
+
+import argparse
+import gzip
+import json
+import os
+import random
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import driver_timer  # noqa: E402
+
+RESAMPLES = 2000
+PAIR = ("memcoord", "expandable")
+
+
+def processes(row):
+    """[(first step ms, memory-call ms or None)] of a row's processes (one entry for a one-process row)."""
+    runs = row.get("runs") or [row]
+    out = []
+    for r in runs:
+        if r.get("error") or r.get("first_step_ms") is None:
+            continue
+        calls = r.get("first_step_driver_calls")
+        out.append((float(r["first_step_ms"]), driver_timer.memory_ms(calls) if calls else None))
+    return out
+
+
+def load(path):
+    """{workload: {allocator: [(first ms, memory ms)]}} of one bench JSON; ValueError naming what is wrong."""
+    try:
+        with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+            data = json.load(f)
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: not readable as JSON ({error})") from None
+    rows = data.get("runs") if isinstance(data, dict) else None
+    if not isinstance(rows, list):
+        raise ValueError(f"{path}: no 'runs' list (expected bench_allocators.py --json output)")
+    out = {}
+    for row in rows:
+        if not isinstance(row, dict) or "workload" not in row or "allocator" not in row:
+            raise ValueError(f"{path}: a row without 'workload' and 'allocator'")
+        if row["allocator"] in PAIR:
+            try:
+                out.setdefault(row["workload"], {})[row["allocator"]] = processes(row)
+            except (TypeError, ValueError, AttributeError) as error:
+                raise ValueError(f"{path}: {row['workload']} {row['allocator']}: a process's figures are not "
+                                 f"numbers ({error})") from None
+    return out
+
+
+def pair_differences(strata):
+    """Every within-run (memcoord, expandable) difference of first steps, over the strata [(mine, theirs)]."""
+    return [m - e for mine, theirs in strata for m in mine for e in theirs]
+
+
+def bootstrap_interval(strata, seed=0):
+    """95% interval of the shift, resampling each run's processes (with replacement) within the run."""
+    rng = random.Random(seed)
+    shifts = []
+    for _ in range(RESAMPLES):
+        resampled = [([rng.choice(mine) for _ in mine], [rng.choice(theirs) for _ in theirs])
+                     for mine, theirs in strata]
+        shifts.append(statistics.median(pair_differences(resampled)))
+    shifts.sort()
+    return shifts[int(0.025 * RESAMPLES)], shifts[int(0.975 * RESAMPLES) - 1]
+
+
+def verdict(low, high):
+    if high < 0:
+        return "memcoord shorter"
+    if low > 0:
+        return "memcoord longer"
+    return "not resolved (the interval holds 0)"
+
+
+def pooled(files):
+    """{workload: summary} over the files' runs, and the notes on what was left out."""
+    by_workload, notes = {}, []
+    for path, runs in sorted(files, key=lambda f: f[0]):
+        for workload, rows in runs.items():
+            if not all(rows.get(a) for a in PAIR):
+                notes.append(f"{path}: {workload} left out (needs both memcoord and expandable processes)")
+                continue
+            by_workload.setdefault(workload, []).append(rows)
+    summary = {}
+    for workload, runs in by_workload.items():
+        strata = [([f for f, _ in r["memcoord"]], [f for f, _ in r["expandable"]]) for r in runs]
+        diffs = pair_differences(strata)
+        low, high = bootstrap_interval(strata)
+        memory = {a: [m for r in runs for _, m in r[a] if m is not None] for a in PAIR}
+        summary[workload] = {
+            "runs": len(runs),
+            "processes": {a: sum(len(r[a]) for r in runs) for a in PAIR},
+            "median_first_ms": {a: statistics.median(f for r in runs for f, _ in r[a]) for a in PAIR},
+            "pairs": len(diffs),
+            "memcoord_shorter": sum(1 for d in diffs if d < 0),
+            "shift_ms": statistics.median(diffs),
+            "interval_ms": [low, high],
+            "verdict": verdict(low, high),
+            "memory_call_ms": {a: statistics.median(v) if v else None for a, v in memory.items()},
+        }
+    return summary, notes
+
+
+def print_summary(summary, notes):
+    print("== first steps, memcoord against expandable segments, pairs of processes within each run ==")
+    for workload, s in summary.items():
+        mc, ex = s["median_first_ms"]["memcoord"], s["median_first_ms"]["expandable"]
+        low, high = s["interval_ms"]
+        runs = f"{s['runs']} run" + ("s" if s["runs"] != 1 else "")
+        line = (f"{workload:<18} {runs}, {s['processes']['memcoord']}+{s['processes']['expandable']} "
+                f"processes: medians {mc:.0f} vs {ex:.0f} ms; memcoord shorter in {s['memcoord_shorter']} of "
+                f"{s['pairs']} pairs; shift {s['shift_ms']:+.0f} ms [{low:+.0f}, {high:+.0f}]: {s['verdict']}")
+        calls = s["memory_call_ms"]
+        if calls["memcoord"] is not None and calls["expandable"] is not None:
+            line += f"; memory calls {calls['memcoord']:.1f} vs {calls['expandable']:.1f} ms"
+        print(line)
+    for note in notes:
+        print(note)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("files", nargs="+", help="bench_allocators.py --json outputs, one per run")
+    parser.add_argument("--json", help="also write the summary here")
+    args = parser.parse_args(argv)
+    try:
+        files = [(path, load(path)) for path in args.files]
+    except ValueError as error:
+        print(f"first_steps_pooled: {error}", file=sys.stderr)
+        return 2
+    summary, notes = pooled(files)
+    if not summary:
+        print("first_steps_pooled: no workload with both memcoord and expandable processes in these files",
+              file=sys.stderr)
+        return 2
+    print_summary(summary, notes)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"workloads": summary, "left_out": notes}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

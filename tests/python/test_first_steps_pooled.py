@@ -1,0 +1,203 @@
+"""examples/pytorch/first_steps_pooled.py on made-up bench JSON files: pairs are taken within each run, the
+shift and its interval, the verdicts, what is left out, and the errors for files it cannot read."""
+
+import contextlib
+import gzip
+import io
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pytorch"))
+sys.path.insert(0, EXAMPLES)
+import first_steps_pooled as pooled  # noqa: E402
+
+RUNS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "bench", "pytorch_runs", "2026-12-05"))
+
+
+def row(allocator, firsts, workload="w", memory_ms=None):
+    runs = []
+    for ms in firsts:
+        run = {"first_step_ms": ms, "median_step_ms": 10.0}
+        if memory_ms is not None:
+            run["first_step_driver_calls"] = {"cuMemCreate": [10, memory_ms], "cudaEventRecord": [5, 100.0]}
+        runs.append(run)
+    return {"workload": workload, "allocator": allocator, "first_step_ms": firsts[0], "runs": runs}
+
+
+class PooledTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def write(self, name, rows):
+        path = os.path.join(self.dir.name, name)
+        with open(path, "w") as f:
+            json.dump({"runs": rows, "targets": {}}, f)
+        return path
+
+    def run_main(self, *args):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = pooled.main(list(args))
+        return code, out.getvalue(), err.getvalue()
+
+    def test_pairs_stay_within_a_run_so_a_slow_hour_does_not_count_against_either(self):
+        # Run 2's machine is 1,000 ms slower for both; memcoord is 10 ms shorter in every process of both runs.
+        a = self.write("a.json", [row("memcoord", [490, 500, 510]), row("expandable", [500, 510, 520])])
+        b = self.write("b.json", [row("memcoord", [1490, 1500, 1510]), row("expandable", [1500, 1510, 1520])])
+        summary, notes = pooled.pooled([(a, pooled.load(a)), (b, pooled.load(b))])
+        s = summary["w"]
+        self.assertEqual(s["pairs"], 18)  # 3 x 3 in each run, none across runs
+        self.assertEqual(s["shift_ms"], -10)
+        self.assertEqual(s["runs"], 2)
+        self.assertEqual(notes, [])
+
+    def test_a_clear_difference_is_resolved_and_an_overlap_is_not(self):
+        slow = self.write("slow.json", [row("memcoord", [600, 610, 620, 630, 640, 650]),
+                                        row("expandable", [500, 510, 520, 530, 540, 550])])
+        summary, _ = pooled.pooled([(slow, pooled.load(slow))])
+        self.assertEqual(summary["w"]["verdict"], "memcoord longer")
+        self.assertGreater(summary["w"]["interval_ms"][0], 0)
+        self.assertEqual(summary["w"]["memcoord_shorter"], 0)
+        fast = self.write("fast.json", [row("memcoord", [500, 510, 520, 530, 540, 550]),
+                                        row("expandable", [600, 610, 620, 630, 640, 650])])
+        self.assertEqual(pooled.pooled([(fast, pooled.load(fast))])[0]["w"]["verdict"], "memcoord shorter")
+        mixed = self.write("mixed.json", [row("memcoord", [500, 700, 520, 680, 540, 660]),
+                                          row("expandable", [510, 690, 530, 670, 550, 650])])
+        s = pooled.pooled([(mixed, pooled.load(mixed))])[0]["w"]
+        self.assertTrue(s["verdict"].startswith("not resolved"))
+        low, high = s["interval_ms"]
+        self.assertLessEqual(low, 0)
+        self.assertGreaterEqual(high, 0)
+
+    def test_the_same_files_print_the_same_interval_in_any_order(self):
+        a = self.write("a.json", [row("memcoord", [500, 700, 520, 680]), row("expandable", [510, 690, 530, 670])])
+        b = self.write("b.json", [row("memcoord", [400, 900, 420]), row("expandable", [430, 880, 450])])
+        files = [(a, pooled.load(a)), (b, pooled.load(b))]
+        first = pooled.pooled(files)[0]["w"]["interval_ms"]
+        self.assertEqual(pooled.pooled(files)[0]["w"]["interval_ms"], first)
+        self.assertEqual(pooled.pooled(list(reversed(files)))[0]["w"]["interval_ms"], first)
+
+    def test_memory_calls_are_the_driver_timers_memory_calls_only(self):
+        path = self.write("t.json", [row("memcoord", [500, 510], memory_ms=30.0),
+                                     row("expandable", [520, 530], memory_ms=20.0)])
+        code, out, _ = self.run_main(path)
+        self.assertEqual(code, 0)
+        self.assertIn("memory calls 30.0 vs 20.0 ms", out)  # the 100 ms of cudaEventRecord left out
+
+    def test_other_allocators_failed_processes_and_one_sided_workloads_are_left_out(self):
+        failed = {"first_step_ms": None, "error": "exit 1"}
+        memcoord = row("memcoord", [500, 510])
+        memcoord["runs"].append(failed)
+        path = self.write("m.json", [memcoord, row("expandable", [520, 530]), row("native", [100, 100]),
+                                     row("memcoord[large_map_unit:40MiB]", [1, 1]),
+                                     row("memcoord", [400], workload="alone")])
+        summary, notes = pooled.pooled([(path, pooled.load(path))])
+        self.assertEqual(summary["w"]["processes"], {"memcoord": 2, "expandable": 2})
+        self.assertEqual(summary["w"]["shift_ms"], -20)
+        self.assertNotIn("alone", summary)
+        self.assertEqual(len(notes), 1)
+        self.assertIn("alone left out", notes[0])
+
+    def test_a_one_process_row_counts_its_own_first_step(self):
+        path = self.write("one.json", [{"workload": "w", "allocator": "memcoord", "first_step_ms": 400.0},
+                                       {"workload": "w", "allocator": "expandable", "first_step_ms": 450.0}])
+        self.assertEqual(pooled.pooled([(path, pooled.load(path))])[0]["w"]["shift_ms"], -50)
+
+    def test_gzipped_runs_read_as_plain_ones(self):
+        rows = [row("memcoord", [500, 510]), row("expandable", [520, 530])]
+        path = os.path.join(self.dir.name, "run.json.gz")
+        with gzip.open(path, "wt") as f:
+            json.dump({"runs": rows}, f)
+        self.assertEqual(pooled.pooled([(path, pooled.load(path))])[0]["w"]["shift_ms"], -20)
+        broken = os.path.join(self.dir.name, "broken.json.gz")
+        with open(broken, "wb") as f:
+            f.write(b"not gzip at all")
+        code, _, err = self.run_main(broken)
+        self.assertEqual(code, 2)
+        self.assertIn("broken.json.gz: not readable as JSON", err)
+
+    def test_unreadable_files_exit_2_naming_the_file(self):
+        missing = os.path.join(self.dir.name, "missing.json")
+        code, _, err = self.run_main(missing)
+        self.assertEqual(code, 2)
+        self.assertIn("missing.json: not readable as JSON", err)
+        garbage = os.path.join(self.dir.name, "garbage.json")
+        with open(garbage, "w") as f:
+            f.write("{not json")
+        self.assertEqual(self.run_main(garbage)[0], 2)
+        wrong = self.write("wrong.json", [])
+        with open(wrong, "w") as f:
+            json.dump([1, 2], f)
+        code, _, err = self.run_main(wrong)
+        self.assertEqual(code, 2)
+        self.assertIn("no 'runs' list", err)
+        bad_row = self.write("bad_row.json", [{"allocator": "memcoord"}])
+        code, _, err = self.run_main(bad_row)
+        self.assertEqual(code, 2)
+        self.assertIn("a row without 'workload' and 'allocator'", err)
+
+    def test_a_process_whose_figures_are_not_numbers_is_named(self):
+        broken = row("memcoord", [500])
+        broken["runs"][0]["first_step_ms"] = "fast"
+        path = self.write("nan.json", [broken, row("expandable", [500])])
+        code, _, err = self.run_main(path)
+        self.assertEqual(code, 2)
+        self.assertIn("nan.json: w memcoord: a process's figures are not numbers", err)
+        listed = row("memcoord", [500])
+        listed["runs"] = ["not a process"]
+        path = self.write("list.json", [listed, row("expandable", [500])])
+        self.assertEqual(self.run_main(path)[0], 2)
+
+    def test_no_comparable_workload_is_an_error_not_an_empty_table(self):
+        path = self.write("native.json", [row("native", [500])])
+        code, out, err = self.run_main(path)
+        self.assertEqual(code, 2)
+        self.assertEqual(out, "")
+        self.assertIn("no workload with both memcoord and expandable", err)
+
+    def test_json_output_keeps_the_summary_and_what_was_left_out(self):
+        path = self.write("j.json", [row("memcoord", [500, 510]), row("expandable", [520, 530]),
+                                     row("expandable", [1], workload="alone")])
+        out_path = os.path.join(self.dir.name, "out.json")
+        code, _, _ = self.run_main(path, "--json", out_path)
+        self.assertEqual(code, 0)
+        with open(out_path) as f:
+            written = json.load(f)
+        self.assertEqual(written["workloads"]["w"]["pairs"], 4)
+        self.assertEqual(len(written["left_out"]), 1)
+
+
+class CommittedRunsTest(unittest.TestCase):
+    """The figures README.md's "Measured under PyTorch" quotes, from the runs kept in bench/pytorch_runs."""
+
+    def test_the_readmes_first_step_figures(self):
+        paths = sorted(os.path.join(RUNS, n) for n in os.listdir(RUNS) if n.endswith(".json.gz") and "eager" not in n)
+        self.assertEqual(len(paths), 9)
+        summary, _ = pooled.pooled([(p, pooled.load(p)) for p in paths])
+        quoted = {  # shift, interval, memory calls (memcoord, expandable), as the README rounds them
+            "gpt2_fp32": (-13, (-90, 9), (34.5, 42.0)),
+            "gpt2_bf16_varlen": (-65, (-111, -18), (22.4, 24.5)),
+            "resnet50_amp": (11, (-42, 96), (22.4, 18.6)),
+            "llama_1b": (2, (-56, 70), (31.6, 22.3)),
+            "alternating": (0, (-27, 26), (36.3, 35.8)),
+        }
+        self.assertEqual(set(summary), set(quoted))
+        for workload, (shift, interval, calls) in quoted.items():
+            s = summary[workload]
+            with self.subTest(workload=workload):
+                self.assertEqual(round(s["shift_ms"]), shift)
+                self.assertEqual(tuple(round(x) for x in s["interval_ms"]), interval)
+                mc, ex = s["memory_call_ms"]["memcoord"], s["memory_call_ms"]["expandable"]
+                self.assertEqual((round(mc, 1), round(ex, 1)), calls)
+        self.assertEqual(summary["gpt2_bf16_varlen"]["verdict"], "memcoord shorter")
+        self.assertTrue(all(s["verdict"] != "memcoord longer" for s in summary.values()))
+
+
+if __name__ == "__main__":
+    unittest.main()
