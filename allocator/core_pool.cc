@@ -70,6 +70,7 @@ detail::ArenaConfig CorePool::arena_config(bool small) const {
   unit = std::min<std::uint64_t>(unit, c.range_bytes);
   c.map_unit_bytes = static_cast<std::size_t>(
       std::max<std::uint64_t>((unit + c.chunk_bytes - 1) / c.chunk_bytes * c.chunk_bytes, c.chunk_bytes));
+  c.merge_unit_ends = !small && options_.merge_unit_ends;
   return c;
 }
 

@@ -24,6 +24,7 @@ enum class Key {
   kFreeMarkerInterval,
   kThreadCacheFence,
   kThreadCacheIdleMisses,
+  kMergeUnitEnds,
 };
 
 struct KeySpec {
@@ -37,7 +38,7 @@ constexpr std::uint64_t kMaxMarkerIntervalUs = 10'000'000;  // 10 s: a marker th
 
 constexpr std::uint64_t kMaxIdleMisses = 1'000'000;  // a thread idle that long is idle at any setting
 
-constexpr std::array<KeySpec, 9> kKeys{{
+constexpr std::array<KeySpec, 10> kKeys{{
     {"large_map_unit", Key::kLargeMapUnit, 64 * kGiB},
     {"thread_cache", Key::kThreadCache, kGiB},
     {"thread_cache_block", Key::kThreadCacheBlock, kGiB},
@@ -47,6 +48,7 @@ constexpr std::array<KeySpec, 9> kKeys{{
     {"free_marker_interval_us", Key::kFreeMarkerInterval, kMaxMarkerIntervalUs},
     {"thread_cache_fence", Key::kThreadCacheFence, 0},
     {"thread_cache_idle_misses", Key::kThreadCacheIdleMisses, kMaxIdleMisses},
+    {"merge_unit_ends", Key::kMergeUnitEnds, 0},
 }};
 
 std::string_view Trim(std::string_view s) {
@@ -132,6 +134,10 @@ Status ApplyWord(const KeySpec& spec, std::string_view entry, std::string_view v
     if (PickWord(value, kSwitchWords, out.thread_cache_fence)) return Status::Ok();
     return BadEntry(entry, "thread_cache_fence accepts on or off");
   }
+  if (spec.key == Key::kMergeUnitEnds) {
+    if (PickWord(value, kSwitchWords, out.merge_unit_ends)) return Status::Ok();
+    return BadEntry(entry, "merge_unit_ends accepts on or off");
+  }
   if (PickWord(value, kGrowthWords, out.growth)) return Status::Ok();
   return BadEntry(entry, "growth accepts auto, mapping or segments");
 }
@@ -141,6 +147,7 @@ Status Apply(const KeySpec& spec, std::string_view entry, std::string_view value
     case Key::kRemap:
     case Key::kGrowth:
     case Key::kThreadCacheFence:
+    case Key::kMergeUnitEnds:
       return ApplyWord(spec, entry, value, out);
     case Key::kFreeMarkerInterval:
     case Key::kThreadCacheIdleMisses:
@@ -154,7 +161,7 @@ Status Apply(const KeySpec& spec, std::string_view entry, std::string_view value
 
 std::string_view PoolConfKeys() {
   return "large_map_unit, thread_cache, thread_cache_block, device_reserve, remap, growth, "
-         "free_marker_interval_us, thread_cache_fence, thread_cache_idle_misses";
+         "free_marker_interval_us, thread_cache_fence, thread_cache_idle_misses, merge_unit_ends";
 }
 
 Result<PoolOptions> ApplyPoolConf(std::string_view conf, PoolOptions base) {

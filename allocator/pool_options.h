@@ -56,6 +56,17 @@ struct PoolOptions {
   // every size scaled by a random 0.9-1.1, by -122 to +120 MiB). The small arena maps single chunks.
   static constexpr std::size_t kDefaultLargeMapUnit = 20 << 20;
   std::size_t large_map_unit_bytes = 0;
+  // Mapping backends: a large-arena miss's first or last piece smaller than the unit (the grid cuts one where
+  // the miss starts or ends between multiples) is mapped with its whole-unit neighbour as one driver
+  // allocation (detail/map_units.h): fewer allocations, at coarser unmapping. Off by default: replays
+  // (2026-12-05, memcoord replay) of the traces recorded on the GPUs under memcoord map 22%, 20%, 19% and 9%
+  // fewer units (GPT-2 fp32, the alternating pair, ResNet-50, the Llama) at peaks equal or lower (by 0, 2, 4
+  // and 122 MiB), but over 24 copies of each of bench/traces with every size scaled by a random 0.9-1.1
+  // (bench/allocator/perturbed_side_by_side.py --keep-powers-of-two) the peak went above expandable segments'
+  // model in 3 of ResNet-50's (none without it) and 16 of GPT-2 fp32's (11 without it); bench/traces'
+  // ResNet-50 itself replays at 1.0152 of its peak request against 1.0068 without it (expandable segments:
+  // 1.0100). For runs whose first steps matter more than those megabytes; not yet run on a GPU.
+  bool merge_unit_ends = false;
   // Address space reserved per arena range on mapping backends; 0: twice the device's total memory.
   std::uint64_t address_range_bytes = 0;
   // A miss that would leave the device with less free memory than this packs the cache first (pressure);

@@ -462,7 +462,8 @@ std::uint64_t Arena::release_block(Block* b, std::uint64_t want_bytes) {
 
 Status Arena::map_units(std::uintptr_t base, std::uintptr_t address, std::size_t bytes) {
   const std::vector<std::size_t> pieces =
-      coarse_units() ? UnitPieces(address - base, bytes, config_.map_unit_bytes, config_.chunk_bytes)
+      coarse_units() ? UnitPieces(address - base, bytes, config_.map_unit_bytes, config_.chunk_bytes,
+                                  config_.merge_unit_ends)
                      : std::vector<std::size_t>(bytes / config_.chunk_bytes, config_.chunk_bytes);
   MEMCOORD_RETURN_IF_ERROR(backend_.map_pieces(address, pieces));  // one call: the driver sets access once
   backend_allocations_ += pieces.size();
@@ -537,7 +538,8 @@ Status Arena::check_units() const {
         return Internal(fmt::format("mapped run at {:#x} does not begin with a unit", b->address));
       }
       // Units below the unit come from the grid and never cross it; a unit of a miss of more than
-      // kMaxUnitsPerMiss units is at least the unit and may start anywhere.
+      // kMaxUnitsPerMiss units, or one an end piece merged into (merge_unit_ends), is at least the unit and
+      // may start anywhere.
       for (; it != unit_starts_.end() && *it < end; ++it) {
         const auto next = std::next(it);
         const std::uintptr_t unit_end = (next != unit_starts_.end() && *next < end) ? *next : end;

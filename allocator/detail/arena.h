@@ -36,10 +36,12 @@ struct ArenaConfig {
   std::size_t chunk_bytes = 2 << 20;  // mapping: the backend's chunk
   std::uint64_t range_bytes = 0;      // mapping: address space reserved per segment
   // mapping: the largest unit mapped by one backend call, a multiple of chunk_bytes (0: chunk_bytes), except
-  // for misses of more than kMaxUnitsPerMiss units (map_units.h). Units up to it never cross the segment's
-  // base plus a multiple of it: whole units fit in any free run of twice its size between them.
+  // for misses of more than kMaxUnitsPerMiss units and merged end pieces (map_units.h). Units below it never
+  // cross the segment's base plus a multiple of it: without merged ends, whole units fit in any free run of
+  // twice its size between them.
   std::size_t map_unit_bytes = 0;
-  bool small = false;  // segment sizing: small arenas grow by 2 MiB segments
+  bool merge_unit_ends = false;  // mapping: UnitPieces' merge_ends (PoolOptions::merge_unit_ends)
+  bool small = false;            // segment sizing: small arenas grow by 2 MiB segments
 };
 
 // Where a mapping miss will go: `map_bytes` of new chunks at `map_address` inside `hole` (or a new

@@ -26,7 +26,10 @@ inline constexpr std::size_t kMaxUnitsPerMiss = 32;
 // base (a multiple of `chunk`); `unit` is a multiple of `chunk`. Up to kMaxUnitsPerMiss * unit bytes: cut
 // at the multiples of `unit` from the base (at most `unit` each). Beyond: kMaxUnitsPerMiss units of equal
 // size in chunks (the first ones a chunk larger when the chunks do not divide evenly). They sum to `bytes`.
+// With `merge_ends` (PoolOptions::merge_unit_ends), a grid cut's first or last piece smaller than `unit`
+// joins its neighbour when that one is at least `unit`: one or two driver allocations fewer per miss, each
+// under three units; a piece smaller than `unit` still never crosses a multiple of it.
 std::vector<std::size_t> UnitPieces(std::size_t offset, std::size_t bytes, std::size_t unit,
-                                    std::size_t chunk);
+                                    std::size_t chunk, bool merge_ends = false);
 
 }  // namespace memcoord::detail

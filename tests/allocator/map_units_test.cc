@@ -48,5 +48,42 @@ TEST(UnitPieces, ALargerMissMapsTheMostUnitsOfEqualSize) {
   for (std::size_t i = 0; i < logits.size(); ++i) EXPECT_EQ(logits[i], (i < 18 ? 50 : 48) * kMiB) << i;
 }
 
+TEST(UnitPieces, MergedEndsJoinTheirWholeUnitNeighbour) {
+  // From 16 MiB: 4 | 20 | 20 | 6 on the grid; the ends join the whole units beside them.
+  EXPECT_EQ(UnitPieces(16 * kMiB, 50 * kMiB, kUnit, kChunk, /*merge_ends=*/true), MiB({24, 26}));
+  // 4 | 20 | 6: both ends join the one whole unit.
+  EXPECT_EQ(UnitPieces(16 * kMiB, 30 * kMiB, kUnit, kChunk, true), MiB({30}));
+  EXPECT_EQ(UnitPieces(0, 50 * kMiB, kUnit, kChunk, true), MiB({20, 30}));
+  EXPECT_EQ(UnitPieces(18 * kMiB, 22 * kMiB, kUnit, kChunk, true), MiB({22}));
+  // No whole-unit neighbour: the partial pieces stay on the grid, never crossing a multiple of the unit.
+  EXPECT_EQ(UnitPieces(18 * kMiB, 4 * kMiB, kUnit, kChunk, true), MiB({2, 2}));
+  EXPECT_EQ(UnitPieces(0, 6 * kMiB, kUnit, kChunk, true), MiB({6}));
+  EXPECT_EQ(UnitPieces(0, 40 * kMiB, kUnit, kChunk, true), MiB({20, 20}));
+  // Beyond kMaxUnitsPerMiss units the equal units are unchanged.
+  const std::size_t bytes = kMaxUnitsPerMiss * kUnit + kChunk;
+  EXPECT_EQ(UnitPieces(6 * kMiB, bytes, kUnit, kChunk, true), UnitPieces(6 * kMiB, bytes, kUnit, kChunk));
+}
+
+TEST(UnitPieces, MergedEndsAlwaysSumToTheMissAndStayUnderThreeUnits) {
+  for (std::size_t offset = 0; offset < 3 * kUnit; offset += kChunk) {
+    for (std::size_t bytes = kChunk; bytes <= 5 * kUnit; bytes += kChunk) {
+      const std::vector<std::size_t> grid = UnitPieces(offset, bytes, kUnit, kChunk);
+      const std::vector<std::size_t> merged = UnitPieces(offset, bytes, kUnit, kChunk, true);
+      EXPECT_EQ(std::accumulate(merged.begin(), merged.end(), std::size_t{0}), bytes)
+          << offset << " " << bytes;
+      EXPECT_LE(merged.size(), grid.size());
+      EXPECT_GE(merged.size() + 2, grid.size());
+      std::size_t at = offset;
+      for (std::size_t piece : merged) {
+        EXPECT_LT(piece, 3 * kUnit);
+        if (piece < kUnit) {
+          EXPECT_EQ(at / kUnit, (at + piece - 1) / kUnit) << "a small piece crosses the grid";
+        }
+        at += piece;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace memcoord::detail

@@ -18,7 +18,7 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   Result<PoolOptions> o = ApplyPoolConf(
       " large_map_unit:40MiB, thread_cache:512KiB ,thread_cache_block:64KiB,device_reserve:2GiB,"
       "remap:every-miss,growth:segments,free_marker_interval_us:0,thread_cache_fence:off,"
-      "thread_cache_idle_misses:0",
+      "thread_cache_idle_misses:0,merge_unit_ends:on",
       base);
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->large_map_unit_bytes, 40 * kMiB);
@@ -32,6 +32,8 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   EXPECT_FALSE(o->thread_cache_fence);
   EXPECT_EQ(base.thread_cache_idle_misses, 16u);  // the default
   EXPECT_EQ(o->thread_cache_idle_misses, 0u);
+  EXPECT_FALSE(base.merge_unit_ends);  // the default
+  EXPECT_TRUE(o->merge_unit_ends);
   EXPECT_EQ(o->name, "mine");
   EXPECT_EQ(o->small_block_limit, 4096u);
   EXPECT_EQ(o->pack_waits_for_streams, base.pack_waits_for_streams);
@@ -79,6 +81,7 @@ TEST(PoolConf, BadConfsNameTheEntryAndWhatIsAccepted) {
        {"'free_marker_interval_us:1ms'", "whole number of microseconds from 0 to 10000000"}},
       {"free_marker_interval_us:-1", {"whole number of microseconds"}},
       {"thread_cache_fence:yes", {"'thread_cache_fence:yes'", "thread_cache_fence accepts on or off"}},
+      {"merge_unit_ends:1", {"'merge_unit_ends:1'", "merge_unit_ends accepts on or off"}},
       {"free_marker_interval_us:10000001", {"from 0 to 10000000"}},
       {"free_marker_interval_us:99999999999999999999999999", {"from 0 to 10000000"}},
       {"thread_cache_idle_misses:some",
@@ -88,6 +91,7 @@ TEST(PoolConf, BadConfsNameTheEntryAndWhatIsAccepted) {
       {"thread_cache_idle_misses:16.5", {"whole number from 0 to 1000000"}},
       {"thread_cache_idle_misses:1000001", {"from 0 to 1000000"}},
       {"thread_cache:1MiB,bogus:1", {"thread_cache_idle_misses"}},
+      {"bogus:1", {"merge_unit_ends"}},
   };
   PoolOptions base;
   for (const Case& c : cases) {
