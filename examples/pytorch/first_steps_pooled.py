@@ -17,8 +17,9 @@ it prints, per workload:
   - the verdict: "memcoord shorter" or "memcoord longer" when the interval excludes 0, else "not resolved";
   - each allocator's own memory calls in the first step (the driver timer's milliseconds, median over the
     processes; absent without the timer): the part of the difference that is the allocators' driver work.
-Rows of other allocators (native, memcoord[CONF]) and files without both allocators for a workload are left
-out, and said so. Exits 2 naming the file when one cannot be read as bench_allocators.py's JSON.
+Rows of other allocators (native, memcoord[CONF]) and failed processes are skipped; a file's workload without
+processes of both allocators is left out, and said so. Exits 2 naming the file when one cannot be read as
+bench_allocators.py's JSON.
 """
 
 import argparse
