@@ -181,11 +181,9 @@ TEST(PoolMapUnits, ATrimKeepsUnitsThatALiveBlockStillShares) {
   ExpectEverythingGivenBack(pool, backend, c);
 }
 
-// Random sizes from 1 KiB to 160 MiB on two streams under a 1 GiB limit (so the pool packs), with trims:
-// the arena's invariants hold after every step (unit starts against mapped runs included) and no unmap
-// ever cuts a unit; at the end everything goes back.
 // 3000 random allocations (small and up to 161 MiB, two streams) and frees under the pool's limit, a trim
-// every 500, the invariants checked every 50; then everything is freed and trimmed.
+// every 500, the invariants checked every 50; then everything is freed and trimmed. Fatal failures return
+// from here: callers wrap it in ASSERT_NO_FATAL_FAILURE.
 void RandomTraffic(CachingPool& pool, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<void*> live;
@@ -211,6 +209,9 @@ void RandomTraffic(CachingPool& pool, std::uint64_t seed) {
   pool.trim(0);
 }
 
+// Random sizes from 1 KiB to 160 MiB on two streams under a 1 GiB limit (so the pool packs), with trims:
+// the arena's invariants hold after every step (unit starts against mapped runs included) and no unmap
+// ever cuts a unit; at the end everything goes back.
 TEST(PoolMapUnits, RandomTrafficUnderALimitNeverCutsAUnit) {
   for (std::size_t unit : {std::size_t{2} * kMiB, std::size_t{20} * kMiB, std::size_t{64} * kMiB}) {
     SCOPED_TRACE(unit);
@@ -218,7 +219,7 @@ TEST(PoolMapUnits, RandomTrafficUnderALimitNeverCutsAUnit) {
     PoolOptions options = MappingOptions(unit);
     options.limit_bytes = 1ULL << 30;
     CachingPool pool(backend, options);
-    RandomTraffic(pool, 42);
+    ASSERT_NO_FATAL_FAILURE(RandomTraffic(pool, 42));
     EXPECT_EQ(pool.stats().reserved_bytes, 0u);
     EXPECT_EQ(backend.used_bytes(), 0u);
     EXPECT_EQ(backend.cut_units, 0);
@@ -285,7 +286,7 @@ TEST(PoolMapUnits, MergedEndsMapFewerUnitsAndRandomTrafficNeverCutsOne) {
   options.merge_unit_ends = true;
   options.limit_bytes = 1ULL << 30;
   CachingPool pool(backend, options);
-  RandomTraffic(pool, 11);
+  ASSERT_NO_FATAL_FAILURE(RandomTraffic(pool, 11));
   std::size_t merged = 0;
   for (std::size_t s : backend.map_sizes) merged += s > 20 * kMiB ? 1 : 0;
   EXPECT_GT(merged, 0u) << "no end piece was merged";
