@@ -126,6 +126,30 @@ TEST(Packing, ALoopTradingChunksBetweenTheArenasStopsCallingTheDriver) {
   EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
 }
 
+// The same trade in a pool whose mark is large (4 GiB held live), where 1/16 of it would take a hundred
+// rounds of trading: the first move back at an unchanged mark ends it. From the third round on every round
+// is cache hits, and the pool holds at most what keeping both arenas' memory needs.
+TEST(Packing, ATradeThatComesBackAtTheSameMarkEndsAtOnce) {
+  VirtualBackend backend(8 * kGiB);
+  CachingPool pool(backend);
+  Result<void*> held = pool.allocate(4 * kGiB);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  auto round = [&] {
+    CacheSmallBlocks(pool, 16);
+    ASSERT_TRUE(pool.deallocate(*pool.allocate(40 * kMiB)).ok());
+  };
+  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(round());
+  const PoolStats settled = pool.stats();
+  EXPECT_GT(settled.backend_frees, 0u);  // it did trade before it stopped
+  for (int i = 0; i < 200; ++i) ASSERT_NO_FATAL_FAILURE(round());
+  const PoolStats after = pool.stats();
+  EXPECT_EQ(after.backend_allocations, settled.backend_allocations) << "maps after three rounds";
+  EXPECT_EQ(after.backend_frees, settled.backend_frees) << "unmaps after three rounds";
+  EXPECT_LE(after.peak_reserved_bytes, 4 * kGiB + 16 * kMiB + 40 * kMiB);
+  EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
+  ASSERT_TRUE(pool.deallocate(*held).ok());
+}
+
 TEST(Packing, ALimitThatWouldBeExceededPacksTheOtherArenasCache) {
   VirtualBackend backend(8 * kGiB);
   CachingPool pool(backend);

@@ -49,9 +49,9 @@ TEST(Replay, DefaultPoolBeatsPyTorchOnEveryRealTrace) {
 
 // PoolOptions::merge_unit_ends on the shared traces: a fifth fewer driver allocations or more where misses
 // start or end between multiples of the unit (GPT-2 fp32 646 against 827, bf16 788 against 1,010, ResNet-50
-// 334 against 445); generation's misses are mostly single units (488 against 490). Its cost is the footprint,
-// within 1% of the peak request of the grid's here, which is why it is off: ResNet-50 replays at 1.0152 of
-// its peak request against 1.0068 without it (expandable segments: 1.0100).
+// 324 against 429); generation's misses are mostly single units (488 against 490). Its cost is the footprint,
+// within 1% of the peak request of the grid's here (bf16: 1.0107 against 1.0088); pool_options.h says why
+// it is off.
 TEST(Replay, MergedUnitEndsMapFewerUnits) {
   for (const Anchor& a : kAnchors) {
     Result<Trace> trace = ReadTrace(std::string(MEMCOORD_TRACE_DIR) + "/" + a.trace + ".trace.gz");
