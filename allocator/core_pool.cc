@@ -411,8 +411,8 @@ std::chrono::microseconds CorePool::marker_interval(std::chrono::steady_clock::t
 //     the mark this way in all) from the other one: idle small-block chunks can hold a large miss at the
 //     peak, and the other way round. Past that 1/16, every byte moved raises the mark by 1/64 of a byte, up
 //     to 1/64 of it: a pool that keeps remapping grows a little instead and its misses stop calling the
-//     driver. A loop whose small and large requests take each other's chunks stops trading them as soon as
-//     memory comes back at an unchanged mark (note_trade). Before
+//     driver. A loop whose small and large requests take each other's chunks stops trading them at the first
+//     chunk that would come back at an unchanged mark (trade_comes_back). Before
 //     it a miss at the mark takes all it needs: packing that little while a pool grows to its peak costs a
 //     few driver calls, and headroom earned from the first moves let the peak rise by what they earned
 //     (replays of bench/traces/alternating_threads: one 2 MiB chunk above expandable segments' peak with
@@ -444,9 +444,10 @@ void CorePool::pack_for(detail::Arena& arena, const detail::Placement& placement
   got += drain_for_large_shortfall(arena, placement, want - std::min(want, got), stream);
   const bool every_miss = options_.remap == RemapPolicy::kEveryMiss;
   const bool few_moves_yet = moved_at_mark_ <= high_water_ / kFreeRemapDivisor;
-  if (got < want && (every_miss || few_moves_yet)) {
+  const bool to_small = &arena == &small_;
+  if (got < want && (every_miss || (few_moves_yet && !trade_comes_back(to_small)))) {
     const std::uint64_t taken = release_cached(other, want - got, wait, nullptr, nullptr, stream);
-    if (!every_miss) note_trade(/*to_small=*/&arena == &small_, taken);
+    if (taken > 0) last_trade_ = Trade{to_small, high_water_, taken};
     got += taken;
   }
   if (every_miss) return;
@@ -456,22 +457,16 @@ void CorePool::pack_for(detail::Arena& arena, const detail::Placement& placement
   }
 }
 
-// Memory that packing at the mark moves from one arena to the other and then back, with no new high-water
-// mark in between, is a loop whose small and large requests peak at different moments of each round: it would
-// move the same chunks every round until the 1/16 above (ResNet-50 on an H100: three units each way a step
-// for the 16 steps measured, at times with a host wait of 0.5-3.5 ms for a marker). The move back raises the
-// headroom by the bytes it moved (within the 1/64 cap), so the loop's next miss grows the pool instead of
-// taking them again, and both arenas keep what the loop needs. The headroom stays, as any headroom does:
-// later misses at the mark that need no more than it grow too. What that costs: on replays of the traces
-// recorded on the GPUs under memcoord, the alternating GPT-2/ResNet-50 pair +4 MiB (on the H100 too: 4 MiB
-// above expandable segments, where trading every step had kept it level), ResNet-50 -2 to 0 MiB (the H100: -6
-// MiB), GPT-2 fp32 and the Llama unchanged.
-void CorePool::note_trade(bool to_small, std::uint64_t bytes) {
-  if (bytes == 0) return;
-  if (last_trade_.bytes > 0 && last_trade_.to_small != to_small && last_trade_.high_water == high_water_) {
-    headroom_ = std::min(high_water_ / kHeadroomDivisor, headroom_ + bytes);
-  }
-  last_trade_ = Trade{to_small, high_water_, bytes};
+// Memory that packing at the mark moved from one arena to the other, taken back with no new high-water mark
+// in between, is a loop whose small and large requests peak at different moments of each round: it would move
+// the same chunks every round until the 1/16 above (ResNet-50 on an H100: three units each way a step for the
+// 16 steps measured, at times with a host wait of 0.5-3.5 ms for a marker). Such a miss takes nothing from
+// the other arena and the pool grows instead: then each arena keeps what the loop needs, and the loop stops
+// calling the driver. What that costs: on replays of the traces recorded on the GPUs under memcoord, the
+// alternating GPT-2/ResNet-50 pair +2 MiB, ResNet-50 -4 to -6 MiB, GPT-2 fp32 and the Llama unchanged; over
+// 24 copies of bench/traces' with every size scaled by a random 0.9-1.1, see RemapPolicy.
+bool CorePool::trade_comes_back(bool to_small) const {
+  return last_trade_.bytes > 0 && last_trade_.to_small != to_small && last_trade_.high_water == high_water_;
 }
 
 // At the mark, when what older markers proved done still leaves the pool to grow by at least

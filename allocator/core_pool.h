@@ -127,9 +127,9 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
   void mark_large_free(std::size_t bytes, std::uint8_t stream);
   // On every call on `stream`: the marker a large free deferred, once its interval has passed.
   void mark_if_uncovered(std::uint8_t stream);
-  // After packing at the mark took `bytes` from the other arena for the small arena (`to_small`) or the large
-  // one: a move back at the same high-water mark raises the headroom by `bytes` (see the definition).
-  void note_trade(bool to_small, std::uint64_t bytes);
+  // Whether packing at the mark for the small arena (`to_small`) or the large one would take back what the
+  // newest move between the arenas gave the other, at the same high-water mark (see the definition).
+  bool trade_comes_back(bool to_small) const;
   // Whether mark_if_uncovered would record now.
   bool marker_due(std::uint8_t stream) const;
   // How old a stream's newest marker must be for another (growing: the interval; steady: ten times it).
@@ -166,7 +166,7 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
   // A miss may grow the pool by this much beyond the high-water mark without packing (see pack_for).
   std::uint64_t headroom_ = 0;
   std::uint64_t moved_at_mark_ = 0;  // bytes packing has unmapped at the mark, without pressure, in all
-  // The newest move of memory between the arenas at the mark (note_trade).
+  // The newest move of memory between the arenas at the mark (trade_comes_back).
   struct Trade {
     bool to_small = false;
     std::uint64_t high_water = 0;  // high_water_ when it moved

@@ -19,23 +19,20 @@ enum class PoolGrowth {
 enum class RemapPolicy {
   // Default. Under pressure (a limit that would be exceeded, a device nearly out of free memory) packs
   // whatever idle cache the miss needs, from both arenas. Without pressure, packs only at the pool's
-  // high-water mark: from the request's arena, and from the other one too until it has moved 1/16 of the
-  // mark that way in all; past that, each byte moved raises the mark by 1/64 of a byte (up to 1/64 of it).
-  // Memory moved from one arena to the other and then back at an unchanged mark raises it at once by what
-  // came back (within that 1/64). A loop that keeps missing stops calling the driver after a round or two, a
-  // loop over the same sizes after its first round, and a loop whose small and large requests take each
-  // other's idle chunks once a chunk has come back. Against raising the mark from the first byte moved and
+  // high-water mark: from the request's arena, and from the other one too until it has moved 1/16 of the mark
+  // that way in all; past that, each byte moved raises the mark by 1/64 of a byte (up to 1/64 of it). Memory
+  // moved from one arena to the other is not taken back at an unchanged mark: that miss grows the pool
+  // instead. A loop that keeps missing stops calling the driver after a round or two, a loop over the same
+  // sizes after its first round, and a loop whose small and large requests take each other's idle chunks
+  // after the first chunk that would have come back. Against raising the mark from the first byte moved and
   // packing only the request's arena, over 24 copies of each trace of bench/traces with every size but powers
   // of two scaled by a random 0.9-1.1 (bench/allocator/perturbed_side_by_side.py, 2026-12-05), the peaks
-  // below
-  // expandable_segments' model on average: the alternating GPT-2/ResNet-50 run 14.8 MiB (1.2 before; no
+  // below expandable_segments' model on average: the alternating GPT-2/ResNet-50 run 14.8 MiB (1.2 before; no
   // higher in 23 copies of 24, 15 before), ResNet-50 37.0 (29.0), GPT-2 fp32 4.2 (0.8), GPT-2 bf16's variable
-  // lengths 1,427 (1,435), GPT-2 generation 1.5 (6.2); units mapped +5%, +3%, 0, +0.3% and +5%. The return
-  // rule came later that day: before it, ResNet-50 on an H100 traded three units each way every step of the
-  // 16
-  // measured. With it, on the same copies: the alternating run 4.8 MiB below (no higher in 17 of 24),
-  // ResNet-50
-  // 29.9, the others unchanged, and 3% fewer units on the alternating run.
+  // lengths 1,427 (1,435), GPT-2 generation 1.5 (6.2); units mapped +5%, +3%, 0, +0.3% and +5%. The rule on
+  // coming back came later that day: before it, ResNet-50 on an H100 traded three units each way every step
+  // of the 16 measured. With it, on the same copies: the alternating run 6.1 MiB below (no higher in 17 of
+  // 24), ResNet-50 36.0, the others unchanged, and 4% fewer units on the alternating run.
   kUnderPressure,
   // Packs from both arenas on every miss at the high-water mark and never raises the mark: a driver call on
   // each such miss even in a steady loop (on 24 perturbed copies of GPT-2 generation's trace it maps 2.6
@@ -66,12 +63,11 @@ struct PoolOptions {
   // Mapping backends: a large-arena miss's first or last piece smaller than the unit (the grid cuts one where
   // the miss starts or ends between multiples) is mapped with its whole-unit neighbour as one driver
   // allocation (detail/map_units.h): fewer allocations, at coarser unmapping. Off by default: replays
-  // (memcoord replay) of the traces recorded on the GPUs under memcoord map 22%, 21%, 22% and 9% fewer units
-  // (GPT-2 fp32, the alternating pair, ResNet-50, the Llama) at peaks of +0, +2, +10 and -122 MiB, and
-  // bench/traces' GPT-2 bf16 replays at 1.0107 of its peak request against 1.0088 (ResNet-50: 1.0048 against
-  // 1.0062; with the pool before the return rule of RemapPolicy, 1.0152 against 1.0068); ResNet-50 had 12 MiB
-  // below expandable segments on an H100 to give. For runs whose first steps matter more than those
-  // megabytes; not yet run on a GPU.
+  // (memcoord replay) of the traces recorded on the GPUs under memcoord map 22%, 21%, 23% and 9% fewer units
+  // (GPT-2 fp32, the alternating pair, ResNet-50, the Llama) at peaks of +0, +2, +6 and -122 MiB, and
+  // bench/traces' GPT-2 bf16 replays at 1.0107 of its peak request against 1.0088 (ResNet-50: 1.0030 against
+  // 1.0062; with the pool before RemapPolicy's rule on chunks coming back, 1.0152 against 1.0068). For runs
+  // whose first steps matter more than those megabytes; not yet run on a GPU.
   bool merge_unit_ends = false;
   // Address space reserved per arena range on mapping backends; 0: twice the device's total memory.
   std::uint64_t address_range_bytes = 0;

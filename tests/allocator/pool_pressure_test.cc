@@ -127,8 +127,9 @@ TEST(Packing, ALoopTradingChunksBetweenTheArenasStopsCallingTheDriver) {
 }
 
 // The same trade in a pool whose mark is large (4 GiB held live), where 1/16 of it would take a hundred
-// rounds of trading: the first move back at an unchanged mark ends it. From the third round on every round
-// is cache hits, and the pool holds at most what keeping both arenas' memory needs.
+// rounds of trading: a chunk that would come back at an unchanged mark is not taken, the pool grows instead,
+// and from the third round on every round is cache hits; the pool holds at most what keeping both arenas'
+// memory needs.
 TEST(Packing, ATradeThatComesBackAtTheSameMarkEndsAtOnce) {
   VirtualBackend backend(8 * kGiB);
   CachingPool pool(backend);

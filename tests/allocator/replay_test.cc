@@ -49,7 +49,7 @@ TEST(Replay, DefaultPoolBeatsPyTorchOnEveryRealTrace) {
 
 // PoolOptions::merge_unit_ends on the shared traces: a fifth fewer driver allocations or more where misses
 // start or end between multiples of the unit (GPT-2 fp32 646 against 827, bf16 788 against 1,010, ResNet-50
-// 324 against 429); generation's misses are mostly single units (488 against 490). Its cost is the footprint,
+// 330 against 442); generation's misses are mostly single units (488 against 490). Its cost is the footprint,
 // within 1% of the peak request of the grid's here (bf16: 1.0107 against 1.0088); pool_options.h says why
 // it is off.
 TEST(Replay, MergedUnitEndsMapFewerUnits) {
