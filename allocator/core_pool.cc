@@ -416,7 +416,8 @@ std::chrono::microseconds CorePool::marker_interval(std::chrono::steady_clock::t
 //     it a miss at the mark takes all it needs: packing that little while a pool grows to its peak costs a
 //     few driver calls, and headroom earned from the first moves let the peak rise by what they earned
 //     (replays of bench/traces/alternating_threads: one 2 MiB chunk above expandable segments' peak with
-//     headroom from the first byte and no other-arena packing, as on the GPU; at it with this rule);
+//     headroom from the first byte and no other-arena packing, as on the GPU; at it with this rule, and a
+//     chunk above it again once chunks are not taken back);
 //   below the high-water mark, never: the pool grows.
 // The hole's neighbours stay untouched: unmapping them would merge holes under the placement.
 void CorePool::pack_for(detail::Arena& arena, const detail::Placement& placement, std::uint8_t stream) {
@@ -463,8 +464,8 @@ void CorePool::pack_for(detail::Arena& arena, const detail::Placement& placement
 // 16 steps measured, at times with a host wait of 0.5-3.5 ms for a marker). Such a miss takes nothing from
 // the other arena and the pool grows instead: then each arena keeps what the loop needs, and the loop stops
 // calling the driver. What that costs: on replays of the traces recorded on the GPUs under memcoord, the
-// alternating GPT-2/ResNet-50 pair +2 MiB, ResNet-50 -4 to -6 MiB, GPT-2 fp32 and the Llama unchanged; over
-// 24 copies of bench/traces' with every size scaled by a random 0.9-1.1, see RemapPolicy.
+// alternating GPT-2/ResNet-50 pair +2 MiB, ResNet-50 -4 to -6 MiB, GPT-2 fp32 and the Llama unchanged; on
+// perturbed copies of bench/traces, see RemapPolicy.
 bool CorePool::trade_comes_back(bool to_small) const {
   return last_trade_.bytes > 0 && last_trade_.to_small != to_small && last_trade_.high_water == high_water_;
 }

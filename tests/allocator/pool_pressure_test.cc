@@ -126,7 +126,7 @@ TEST(Packing, ALoopTradingChunksBetweenTheArenasStopsCallingTheDriver) {
   EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
 }
 
-// The same trade in a pool whose mark is large (4 GiB held live), where 1/16 of it would take a hundred
+// The same trade in a pool whose mark is large (4 GiB held live), where 1/16 of it (256 MiB) would take many
 // rounds of trading: a chunk that would come back at an unchanged mark is not taken, the pool grows instead,
 // and from the third round on every round is cache hits; the pool holds at most what keeping both arenas'
 // memory needs.
