@@ -448,7 +448,7 @@ void CorePool::pack_for(detail::Arena& arena, const detail::Placement& placement
   const bool to_small = &arena == &small_;
   if (got < want && (every_miss || (few_moves_yet && !trade_comes_back(to_small)))) {
     const std::uint64_t taken = release_cached(other, want - got, wait, nullptr, nullptr, stream);
-    if (taken > 0) last_trade_ = Trade{to_small, high_water_, taken};
+    if (taken > 0) last_trade_ = Trade{to_small, high_water_};
     got += taken;
   }
   if (every_miss) return;
@@ -467,7 +467,7 @@ void CorePool::pack_for(detail::Arena& arena, const detail::Placement& placement
 // alternating GPT-2/ResNet-50 pair +2 MiB, ResNet-50 -4 to -6 MiB, GPT-2 fp32 and the Llama unchanged; on
 // perturbed copies of bench/traces, see RemapPolicy.
 bool CorePool::trade_comes_back(bool to_small) const {
-  return last_trade_.bytes > 0 && last_trade_.to_small != to_small && last_trade_.high_water == high_water_;
+  return last_trade_ && last_trade_->to_small != to_small && last_trade_->high_water == high_water_;
 }
 
 // At the mark, when what older markers proved done still leaves the pool to grow by at least

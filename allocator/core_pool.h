@@ -38,6 +38,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -166,13 +167,12 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
   // A miss may grow the pool by this much beyond the high-water mark without packing (see pack_for).
   std::uint64_t headroom_ = 0;
   std::uint64_t moved_at_mark_ = 0;  // bytes packing has unmapped at the mark, without pressure, in all
-  // The newest move of memory between the arenas at the mark (trade_comes_back).
+  // The newest move of memory between the arenas at the mark (trade_comes_back); none before the first.
   struct Trade {
     bool to_small = false;
     std::uint64_t high_water = 0;  // high_water_ when it moved
-    std::uint64_t bytes = 0;       // 0: none yet
   };
-  Trade last_trade_;
+  std::optional<Trade> last_trade_;
   std::chrono::steady_clock::time_point last_miss_{};  // when the newest miss began
   std::atomic<bool> captures_underway_{false};
 
