@@ -165,6 +165,11 @@ class Arena {
   Block* merge_free_neighbours(Block* b);          // b is kFree, not indexed; returns the merged block
   Block* merge_hole_neighbours(Block* hole);       // hole is kHole, in the list; returns the merged hole
   Block* take(Block* free_block, std::size_t size, std::uint8_t stream);
+  // The block of `index` a request of `size` takes: its best fit, or the next fitting one when that one's
+  // size is below the best's growable_bytes. nullptr when none fits. O(1) (two FreeIndex::find at most).
+  Block* fit(const FreeIndex& index, std::size_t size) const;
+  // A free block's size plus that of the hole (unmapped address space) right after it, if any.
+  static std::uint64_t growable_bytes(const Block* b);
   bool streams_idle(const Block* b) const;
   // Whether free block `b`'s last use has completed: by its marker when only its owner stream used it,
   // else by querying its streams. Never blocks.

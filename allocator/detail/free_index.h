@@ -3,6 +3,8 @@
 // at most 1/16 of its size). Two levels of bitmaps find the first non-empty bin at or above a size in a few
 // instructions. Within a bin the search is best fit over the first kScanLimit entries (bins are narrow, so
 // that is nearly always the whole bin); the next non-empty bin's smallest scanned entry is taken otherwise.
+// Among blocks of the same size the lowest address wins, as in PyTorch's caching allocator (its free sets
+// order by size, then address): reuse stays at the low end of a segment and frees gather at the high end.
 // Not thread-safe (the pool's mutex guards it).
 #pragma once
 
@@ -57,25 +59,22 @@ class FreeIndex {
     bytes_ -= b->size;
   }
 
-  // Smallest-fitting block of at least `size` bytes found as described above, or nullptr. The scan of the
-  // request's own bin is bounded (O(1)): a fitting block past its first entries may be missed there, and the
-  // next bin up with blocks answers instead (or nothing, and the pool grows).
-  Block* find(std::size_t size) const {
-    std::size_t bin = bin_of(size);
-    if (heads_[bin] != nullptr) {
-      Block* best = nullptr;
-      std::size_t scanned = 0;
-      for (Block* b = heads_[bin]; b != nullptr && scanned < kScanLimit; b = b->bin_next, ++scanned) {
-        if (b->size >= size && (best == nullptr || b->size < best->size)) {
-          best = b;
-          if (b->size == size) break;
-        }
-      }
-      if (best != nullptr) return best;
+  // Smallest-fitting block of at least `size` bytes found as described above (`skip` left out), or nullptr.
+  // The scan of the request's own bin is bounded (O(1)): a fitting block past its first entries may be missed
+  // there, and the next bin up with blocks answers instead (or nothing, and the pool grows).
+  Block* find(std::size_t size, const Block* skip = nullptr) const {
+    const std::size_t bin = bin_of(size);
+    Block* best = nullptr;
+    std::size_t scanned = 0;
+    for (Block* b = heads_[bin]; b != nullptr && scanned < kScanLimit; b = b->bin_next, ++scanned) {
+      if (b->size >= size && b != skip && (best == nullptr || Better(b, best))) best = b;
     }
-    const std::size_t next = first_nonempty_from(bin + 1);
-    if (next >= kBins) return nullptr;
-    return smallest_scanned(next);
+    if (best != nullptr) return best;
+    for (std::size_t next = first_nonempty_from(bin + 1); next < kBins;
+         next = first_nonempty_from(next + 1)) {
+      if (Block* b = smallest_scanned(next, skip)) return b;
+    }
+    return nullptr;
   }
 
   // The largest free block, exact: walks the whole top bin, so it is for reports (stats), not hot paths.
@@ -133,11 +132,18 @@ class FreeIndex {
     return word * 64 + static_cast<std::size_t>(63 - std::countl_zero(bitmap_[word]));
   }
 
-  Block* smallest_scanned(std::size_t bin) const {
-    Block* best = heads_[bin];
+  // Smaller first, then lower address.
+  static bool Better(const Block* a, const Block* b) {
+    return a->size < b->size || (a->size == b->size && a->address < b->address);
+  }
+
+  // The best of `bin`'s first kScanLimit entries other than `skip`; nullptr when `skip` is the bin's only
+  // one.
+  Block* smallest_scanned(std::size_t bin, const Block* skip) const {
+    Block* best = nullptr;
     std::size_t scanned = 0;
     for (Block* b = heads_[bin]; b != nullptr && scanned < kScanLimit; b = b->bin_next, ++scanned) {
-      if (b->size < best->size) best = b;
+      if (b != skip && (best == nullptr || Better(b, best))) best = b;
     }
     return best;
   }
