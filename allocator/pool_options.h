@@ -63,11 +63,11 @@ struct PoolOptions {
   // Mapping backends: a large-arena miss's first or last piece smaller than the unit (the grid cuts one where
   // the miss starts or ends between multiples) is mapped with its whole-unit neighbour as one driver
   // allocation (detail/map_units.h): fewer allocations, at coarser unmapping. Off by default: replays
-  // (memcoord replay) of the traces recorded on the GPUs under memcoord map 22%, 21%, 23% and 9% fewer units
-  // (GPT-2 fp32, the alternating pair, ResNet-50, the Llama) at peaks of +0, +2, +6 and -122 MiB, and
-  // bench/traces' GPT-2 bf16 replays at 1.0107 of its peak request against 1.0088 (ResNet-50: 1.0030 against
-  // 1.0062; with the pool before RemapPolicy's rule on chunks coming back, 1.0152 against 1.0068). For runs
-  // whose first steps matter more than those megabytes; not yet run on a GPU.
+  // (memcoord replay) of the traces recorded on the GPUs under memcoord map 22%, 21%, 24% and 9% fewer units
+  // (GPT-2 fp32, the alternating pair, ResNet-50, the Llama) at peaks of +0, -2, -4 and +63 MiB, and
+  // bench/traces' GPT-2 bf16 replays at 1.0128 of its peak request against 1.0079 (ResNet-50: 1.0020 against
+  // 1.0037). The misses, and with them the cuMemSetAccess calls that cost most of a first step's driver time,
+  // stay as many. For runs whose first steps matter more than those megabytes; not yet run on a GPU.
   bool merge_unit_ends = false;
   // Address space reserved per arena range on mapping backends; 0: twice the device's total memory.
   std::uint64_t address_range_bytes = 0;
