@@ -27,6 +27,26 @@ void* Allocate(CachingPool& pool, std::size_t bytes) {
   return p.ok() ? *p : nullptr;
 }
 
+TEST(PoolFit, AmongEqualSizesTheLowestAddressIsTaken) {
+  VirtualBackend backend;
+  CachingPool pool(backend, MappingOptions());
+  // [a 8][2][b 8][2][c 8][2]: three equal free blocks, none before unmapped space, freed b last.
+  void* a = Allocate(pool, 8 * kMiB);
+  void* s1 = Allocate(pool, 2 * kMiB);
+  void* b = Allocate(pool, 8 * kMiB);
+  void* s2 = Allocate(pool, 2 * kMiB);
+  void* c = Allocate(pool, 8 * kMiB);
+  void* s3 = Allocate(pool, 2 * kMiB);
+  ASSERT_LT(a, b);
+  ASSERT_LT(b, c);
+  for (void* p : {a, c, b}) ASSERT_TRUE(pool.deallocate(p).ok());
+  void* first = Allocate(pool, 8 * kMiB);
+  void* second = Allocate(pool, 8 * kMiB);
+  EXPECT_EQ(first, a) << "not the most recently freed";
+  EXPECT_EQ(second, b);
+  for (void* p : {first, second, s1, s2, s3}) ASSERT_TRUE(pool.deallocate(p).ok());
+}
+
 TEST(PoolFit, AFreeBlockAtTheGrowingEndIsTakenLast) {
   VirtualBackend backend;
   CachingPool pool(backend, MappingOptions());
