@@ -416,8 +416,8 @@ std::chrono::microseconds CorePool::marker_interval(std::chrono::steady_clock::t
 //     it a miss at the mark takes all it needs: packing that little while a pool grows to its peak costs a
 //     few driver calls, and headroom earned from the first moves let the peak rise by what they earned
 //     (replays of bench/traces/alternating_threads: one 2 MiB chunk above expandable segments' peak with
-//     headroom from the first byte and no other-arena packing, as on the GPU; at it with this rule, and a
-//     chunk above it again once chunks are not taken back);
+//     headroom from the first byte and no other-arena packing, as on the GPU; at it with this rule, a chunk
+//     above it again once chunks were not taken back, and 4 MiB below it since Arena::fit);
 //   below the high-water mark, never: the pool grows.
 // The hole's neighbours stay untouched: unmapping them would merge holes under the placement.
 void CorePool::pack_for(detail::Arena& arena, const detail::Placement& placement, std::uint8_t stream) {
@@ -463,9 +463,11 @@ void CorePool::pack_for(detail::Arena& arena, const detail::Placement& placement
 // the same chunks every round until the 1/16 above (ResNet-50 on an H100: three units each way a step for the
 // 16 steps measured, at times with a host wait of 0.5-3.5 ms for a marker). Such a miss takes nothing from
 // the other arena and the pool grows instead: then each arena keeps what the loop needs, and the loop stops
-// calling the driver. What that costs: on replays of the traces recorded on the GPUs under memcoord, the
-// alternating GPT-2/ResNet-50 pair +2 MiB, ResNet-50 -4 to -6 MiB, GPT-2 fp32 and the Llama unchanged; on
-// perturbed copies of bench/traces, see RemapPolicy.
+// calling the driver. What that costs, on replays of the traces recorded on the GPUs under memcoord (with
+// Arena::fit's rule): the alternating GPT-2/ResNet-50 pair +6 MiB (still 4 below expandable segments' model),
+// ResNet-50 -4 MiB at --gpu-lag 0 and 1000 and +2 at 200 (without the rule it still traded at 9/16 of the
+// trace), GPT-2 fp32 and the Llama unchanged; when it came (12da257, before Arena::fit), +2, -4 to -6,
+// unchanged. On perturbed copies of bench/traces, see RemapPolicy.
 bool CorePool::trade_comes_back(bool to_small) const {
   return last_trade_ && last_trade_->to_small != to_small && last_trade_->high_water == high_water_;
 }
