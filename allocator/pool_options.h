@@ -32,7 +32,8 @@ enum class RemapPolicy {
   // lengths 1,427 (1,435), GPT-2 generation 1.5 (6.2); units mapped +5%, +3%, 0, +0.3% and +5%. The rule on
   // coming back came later that day: before it, ResNet-50 on an H100 traded three units each way every step
   // of the 16 measured. With it, on the same copies: the alternating run 6.1 MiB below (no higher in 17 of
-  // 24), ResNet-50 36.0, the others unchanged, and 4% fewer units on the alternating run.
+  // 24), ResNet-50 36.0, the others unchanged, and 4% fewer units on the alternating run. Arena::fit's rule
+  // (806d1b0) moved them again: the README ("The caching pool") has its figures.
   kUnderPressure,
   // Packs from both arenas on every miss at the high-water mark and never raises the mark: a driver call on
   // each such miss even in a steady loop (on 24 perturbed copies of GPT-2 generation's trace it maps 2.6
