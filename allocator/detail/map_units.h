@@ -16,10 +16,11 @@ namespace memcoord::detail {
 // A miss that would map more units than this maps exactly this many, of equal size, instead: GPT-2's
 // 1.5 GiB fp32 logits block is 32 driver allocations of ~49 MiB instead of 79 of 20 MiB. Replays of
 // bench/traces (memcoord replay, the virtual backend) peak at the same bytes as with 20 MiB units throughout
-// on all but gpt2_bf16_varlen (+88 MiB, 22,918 against 22,830; expandable_segments' model reserves 24,384)
-// and map 19% fewer units on alternating and gpt2_fp32, 33% fewer on varlen. 16 mapped fewer still (24-42%)
-// but cost varlen 174 MiB, and its replay at --gpu-lag 200 without markers at frees peaked 102 MiB above the
-// one with them (tests/allocator/replay_test.cc allows 64).
+// on all but gpt2_bf16_varlen (+92 MiB, 22,914 against 22,822; expandable_segments' model reserves 24,384)
+// and map 16% fewer units on alternating and gpt2_fp32, 33% fewer on varlen (re-measured with Arena::fit;
+// before it, +88 MiB and 19%). 16 mapped fewer still (24-42%) but cost varlen 174 MiB, and its replay at
+// --gpu-lag 200 without markers at frees peaked 102 MiB above the one with them
+// (tests/allocator/replay_test.cc allows 64); those two figures predate Arena::fit.
 inline constexpr std::size_t kMaxUnitsPerMiss = 32;
 
 // The units of `bytes` of new memory (a positive multiple of `chunk`) mapped at `offset` from its segment's
