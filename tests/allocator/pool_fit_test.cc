@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <initializer_list>
+#include <vector>
 
 #include "allocator/caching_pool.h"
 #include "allocator/virtual_backend.h"
@@ -27,16 +29,19 @@ void* Allocate(CachingPool& pool, std::size_t bytes) {
   return p.ok() ? *p : nullptr;
 }
 
+// One block of each size in MiB, in order: each miss maps its own chunks at the arena's end.
+std::vector<void*> AllocateInOrder(CachingPool& pool, std::initializer_list<std::size_t> mib) {
+  std::vector<void*> blocks;
+  for (std::size_t m : mib) blocks.push_back(Allocate(pool, m * kMiB));
+  return blocks;
+}
+
 TEST(PoolFit, AmongEqualSizesTheLowestAddressIsTaken) {
   VirtualBackend backend;
   CachingPool pool(backend, MappingOptions());
   // [a 8][2][b 8][2][c 8][2]: three equal free blocks, none before unmapped space, freed b last.
-  void* a = Allocate(pool, 8 * kMiB);
-  void* s1 = Allocate(pool, 2 * kMiB);
-  void* b = Allocate(pool, 8 * kMiB);
-  void* s2 = Allocate(pool, 2 * kMiB);
-  void* c = Allocate(pool, 8 * kMiB);
-  void* s3 = Allocate(pool, 2 * kMiB);
+  const std::vector<void*> blocks = AllocateInOrder(pool, {8, 2, 8, 2, 8, 2});
+  void *a = blocks[0], *b = blocks[2], *c = blocks[4];
   ASSERT_LT(a, b);
   ASSERT_LT(b, c);
   for (void* p : {a, c, b}) ASSERT_TRUE(pool.deallocate(p).ok());
@@ -44,19 +49,27 @@ TEST(PoolFit, AmongEqualSizesTheLowestAddressIsTaken) {
   void* second = Allocate(pool, 8 * kMiB);
   EXPECT_EQ(first, a) << "not the most recently freed";
   EXPECT_EQ(second, b);
-  for (void* p : {first, second, s1, s2, s3}) ASSERT_TRUE(pool.deallocate(p).ok());
+  for (void* p : {first, second, blocks[1], blocks[3], blocks[5]}) ASSERT_TRUE(pool.deallocate(p).ok());
+}
+
+// [front][separator 2][end 8][unmapped ...], the front and end blocks freed.
+struct FreeFrontAndEnd {
+  void* front;
+  void* separator;
+  void* end;
+};
+FreeFrontAndEnd MakeFreeFrontAndEnd(CachingPool& pool, std::size_t front_bytes) {
+  FreeFrontAndEnd blocks{Allocate(pool, front_bytes), Allocate(pool, 2 * kMiB), Allocate(pool, 8 * kMiB)};
+  EXPECT_TRUE(pool.deallocate(blocks.front).ok());
+  EXPECT_TRUE(pool.deallocate(blocks.end).ok());
+  EXPECT_EQ(pool.stats().reserved_bytes, front_bytes + 10 * kMiB);
+  return blocks;
 }
 
 TEST(PoolFit, AFreeBlockAtTheGrowingEndIsTakenLast) {
   VirtualBackend backend;
   CachingPool pool(backend, MappingOptions());
-  // Each miss maps its own chunks at the arena's end: [middle 12][separator 2][end 8][unmapped ...].
-  void* middle = Allocate(pool, 12 * kMiB);
-  void* separator = Allocate(pool, 2 * kMiB);
-  void* end = Allocate(pool, 8 * kMiB);
-  ASSERT_TRUE(pool.deallocate(middle).ok());
-  ASSERT_TRUE(pool.deallocate(end).ok());
-  ASSERT_EQ(pool.stats().reserved_bytes, 22 * kMiB);
+  const auto [middle, separator, end] = MakeFreeFrontAndEnd(pool, 12 * kMiB);
 
   // The end block fits 6 MiB best, but the middle one is the better fit once the end's growth counts.
   void* six = Allocate(pool, 6 * kMiB);
@@ -74,12 +87,8 @@ TEST(PoolFit, AFreeBlockAtTheGrowingEndIsTakenLast) {
 bool ThreeMiBTakesTheOtherBlock(std::size_t other_mib) {
   VirtualBackend backend;
   CachingPool pool(backend, MappingOptions());
-  void* a = Allocate(pool, 8 * kMiB);
-  void* b = Allocate(pool, 4 * kMiB);
-  void* c = Allocate(pool, 8 * kMiB);
-  void* d = Allocate(pool, 2 * kMiB);
-  void* other = Allocate(pool, other_mib * kMiB);
-  void* f = Allocate(pool, 2 * kMiB);
+  const std::vector<void*> blocks = AllocateInOrder(pool, {8, 4, 8, 2, other_mib, 2});
+  void *b = blocks[1], *c = blocks[2], *other = blocks[4];
   EXPECT_TRUE(pool.deallocate(b).ok());
   EXPECT_TRUE(pool.deallocate(c).ok());  // one free block of 12 MiB in two units, 4 and 8 MiB
   const std::uint64_t reserved = pool.stats().reserved_bytes;
@@ -90,7 +99,7 @@ bool ThreeMiBTakesTheOtherBlock(std::size_t other_mib) {
   EXPECT_TRUE(three == b || three == other) << three;
   EXPECT_EQ(pool.stats().reserved_bytes, reserved - 8 * kMiB) << "a cache hit maps nothing";
   EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
-  for (void* p : {a, d, f, three}) EXPECT_TRUE(pool.deallocate(p).ok());
+  for (void* p : {blocks[0], blocks[3], blocks[5], three}) EXPECT_TRUE(pool.deallocate(p).ok());
   return three == other;
 }
 
@@ -102,11 +111,7 @@ TEST(PoolFit, ABlockBeforeASmallHoleGivesWayOnlyToABlockSmallerThanItsReach) {
 TEST(PoolFit, WithNoOtherFitTheBlockAtTheGrowingEndIsTaken) {
   VirtualBackend backend;
   CachingPool pool(backend, MappingOptions());
-  void* small = Allocate(pool, 4 * kMiB);
-  void* separator = Allocate(pool, 2 * kMiB);
-  void* end = Allocate(pool, 8 * kMiB);
-  ASSERT_TRUE(pool.deallocate(small).ok());
-  ASSERT_TRUE(pool.deallocate(end).ok());
+  const auto [small, separator, end] = MakeFreeFrontAndEnd(pool, 4 * kMiB);
   void* six = Allocate(pool, 6 * kMiB);  // the 4 MiB block cannot hold it
   EXPECT_EQ(six, end);
   EXPECT_EQ(pool.stats().reserved_bytes, 14 * kMiB);
