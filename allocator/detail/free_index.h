@@ -64,15 +64,10 @@ class FreeIndex {
   // there, and the next bin up with blocks answers instead (or nothing, and the pool grows).
   Block* find(std::size_t size, const Block* skip = nullptr) const {
     const std::size_t bin = bin_of(size);
-    Block* best = nullptr;
-    std::size_t scanned = 0;
-    for (Block* b = heads_[bin]; b != nullptr && scanned < kScanLimit; b = b->bin_next, ++scanned) {
-      if (b->size >= size && b != skip && (best == nullptr || Better(b, best))) best = b;
-    }
-    if (best != nullptr) return best;
+    if (Block* b = best_scanned(bin, size, skip)) return b;
     for (std::size_t next = first_nonempty_from(bin + 1); next < kBins;
          next = first_nonempty_from(next + 1)) {
-      if (Block* b = smallest_scanned(next, skip)) return b;
+      if (Block* b = best_scanned(next, 0, skip)) return b;  // every block of a higher bin fits
     }
     return nullptr;
   }
@@ -137,13 +132,12 @@ class FreeIndex {
     return a->size < b->size || (a->size == b->size && a->address < b->address);
   }
 
-  // The best of `bin`'s first kScanLimit entries other than `skip`; nullptr when `skip` is the bin's only
-  // one.
-  Block* smallest_scanned(std::size_t bin, const Block* skip) const {
+  // The best of `bin`'s first kScanLimit entries of at least `size` bytes other than `skip`, or nullptr.
+  Block* best_scanned(std::size_t bin, std::size_t size, const Block* skip) const {
     Block* best = nullptr;
     std::size_t scanned = 0;
     for (Block* b = heads_[bin]; b != nullptr && scanned < kScanLimit; b = b->bin_next, ++scanned) {
-      if (b != skip && (best == nullptr || Better(b, best))) best = b;
+      if (b->size >= size && b != skip && (best == nullptr || Better(b, best))) best = b;
     }
     return best;
   }
