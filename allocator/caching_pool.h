@@ -85,7 +85,8 @@ class CachingPool {
 
   // Releases cached (free) memory until reserved <= target_bytes or no whole free unit remains (memory goes
   // back in whole units). Never touches a live block; first synchronizes the streams that own free memory in
-  // the arenas it trims (the host waits for their queued work).
+  // the arenas it trims (the host waits for their queued work). While captures are underway
+  // (set_captures_underway) it releases nothing and returns 0 released: no synchronize, query or driver call.
   TrimResult trim(std::uint64_t target_bytes = 0);
   // A quota on reserved bytes (0 removes it). Trims cache to fit; FAILED_PRECONDITION when live blocks alone
   // exceed it (the limit is then unchanged). A limit above the live bytes but below what trimming leaves
@@ -100,9 +101,12 @@ class CachingPool {
   // recorder. The history must outlive its use.
   void set_history(TraceSink* history);
 
-  // While true, the pool makes no stream or marker query and records no marker (a CUDA graph capture is
-  // underway on its device: an event or stream query there invalidates the capture): misses grow instead
-  // of packing. Set it before the capture begins and clear it after it ends; any thread.
+  // While true, the pool makes no stream or marker query, records no marker and unmaps nothing (a CUDA graph
+  // capture is underway on its device: an event or stream query there invalidates the capture): misses grow
+  // instead of packing, trims (set_limit's too) release nothing, and a miss the backend refuses fails without
+  // the last-resort pass (which synchronizes streams). Set it before the capture begins and clear it after it
+  // ends; any thread. A CUDA graph's private pool keeps it set while in use: its graphs replay into its free
+  // blocks, which must stay mapped.
   void set_captures_underway(bool underway);
 
   // Registers (or finds) a tag by name. Errors: INVALID_ARGUMENT for an empty name or more than kMaxTags.

@@ -141,7 +141,8 @@ detail::Block* CorePool::take_or_grow(std::size_t bytes, std::size_t size, std::
   }
   last_miss_ = std::chrono::steady_clock::now();
   Result<detail::Block*> grown = grow(arena, size, stream, /*last_resort=*/false);
-  if (!grown.ok()) {
+  // The last-resort pass synchronizes streams and unmaps: never while captures are underway (see do_trim).
+  if (!grown.ok() && !captures_underway_.load(std::memory_order_acquire)) {
     device_free_.invalidate();  // the device had less than the reading said: read it again next time
     grown = grow(arena, size, stream, /*last_resort=*/true);
   }
@@ -219,7 +220,15 @@ TrimResult CorePool::do_trim(std::uint64_t target) {
   const auto start = std::chrono::steady_clock::now();
   TrimResult result;
   const std::uint64_t before = reserved_.current.load();
-  if (before > target) {
+  // While captures are underway a synchronize (settling streams) or an event query would invalidate one,
+  // and a graph's private pool must keep its blocks mapped for replays: release nothing.
+  const bool capturing = captures_underway_.load(std::memory_order_acquire);
+  if (capturing && !trim_skip_logged_) {
+    trim_skip_logged_ = true;
+    spdlog::debug("pool '{}': trim released nothing: a CUDA graph capture is underway (logged once)",
+                  options_.name);
+  }
+  if (before > target && !capturing) {
     const std::uint64_t want = before - target;
     std::uint64_t got = release_cached(large_, want, detail::ReleaseWait::kSettle, nullptr, nullptr);
     if (got < want) release_cached(small_, want - got, detail::ReleaseWait::kSettle, nullptr, nullptr);

@@ -18,8 +18,9 @@
 //
 // Out of memory. Before a miss fails, a last-resort pass synchronizes the streams that hold cache and
 // releases every whole free unit (chunk, segment) of both arenas, then tries once more: an allocation fails
-// only once no whole free unit is left (free memory inside a unit a live block keeps stays mapped). Any
-// growth failure (the backend's or a budget's) is then RESOURCE_EXHAUSTED carrying the cause's message
+// only once no whole free unit is left (free memory inside a unit a live block keeps stays mapped). While
+// captures are underway (set_captures_underway) there is no such pass: the miss fails at once. Any growth
+// failure (the backend's or a budget's) is then RESOURCE_EXHAUSTED carrying the cause's message
 // (CachingPool adds the pool's context).
 //
 // Streams. A block freed on stream A is reused on A at once. Reuse on another stream B makes B wait on the
@@ -78,8 +79,9 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
   // Fills the core's counters: reserved (and its peak), backend calls, cache hits, trims, maps_chunks.
   // Lock-free; fields may come from slightly different instants.
   void fill_stats(PoolStats& s) const;
-  // CachingPool::set_captures_underway: while set, no stream or marker query and no marker (misses grow).
-  // Any thread; read by the serialized calls.
+  // CachingPool::set_captures_underway: while set, no stream or marker query, no marker and no unmapping
+  // (misses grow; trims release nothing; a failed miss skips the last-resort pass). Any thread; read by the
+  // serialized calls.
   void set_captures_underway(bool underway) { captures_underway_.store(underway, std::memory_order_release); }
   // Fills the figures of the cache (largest free block, fragmentation), computed from the free blocks now,
   // so exact at this instant: no allocation pays for them. REQUIRES: serialized with the other calls.
@@ -175,6 +177,7 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
   std::optional<Trade> last_trade_;
   std::chrono::steady_clock::time_point last_miss_{};  // when the newest miss began
   std::atomic<bool> captures_underway_{false};
+  bool trim_skip_logged_ = false;  // do_trim's note that a capture made it release nothing, once
 
   // Written by the serialized calls, read by fill_stats from anywhere.
   detail::Gauge reserved_;

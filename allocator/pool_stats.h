@@ -19,6 +19,7 @@ struct PoolStats {
   std::uint64_t active_bytes = 0;  // allocated plus freed blocks still awaiting other streams
   std::uint64_t peak_active_bytes = 0;
   std::uint64_t live_blocks = 0;
+  std::uint64_t peak_live_blocks = 0;         // the most live_blocks since the last peak reset
   std::uint64_t allocations = 0;              // successful allocate() calls
   std::uint64_t cache_hits = 0;               // allocations served without the backend
   std::uint64_t backend_allocations = 0;      // segments allocated or units mapped (driver allocations)

@@ -1,10 +1,10 @@
 // StatsAdaptor: counts what passes through it: live bytes (rounded and as asked), live blocks, successful
-// allocations, with peaks that reset_peaks() lowers to the current figures. Forwards every call to
-// `upstream` unchanged; a failed call changes no figure.
-// Cost: a few relaxed stores per call (no atomic read-modify-write), because its calls must be serialized
-// (a ThreadSafeAdaptor above it, as in CachingPool). fill_stats() may be called from any thread at any time;
-// its fields may then come from slightly different instants. Ownership: does not own `upstream`.
-// `Upstream`: see ResourceAdaptor (CachingPool names CorePool, so a hit calls the core directly).
+// allocations, with peaks (bytes and blocks) that reset_peaks() lowers to the current figures. Forwards every
+// call to `upstream` unchanged; a failed call changes no figure. Cost: a few relaxed stores per call (no
+// atomic read-modify-write), because its calls must be serialized (a ThreadSafeAdaptor above it, as in
+// CachingPool). fill_stats() may be called from any thread at any time; its fields may then come from
+// slightly different instants. Ownership: does not own `upstream`. `Upstream`: see ResourceAdaptor
+// (CachingPool names CorePool, so a hit calls the core directly).
 #pragma once
 
 #include "allocator/detail/counter.h"
@@ -38,7 +38,7 @@ class StatsAdaptor final : public DirectHooks<StatsAdaptor<Upstream>, ResourceAd
     return true;
   }
 
-  // Fills allocated, requested, active (and their peaks), live_blocks and allocations.
+  // Fills allocated, requested, active, live_blocks (and their peaks) and allocations.
   void fill_stats(PoolStats& s) const {
     s.allocated_bytes = allocated_.current.load();
     s.peak_allocated_bytes = allocated_.peak.load();
@@ -46,19 +46,21 @@ class StatsAdaptor final : public DirectHooks<StatsAdaptor<Upstream>, ResourceAd
     s.peak_requested_bytes = requested_.peak.load();
     s.active_bytes = active_.current.load();
     s.peak_active_bytes = active_.peak.load();
-    s.live_blocks = live_blocks_.load();
+    s.live_blocks = live_blocks_.current.load();
+    s.peak_live_blocks = live_blocks_.peak.load();
     s.allocations = allocations_.load();
   }
   std::uint64_t allocated_bytes() const { return allocated_.current.load(); }
   // The current live figures, for a layer above that reads them without the lock (ThreadCacheAdaptor).
   const detail::Counter& allocated_counter() const { return allocated_.current; }
   const detail::Counter& requested_counter() const { return requested_.current; }
-  std::uint64_t live_blocks() const { return live_blocks_.load(); }
+  std::uint64_t live_blocks() const { return live_blocks_.current.load(); }
   // REQUIRES: serialized with allocate/deallocate.
   void reset_peaks() {
     allocated_.reset_peak();
     requested_.reset_peak();
     active_.reset_peak();
+    live_blocks_.reset_peak();
   }
 
  private:
@@ -70,8 +72,8 @@ class StatsAdaptor final : public DirectHooks<StatsAdaptor<Upstream>, ResourceAd
     allocations_.add(1);
   }
 
-  detail::Gauge allocated_, requested_, active_;
-  detail::Counter live_blocks_, allocations_;
+  detail::Gauge allocated_, requested_, active_, live_blocks_;
+  detail::Counter allocations_;
 };
 
 }  // namespace memcoord

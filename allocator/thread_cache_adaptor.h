@@ -15,7 +15,12 @@
 //     users hold (live below, minus its own cache, minus the other threads' cache floors, see
 //     thread_cache_slot.h) and only when the bound passes the peak sums every thread's cache exactly; so a
 //     peak is exact whenever allocations do not overlap in time, and under overlapping ones it is that of
-//     one order they could have run in, give or take blocks concurrently moving in or out of a cache.
+//     one order they could have run in, give or take blocks concurrently moving in or out of a cache. The
+//     peak of live blocks is bounded the same way but never summed (no slot keeps a floor of blocks, so the
+//     bound would pass the peak at every allocation of several threads): the bound itself is the peak, the
+//     other threads' cached blocks taken as their byte floors over the largest block kept. Exact while one
+//     thread caches; with several, high by at most the blocks the others cache beyond that (kMaxCachedBlocks
+//     each), never low. Every peak is at least its current figure.
 //   - Trims release everything: flush() returns every thread's cache to the pool; trim() flushes first. A
 //     failed allocation (RESOURCE_EXHAUSTED) flushes and retries once, so an out-of-memory never leaves
 //     memory in a cache.
@@ -30,21 +35,22 @@
 // read-modify-write either; a hit that sets a new peak, and a cache floor that moves (see
 // thread_cache_slot.h), make one on a shared figure. A
 // block the layer does not keep (larger than max_block_bytes, or recorded), a block from the pool and a full
-// cache take the slot's lock as well as the pool's path. A free of another thread's block takes the
-// slots' locks in turn until it finds the owner's, and leaves its table entry for that thread to drop. A
-// flush (trim, empty_cache, an out-of-memory retry, and with ThreadCacheLimits::fence_small_growth each
-// growth of the pool's small-block arena for a size this layer caches) costs one membarrier() per slot that
-// caches something. An idle thread's cache (ThreadCacheLimits::idle_misses) goes back the same way, one
-// membarrier() per idle spell of that thread; a miss looks at no more than kSweepLooks slots (three relaxed
-// loads each, a few more and a store or two on the slot's watch line). try_allocate_cached then declines
-// (nothing else changes) and the try_allocate the caller makes next flushes. Lock order: a slot's lock, then
-// the pool's (evictions, flushes, a thread's exit and the destructor return blocks under the slot's lock);
-// never a slot's lock under the pool's. Thread safety: every call is thread-safe. Each thread claims a slot;
-// beyond kMaxSlots threads share one slot that caches nothing and always takes its lock. A thread's cache
-// goes back to the pool when the thread exits. Freeing one pointer twice at the same instant from two threads
-// is not detected (one of the two frees may be lost or the block cached twice); a double free in any other
-// order is NOT_FOUND. Ownership: does not own `upstream` or the live figures it reads, which must outlive it.
-// Destroying it returns every cached block to `upstream`; threads may outlive it.
+// cache take the slot's lock as well as the pool's path, and one atomic add to the count of blocks below. A
+// free of another thread's block takes the slots' locks in turn until it finds the owner's, and leaves its
+// table entry for that thread to drop. A flush (trim, empty_cache, an out-of-memory retry, and with
+// ThreadCacheLimits::fence_small_growth each growth of the pool's small-block arena for a size this layer
+// caches) costs one membarrier() per slot that caches something. An idle thread's cache
+// (ThreadCacheLimits::idle_misses) goes back the same way, one membarrier() per idle spell of that thread; a
+// miss looks at no more than kSweepLooks slots (three relaxed loads each, a few more and a store or two on
+// the slot's watch line). try_allocate_cached then declines (nothing else changes) and the try_allocate the
+// caller makes next flushes. Lock order: a slot's lock, then the pool's (evictions, flushes, a thread's exit
+// and the destructor return blocks under the slot's lock); never a slot's lock under the pool's. Thread
+// safety: every call is thread-safe. Each thread claims a slot; beyond kMaxSlots threads share one slot that
+// caches nothing and always takes its lock. A thread's cache goes back to the pool when the thread exits.
+// Freeing one pointer twice at the same instant from two threads is not detected (one of the two frees may be
+// lost or the block cached twice); a double free in any other order is NOT_FOUND. Ownership: does not own
+// `upstream` or the live figures it reads, which must outlive it. Destroying it returns every cached block to
+// `upstream`; threads may outlive it.
 #pragma once
 
 #include <array>
@@ -120,7 +126,7 @@ class ThreadCacheAdaptor final : public DirectHooks<ThreadCacheAdaptor, Resource
   // Size of a live block handed out through this layer, NOT_FOUND otherwise (a cached block is not live).
   Result<std::size_t> block_size(const void* ptr);
   // Every slot's cache agrees with its counters, and live + cached blocks == `below_live_blocks` (the
-  // blocks live in the layers below).
+  // blocks live in the layers below) == the blocks this layer counts for the peak of live blocks.
   Status check_invariants(std::uint64_t below_live_blocks);
 
  private:
@@ -169,7 +175,8 @@ class ThreadCacheAdaptor final : public DirectHooks<ThreadCacheAdaptor, Resource
   void check_peaks(const Slot& slot);
   void count_cached(Slot& slot, const detail::CachedBlock& b, bool in);
   void push_cached(Slot& slot, const detail::CachedBlock& b);
-  std::int64_t visible(const detail::Counter& below, detail::Counter Slot::*cached) const;
+  // `below` (a figure of the layers below) minus what every slot caches of it.
+  std::int64_t visible(std::uint64_t below, detail::Counter Slot::*cached) const;
   void release_slot(Slot& slot);  // a thread exits: its cache goes back, the slot may be claimed again
   Slot* slot_at(std::size_t i) const { return raw_[i].load(std::memory_order_acquire); }
 
@@ -181,9 +188,14 @@ class ThreadCacheAdaptor final : public DirectHooks<ThreadCacheAdaptor, Resource
   // Read by every allocation, written rarely (a new peak; a floor that moves): apart from the slots' lines.
   alignas(64) std::atomic<std::uint64_t> peak_allocated_{0};
   std::atomic<std::uint64_t> peak_requested_{0};
+  std::atomic<std::uint64_t> peak_blocks_{0};        // live blocks (PoolStats::peak_live_blocks)
   std::atomic<std::uint64_t> floor_bytes_total_{0};  // the sum of every slot's floor_bytes
   std::atomic<std::uint64_t> floor_requested_total_{0};
   std::atomic<std::uint64_t> idle_flushes_{0};  // slots flush_idle flushed (PoolStats::idle_cache_flushes)
+  // Blocks the layers below handed out through this one, live or cached here (what they count as live):
+  // counted here because LiveFigures carries bytes only. Changed by misses and returns to the pool, which
+  // take the pool's lock anyway, so on a line of its own, away from the figures every hit reads.
+  alignas(64) std::atomic<std::uint64_t> upstream_blocks_{0};
 
   alignas(64) std::mutex slots_mu_;                     // guards claiming and creating slots
   std::array<std::shared_ptr<Slot>, kMaxSlots> slots_;  // [0] is shared by threads beyond kMaxSlots

@@ -70,8 +70,23 @@ int memcoord_step_begin(void);
 int memcoord_step_end(void);
 /* Last completed step, -1 before memcoord_init(). */
 int64_t memcoord_step(void);
-/* Detaches from the coordinator and releases every pool (see Lifetime above). 0 also when not initialized. */
+/* Detaches from the coordinator and releases every pool (see Lifetime above). 0 also when not initialized.
+ * A process that ends without memcoord_shutdown() (nor memcoord_fail()) is treated as dead by the
+ * coordinator: its session breaks, and the group's other ranks are aborted ("session stream broke"). End a
+ * successful run with memcoord_shutdown(), a failed one with memcoord_fail() (and then, optionally,
+ * memcoord_shutdown()); _exit(), a signal or a crash counts as a death. */
 int memcoord_shutdown(void);
+/* The process is about to end because it failed: ends its coordinator session as failed, so the coordinator
+ * marks this rank dead at once and aborts its group, every live peer learning "rank R (host h, pid p) is
+ * dead: <reason>" (MEMCOORD_ERR_ABORTED at its next step end, memcoord_wait_abort, the abort callback). Pools
+ * stay usable (frees during teardown are fine); a later memcoord_shutdown() releases them and sends nothing
+ * more. Bounded like memcoord_shutdown()'s detach (about 0.5 s when the coordinator does not answer).
+ * `reason`: UTF-8 text ("exited on ValueError: boom"); NULL or "" gives a generic one, longer than 1000 bytes
+ * is cut, and invalid UTF-8 bytes become '?'. 0 also when not attached (standalone, or the coordinator
+ * unreachable: nothing is sent) and when called again (the session already ended).
+ * MEMCOORD_ERR_FAILED_PRECONDITION before memcoord_init(), after memcoord_shutdown(), or from inside the
+ * abort callback. */
+int memcoord_fail(const char* reason);
 /* The last error on this thread ("" when none). Valid until the next memcoord call on this thread. */
 const char* memcoord_last_error(void);
 
@@ -109,7 +124,10 @@ typedef struct memcoord_device_stats {
   size_t struct_size;
   int32_t device; /* the device these figures are for (-1 resolved to the primary) */
   int32_t pools;  /* pools summed here: the default pool, named pools and capture pools on this device */
-  /* Bytes. "Peak" fields are the sum of each pool's own peak (equal to the device's peak with one pool). */
+  /* Bytes. "Peak" fields (these and peak_live_blocks) are the sum of each pool's own peak since its last
+   * reset: the device's peak while one pool is used, else an upper bound of it, since pools peak at
+   * different times and no device-wide counter is kept. With a CUDA graph capture pool beside the default
+   * pool, 64 MiB live in one, freed, then 64 MiB in the other read 128 MiB. */
   uint64_t allocated_bytes; /* live blocks, rounded sizes */
   uint64_t peak_allocated_bytes;
   uint64_t requested_bytes; /* live blocks, sizes as asked */
@@ -143,14 +161,23 @@ typedef struct memcoord_device_stats {
   uint64_t misses;
   uint64_t miss_ns;
   uint64_t pack_wait_ns;
+  /* Version 4. The most live_blocks reached since the pool's last peak reset (memcoord_reset_peak_stats),
+   * summed over pools as the byte peaks are (see above): at least live_blocks. A pool's is exact while one
+   * thread allocates from it; with several, it may count blocks the other threads keep in their caches. */
+  uint64_t peak_live_blocks;
 } memcoord_device_stats;
 /* Bytes; sizeof(memcoord_device_stats) grows with later versions. A caller built against version 1 (192
  * bytes) gets version 1's fields; the library fills what struct_size covers. */
 #define MEMCOORD_DEVICE_STATS_V1_SIZE 192
 #define MEMCOORD_DEVICE_STATS_V2_SIZE 208
 #define MEMCOORD_DEVICE_STATS_V3_SIZE 232
+#define MEMCOORD_DEVICE_STATS_V4_SIZE 240
 
-/* Sums every pool on `device` (-1: primary). Reads counters only (no pool lock). */
+/* Sums every pool on `device` (-1: primary): the default pool, named pools and capture pools. Most figures
+ * are counters read without a lock, but it takes locks: the worker's pool list's (to copy the list), the
+ * device's capture pools' (held while they are read), and each pool's own (largest_free_bytes is computed
+ * from its free blocks), so it waits for a pool's allocation in progress. device_total_bytes asks the
+ * backend once (cudaMemGetInfo on cuda backends). Not for an allocation's hot path. */
 int memcoord_device_stats_get(int device, memcoord_device_stats* out);
 /* PyTorch's cacheInfo: in `largest_bytes`, the largest block a caller may ask for on `device` (-1: the
  * primary) without running it out: the larger of the device's free memory and the largest free block cached
@@ -221,8 +248,9 @@ typedef void (*memcoord_abort_callback)(const memcoord_abort_info* info, void* u
 int memcoord_set_abort_callback(memcoord_abort_callback callback, void* user);
 /* A backstop for a process whose own abort handling may not run in time (a Python watcher thread waits for
  * the interpreter lock, which a main thread blocked in a C call may hold for minutes): once the group is
- * aborted, if the process is still alive `grace_ms` later, memcoord writes the abort to stderr and ends it
- * with _exit(exit_code), from a memcoord thread (no atexit handlers, no flush of stdio buffers).
+ * aborted, if the process is still alive `grace_ms` later, memcoord writes the abort to stderr (waiting at
+ * most 200 ms for it: stderr may be a full pipe) and ends it with _exit(exit_code), from a memcoord thread
+ * (no atexit handlers, no flush of stdio buffers).
  * Accepted: exit_code 1..255 (MEMCOORD_EXIT_ABORTED is the convention) and grace_ms 0..600000, or
  * exit_code 0 to turn it off again (a timer already started still fires). Set after the abort, the timer
  * starts at once. Off by default. */
@@ -231,15 +259,25 @@ int memcoord_set_abort_exit(int exit_code, int grace_ms);
 /* --- CUDA graph capture ---------------------------------------------------------------------------------
  * PyTorch's beginAllocateToPool/endAllocateToPool/releasePool. Between begin and end, an allocation on
  * `device` whose stream `filter(stream, user)` accepts (non-zero) comes from the private pool `pool_id`
- * (made on first use), which never synchronizes a stream nor queries one while capturing; its blocks are
- * kept for the graph's replays until memcoord_release_pool(). Several captures may be open at once.
+ * (made on first use), which never synchronizes a stream nor queries one while capturing. Several captures
+ * may be open at once; a begin on a pool that is routing already is refused (FAILED_PRECONDITION).
+ * A pool counts its users as PyTorch's own allocator does: each begin adds one (several graphs may share a
+ * pool), each memcoord_release_pool() takes one off. While it has users it keeps all its memory mapped,
+ * free blocks included (the graphs replay into them): memcoord_empty_cache and trims skip it. At 0 users
+ * it is destroyed once its last block is freed; until then a begin revives it and empty_cache may trim
+ * its free memory. While any capture routes a device, trims of that device's pools release nothing (a
+ * trim may synchronize a stream or unmap, which would invalidate the capture).
+ * `filter` is called without memcoord's locks held, on the allocating thread, and may call memcoord;
+ * memcoord_end_allocate_to_pool (and a release that ends a route) waits for calls of that route's filter
+ * running on other threads, so `user` may be freed once it returns.
  * Without a begin, an allocation on a stream that is being captured (cuda backends) fails at once with
  * MEMCOORD_ERR_FAILED_PRECONDITION saying why, instead of breaking the capture. */
 typedef int (*memcoord_stream_filter)(uintptr_t stream, void* user);
 int memcoord_begin_allocate_to_pool(int device, uint64_t pool_id_hi, uint64_t pool_id_lo,
                                     memcoord_stream_filter filter, void* user);
 int memcoord_end_allocate_to_pool(int device, uint64_t pool_id_hi, uint64_t pool_id_lo);
-/* Releases the private pool once its last block is freed (at once when none is live). */
+/* One user fewer (see above). NOT_FOUND for a pool this device never made; FAILED_PRECONDITION for one
+ * whose users are all released already. */
 int memcoord_release_pool(int device, uint64_t pool_id_hi, uint64_t pool_id_lo);
 
 #ifdef __cplusplus

@@ -3,14 +3,17 @@
 // clear error and never a crash, and nothing is thrown across the boundary).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -123,6 +126,43 @@ std::string FailedFirstUseIsNotRetried() {
 TEST_F(CAbi, AFailedInitOnFirstUseIsNotRetriedByEachAllocation) {
   MEMCOORD_FRESH_PROCESS(FailedFirstUseIsNotRetried);
 }
+
+// The torch hooks' first use racing the program's own memcoord_init(): an allocation whose call began before
+// the init published the worker but asked after it had is no "memcoord_shutdown() was called" failure.
+std::string FirstUseRacingInit() {
+  std::atomic<bool> go{false};
+  std::atomic<int> failures{0};
+  std::string first_error;
+  std::mutex first_error_mu;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      while (!go.load(std::memory_order_acquire)) {
+      }
+      for (int i = 0; i < 200; ++i) {
+        void* p = memcoord_torch_malloc(4096, 0, nullptr);
+        if (p == nullptr) {
+          ++failures;
+          std::lock_guard lock(first_error_mu);
+          if (first_error.empty()) first_error = LastError();
+          continue;
+        }
+        memcoord_torch_free(p, 4096, 0, nullptr);
+      }
+    });
+  }
+  go.store(true, std::memory_order_release);
+  const int init = memcoord_init();
+  for (auto& t : threads) t.join();
+  std::string problems = Problem(init == 0, "memcoord_init");
+  if (failures.load() != 0) {
+    problems +=
+        std::to_string(failures.load()) + " allocations failed, the first with: " + first_error + "\n";
+  }
+  return problems;
+}
+
+TEST_F(CAbi, TorchFirstUseRacingAnExplicitInitAllocates) { MEMCOORD_FRESH_PROCESS(FirstUseRacingInit); }
 
 TEST_F(CAbi, DevicesRouteToTheirOwnPools) {
   setenv("MEMCOORD_DEVICES", "3", 1);
@@ -582,6 +622,63 @@ TEST_F(CAbi, BadPoolNamesAreRefusedAndLeaveEverythingWorking) {
   EXPECT_NE(std::string(json).find("caché"), std::string::npos);
   memcoord_free_string(json);
   EXPECT_EQ(memcoord_free("caché", p), 0);
+}
+
+// The reserved names stay refused once the C ABI's table of named pools is full (past it, names are looked
+// up in the Worker's list, which holds the device pools under those names).
+TEST_F(CAbi, ReservedNamesAreRefusedAfterSixtyFourNamedPools) {
+  setenv("MEMCOORD_DEVICES", "2", 1);
+  ASSERT_EQ(memcoord_init(), 0) << memcoord_last_error();
+  void* on1 = memcoord_device_alloc(1, 4096, 0);  // device 1's pool, "default@1", exists
+  ASSERT_NE(on1, nullptr) << LastError();
+  std::vector<std::pair<std::string, void*>> named;
+  for (int i = 0; i < 64; ++i) {
+    const std::string name = "pool" + std::to_string(i);
+    void* p = memcoord_alloc(name.c_str(), 512, 0);
+    ASSERT_NE(p, nullptr) << name << ": " << LastError();
+    named.emplace_back(name, p);
+  }
+  for (const char* reserved : {"default@0", "default@1"}) {
+    EXPECT_EQ(memcoord_alloc(reserved, 4096, 0), nullptr) << reserved;
+    EXPECT_NE(LastError().find("INVALID_ARGUMENT"), std::string::npos) << LastError();
+    EXPECT_NE(LastError().find("is reserved: 'default@N' names device N's default pool"), std::string::npos)
+        << LastError();
+  }
+  EXPECT_EQ(memcoord_free("default@1", on1), MEMCOORD_ERR_NOT_FOUND);  // not through a pool name either
+  EXPECT_NE(LastError().find("reserved"), std::string::npos) << LastError();
+  EXPECT_EQ(Stats(1).live_blocks, 1u);
+  EXPECT_EQ(memcoord_device_free(1, on1, 0), 0) << LastError();
+  // A 65th name still works (the Worker's list).
+  void* extra = memcoord_alloc("pool64", 512, 0);
+  ASSERT_NE(extra, nullptr) << LastError();
+  EXPECT_EQ(memcoord_free("pool64", extra), 0) << LastError();
+  for (const auto& [name, p] : named) EXPECT_EQ(memcoord_free(name.c_str(), p), 0) << name;
+}
+
+// Failed frees say what was freed where, and where the block is when the caller named the wrong pool.
+TEST_F(CAbi, FailedFreesNameTheFreeTheDeviceAndTheRightPool) {
+  setenv("MEMCOORD_DEVICES", "2", 1);
+  ASSERT_EQ(memcoord_init(), 0) << memcoord_last_error();
+  void* kv = memcoord_alloc("kv", 4096, 0);
+  ASSERT_NE(kv, nullptr) << LastError();
+  EXPECT_EQ(memcoord_free(nullptr, kv), MEMCOORD_ERR_NOT_FOUND);
+  EXPECT_NE(LastError().find("it is a block of pool 'kv'"), std::string::npos) << LastError();
+  EXPECT_NE(LastError().find("memcoord_free(\"kv\", ptr)"), std::string::npos) << LastError();
+  EXPECT_EQ(memcoord_free("kv", kv), 0) << LastError();
+  int on_stack = 0;
+  EXPECT_EQ(memcoord_free(nullptr, &on_stack), MEMCOORD_ERR_NOT_FOUND);
+  EXPECT_EQ(LastError().find("it is a block of pool"), std::string::npos) << LastError();  // no false hint
+  // A free on the wrong device, with a stream: a free, not a record_stream, and on which device.
+  void* on0 = memcoord_device_alloc(0, 4096, 0);
+  ASSERT_NE(on0, nullptr) << LastError();
+  void* on1 = memcoord_device_alloc(1, 4096, 0);  // device 1's pool exists
+  ASSERT_NE(on1, nullptr) << LastError();
+  EXPECT_EQ(memcoord_device_free(1, on0, 5), MEMCOORD_ERR_NOT_FOUND);
+  EXPECT_NE(LastError().find("free of"), std::string::npos) << LastError();
+  EXPECT_NE(LastError().find("on device 1"), std::string::npos) << LastError();
+  EXPECT_EQ(LastError().find("record_stream"), std::string::npos) << LastError();
+  EXPECT_EQ(memcoord_device_free(0, on0, 5), 0) << LastError();
+  EXPECT_EQ(memcoord_device_free(1, on1, 0), 0) << LastError();
 }
 
 TEST_F(CAbi, BadBackendAndDevicesEnvironmentFailInit) {

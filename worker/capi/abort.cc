@@ -105,9 +105,11 @@ int memcoord_set_abort_exit(int exit_code, int grace_ms) {
     runtime.abort.exit_code = exit_code;
     runtime.abort.exit_grace_ms = grace_ms;
     if (exit_code != 0 && runtime.abort.info && !runtime.abort.exit_timer_started) {
+      // Marked only once it runs: after a failure, a later call may try again.
+      const memcoord::Status timer = memcoord::capi::StartAbortExitTimer(
+          *runtime.abort.info, runtime.worker->topology().rank, exit_code, grace_ms);
+      if (!timer.ok()) return Fail(timer);
       runtime.abort.exit_timer_started = true;
-      memcoord::capi::StartAbortExitTimer(*runtime.abort.info, runtime.worker->topology().rank, exit_code,
-                                          grace_ms);
     }
     return 0;
   });

@@ -31,6 +31,10 @@ using memcoord::capi::Runtime;
 
 bool IsDefaultName(const char* pool) { return pool == nullptr || std::strcmp(pool, "default") == 0; }
 
+// "default@N" names device N's default pool in the Worker's list: never a named pool of the C ABI, so it is
+// refused before any lookup (the Worker's list, searched once the table is full, would find device N's).
+bool IsReservedName(std::string_view name) { return name.starts_with("default@"); }
+
 // The device's default pool when it exists and no capture routes allocations (one acquire load each), so
 // that a thread-cache hit or free needs nothing else; nullptr sends the call down the full path.
 memcoord::CachingPool* PoolWithoutCaptures(Runtime& runtime, int device) {
@@ -59,7 +63,7 @@ Result<void*> AllocateOnDevice(Runtime& runtime, int device, std::size_t bytes, 
 }
 
 // Frees `ptr` into `pool`, first recording `stream` when the caller names one it used the block on (the
-// pool ignores the block's own allocation stream).
+// pool ignores the block's own allocation stream). NOT_FOUND when `ptr` is no live block of `pool`.
 Status FreeInto(memcoord::CachingPool& pool, void* ptr, StreamId stream) {
   if (stream != memcoord::kDefaultStream) MEMCOORD_RETURN_IF_ERROR(pool.record_stream(ptr, stream));
   return pool.deallocate(ptr);
@@ -72,7 +76,22 @@ Status FreeOnDevice(Runtime& runtime, int device, void* ptr, StreamId stream) {
   if (status.code() != memcoord::StatusCode::kNotFound) return status;
   if (device == -1) device = runtime.primary_device;
   Status captured = memcoord::capi::ReleaseFromCapture(runtime, device, ptr, stream, /*free_block=*/true);
-  return captured.code() == memcoord::StatusCode::kNotFound ? status : captured;
+  if (captured.code() != memcoord::StatusCode::kNotFound) return captured;
+  // Said here rather than by the pool, whose text would name the record_stream of a free with a stream.
+  return memcoord::NotFound(fmt::format(
+      "free of {} on device {}: not a live block of that device's default pool '{}' (never allocated "
+      "there, or already freed)",
+      ptr, device, pool->name()));
+}
+
+// The named pool of the C ABI holding `ptr`, for an error's hint (failure paths only: a lookup per pool).
+const memcoord::capi::NamedPoolTable::Entry* NamedPoolHolding(const Runtime& runtime, const void* ptr) {
+  const memcoord::capi::NamedPoolTable& table = runtime.named_pools;
+  const int count = table.count.load(std::memory_order_acquire);
+  for (int i = 0; i < count; ++i) {
+    if (table.entries[i].pool->block_size(ptr).ok()) return &table.entries[i];
+  }
+  return nullptr;
 }
 
 // A free without a device (memcoord_free(NULL, p)): the primary device first, then the others.
@@ -84,12 +103,23 @@ Status FreeAnywhere(Runtime& runtime, void* ptr, StreamId stream) {
     Status other = FreeOnDevice(runtime, d, ptr, stream);
     if (other.code() != memcoord::StatusCode::kNotFound) return other;
   }
-  return status;
+  std::string text = fmt::format(
+      "memcoord_free: {} is not a live block of any device's default pool (never allocated there, or already "
+      "freed)",
+      ptr);
+  if (const auto* named = NamedPoolHolding(runtime, ptr)) {
+    text += fmt::format(
+        "; it is a block of pool '{}': a named pool's block is freed with its pool's name, "
+        "memcoord_free(\"{}\", ptr)",
+        named->name, named->name);
+  }
+  return memcoord::NotFound(text);
 }
 
 // The C ABI's pool named `name`, or nullptr: a scan of the published entries (no lock), then, once the
 // table is full, the Worker's list.
 memcoord::CachingPool* FindNamedPool(Runtime& runtime, std::string_view name) {
+  if (IsReservedName(name)) return nullptr;
   const memcoord::capi::NamedPoolTable& table = runtime.named_pools;
   const int count = table.count.load(std::memory_order_acquire);
   for (int i = 0; i < count; ++i) {
@@ -101,16 +131,16 @@ memcoord::CachingPool* FindNamedPool(Runtime& runtime, std::string_view name) {
 // The pool named `name`, made on first use on the primary device. Names the Worker refuses (pool_name.h)
 // and the device pools' own ("default@N") are INVALID_ARGUMENT.
 Result<memcoord::CachingPool*> NamedPool(Runtime& runtime, std::string_view name) {
-  if (memcoord::CachingPool* pool = FindNamedPool(runtime, name)) return pool;
-  memcoord::capi::NamedPoolTable& table = runtime.named_pools;
-  std::lock_guard lock(table.add_mu);
-  if (memcoord::CachingPool* pool = FindNamedPool(runtime, name)) return pool;  // made meanwhile
-  if (name.starts_with("default@")) {
+  if (IsReservedName(name)) {
     return memcoord::InvalidArgument(
         fmt::format("pool name '{}' is reserved: 'default@N' names device N's default pool (use "
                     "memcoord_device_alloc/memcoord_device_free for it)",
                     name));
   }
+  if (memcoord::CachingPool* pool = FindNamedPool(runtime, name)) return pool;
+  memcoord::capi::NamedPoolTable& table = runtime.named_pools;
+  std::lock_guard lock(table.add_mu);
+  if (memcoord::CachingPool* pool = FindNamedPool(runtime, name)) return pool;  // made meanwhile
   MEMCOORD_ASSIGN_OR_RETURN(memcoord::CachingPool * pool,
                             runtime.worker->create_pool(runtime.worker->pool_options(std::string(name))));
   memcoord::capi::TellNewPool(runtime, runtime.primary_device, *pool);  // named pools: the primary device
@@ -132,6 +162,12 @@ Result<void*> AllocateNamed(Runtime& runtime, std::string_view name, std::size_t
 }
 
 Status FreeNamed(Runtime& runtime, std::string_view name, void* ptr) {
+  if (IsReservedName(name)) {
+    return memcoord::NotFound(
+        fmt::format("memcoord_free: no pool named '{}': 'default@N' is reserved for device N's default pool "
+                    "(use memcoord_device_free for it)",
+                    name));
+  }
   memcoord::CachingPool* pool = FindNamedPool(runtime, name);
   if (pool == nullptr) return memcoord::NotFound(fmt::format("memcoord_free: no pool named '{}'", name));
   if (pool->free_cached(ptr, memcoord::kDefaultStream)) return Status::Ok();

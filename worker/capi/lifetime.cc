@@ -90,7 +90,13 @@ int memcoord::capi::InitOnFirstUse(const char* caller) {
         "allocation initializes it; call memcoord_init() to make a new worker",
         caller)));
   };
-  if (g_initialized_once.load(std::memory_order_acquire)) return shut_down();
+  if (g_initialized_once.load(std::memory_order_acquire)) {
+    // The caller's guard saw no runtime, but another thread's init may have published one since (it
+    // publishes before setting the flag, so this load sees it): that is no shutdown. The caller refreshes
+    // its guard, which fails cleanly if a shutdown came in between.
+    if (memcoord::capi::guard::g_runtime.load(std::memory_order_acquire) != nullptr) return 0;
+    return shut_down();
+  }
   if (g_first_use_failed.load(std::memory_order_acquire)) return Fail(g_first_use_status);
   std::lock_guard lock(g_init_mu);
   if (g_first_use_failed.load(std::memory_order_relaxed)) return Fail(g_first_use_status);
@@ -122,9 +128,11 @@ int memcoord_init(void) {
 int memcoord_shutdown(void) {
   return Boundary("memcoord_shutdown", 13, [] {
     if (memcoord::capi::InAbortCallback()) {
+      // On memcoord's session thread it would join itself; on the caller's (a callback set after the
+      // abort) it would wait for the memcoord call it runs inside. Either way it would wait for itself.
       return Fail(memcoord::FailedPrecondition(
-          "memcoord_shutdown: called from the abort callback, which runs on memcoord's own thread; "
-          "call it from another thread"));
+          "memcoord_shutdown: called from inside the abort callback, whose return it would have to wait "
+          "for; call it from another thread, or after the callback returned"));
     }
     if (memcoord::capi::InsideCall()) {
       // An outer memcoord call on this thread (a capture filter calling back) holds the runtime: waiting
@@ -150,10 +158,16 @@ int memcoord_step_end(void) {
   return Boundary("memcoord_step_end", 13, [] {
     CallGuard guard;
     if (guard.runtime() == nullptr) return FailNotInitialized("memcoord_step_end");
-    memcoord::Worker& worker = *guard.runtime()->worker;
-    memcoord::Status status = worker.step_end();
+    memcoord::Status status = guard.runtime()->worker->step_end();
     if (!status.ok()) return Fail(status);
-    if (std::optional<memcoord::AbortInfo> abort = worker.abort_info()) {
+    // Runtime::abort, as memcoord_wait_abort and memcoord_abort_info_get read it: the three agree at every
+    // moment (the Worker records an abort a moment before it is delivered here).
+    std::optional<memcoord::AbortInfo> abort;
+    {
+      std::lock_guard lock(guard.runtime()->abort.mu);
+      abort = guard.runtime()->abort.info;
+    }
+    if (abort) {
       return Fail(memcoord::Aborted(fmt::format(
           "the coordinator aborted this group: dead rank {}: {}; end the process with exit code {} "
           "(MEMCOORD_EXIT_ABORTED) so the launcher restarts the job",

@@ -2,16 +2,29 @@
 #include "worker/capi/runtime.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 
 namespace memcoord::capi {
 namespace {
+
+// How long the exit backstop waits for its message to reach stderr before it ends the process anyway.
+constexpr std::chrono::milliseconds kStderrWait{200};
 thread_local bool t_in_abort_callback = false;
+
+void LogTimerFailure(const Status& status) noexcept {
+  try {
+    spdlog::error("{}; the abort is delivered without it", status.ToString());
+  } catch (...) {  // logging is best effort here
+  }
+}
 }  // namespace
 
 Result<CachingPool*> MakeDevicePool(Runtime& runtime, int device) {
@@ -48,9 +61,12 @@ void RunAbortCallback(AbortState& state, memcoord_abort_callback callback, void*
   memcoord_abort_info c{};
   c.struct_size = sizeof(c);
   FillAbortInfo(info, c);
+  // Restored, not cleared: a callback may set another, which runs at once inside it (abort.cc), and the
+  // outer callback is still running when the inner returns.
+  const bool outer = t_in_abort_callback;
   t_in_abort_callback = true;
   callback(&c, user);
-  t_in_abort_callback = false;
+  t_in_abort_callback = outer;
   {
     std::lock_guard lock(state.mu);
     --state.callbacks_running;
@@ -58,24 +74,46 @@ void RunAbortCallback(AbortState& state, memcoord_abort_callback callback, void*
   state.cv.notify_all();
 }
 
-void StartAbortExitTimer(const AbortInfo& info, int rank, int exit_code, int grace_ms) {
-  const std::string message = fmt::format(
-      "memcoord: rank {}: the job was aborted by the coordinator: dead rank {}: {}; the process did not end "
-      "within {} ms, so memcoord ends it with exit code {}\n",
-      rank, info.dead_rank, info.reason, grace_ms, exit_code);
-  std::thread([message, exit_code, grace_ms] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(grace_ms));
-    // write(2) and _exit only: the process's own locks (stdio's, the interpreter's) may be held for good.
-    std::size_t done = 0;
-    while (done < message.size()) {
-      const ssize_t n = ::write(2, message.data() + done, message.size() - done);
-      if (n <= 0) break;
-      done += static_cast<std::size_t>(n);
-    }
-    ::_exit(exit_code);
-  }).detach();
+Status StartAbortExitTimer(const AbortInfo& info, int rank, int exit_code, int grace_ms) noexcept {
+  try {
+    const std::string message = fmt::format(
+        "memcoord: rank {}: the job was aborted by the coordinator: dead rank {}: {}; the process did not "
+        "end within {} ms, so memcoord ends it with exit code {}\n",
+        rank, info.dead_rank, info.reason, grace_ms, exit_code);
+    std::thread([message, exit_code, grace_ms] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(grace_ms));
+      // write(2) and _exit only: the process's own locks (stdio's, the interpreter's) may be held for good.
+      // The write runs on a thread of its own and gets kStderrWait: stderr may be a pipe nobody reads (a
+      // full pipe blocks write(2) for good), and the process must end regardless.
+      auto written = std::make_shared<std::atomic<bool>>(false);
+      try {
+        std::thread([message, written] {
+          std::size_t done = 0;
+          while (done < message.size()) {
+            const ssize_t n = ::write(2, message.data() + done, message.size() - done);
+            if (n <= 0) break;
+            done += static_cast<std::size_t>(n);
+          }
+          written->store(true, std::memory_order_release);
+        }).detach();
+        const auto give_up = std::chrono::steady_clock::now() + kStderrWait;
+        while (!written->load(std::memory_order_acquire) && std::chrono::steady_clock::now() < give_up) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+      } catch (...) {  // no thread for the message: end without it
+      }
+      ::_exit(exit_code);
+    }).detach();
+    return Status::Ok();
+  } catch (const std::exception& e) {
+    return Internal(std::string("memcoord_set_abort_exit: its timer could not start: ") + e.what());
+  } catch (...) {
+    return Internal("memcoord_set_abort_exit: its timer could not start");
+  }
 }
 
+// Every step that can fail comes after the state is set: waiters are woken and the callback runs even when
+// the exit timer cannot start (its failure is logged; the session thread must not see an exception).
 void DeliverAbort(Runtime& runtime, const AbortInfo& info) {
   memcoord_abort_callback callback = nullptr;
   void* user = nullptr;
@@ -83,10 +121,16 @@ void DeliverAbort(Runtime& runtime, const AbortInfo& info) {
     std::lock_guard lock(runtime.abort.mu);
     if (runtime.abort.info) return;
     runtime.abort.info = info;
+    // Started under the lock, as memcoord_set_abort_exit does, so that at most one timer starts; before
+    // the callback, so that a callback that never returns cannot keep the backstop from firing.
     if (runtime.abort.exit_code != 0 && !runtime.abort.exit_timer_started) {
-      runtime.abort.exit_timer_started = true;
-      StartAbortExitTimer(info, runtime.worker->topology().rank, runtime.abort.exit_code,
-                          runtime.abort.exit_grace_ms);
+      const Status timer = StartAbortExitTimer(info, runtime.worker->topology().rank, runtime.abort.exit_code,
+                                               runtime.abort.exit_grace_ms);
+      if (timer.ok()) {
+        runtime.abort.exit_timer_started = true;
+      } else {
+        LogTimerFailure(timer);
+      }
     }
     if (runtime.abort.callback != nullptr && !runtime.abort.callback_ran) {
       runtime.abort.callback_ran = true;

@@ -36,14 +36,21 @@ namespace memcoord::capi {
 
 constexpr int kMaxDevices = 64;
 
-// A private pool for the allocations of a CUDA graph capture (memcoord_begin_allocate_to_pool).
+// A private pool for the allocations of a CUDA graph capture (memcoord_begin_allocate_to_pool). Its users
+// are counted as PyTorch counts a graph pool's (create-or-incref): each begin adds one, each release takes
+// one; at 0 it is released, destroyed once empty (a begin before that revives it). DeviceSlot::captures_mu
+// guards every field (capture.cc says how the filter is called outside it).
 struct CapturePool {
   std::pair<std::uint64_t, std::uint64_t> id;
   std::unique_ptr<CachingPool> pool;
   memcoord_stream_filter filter = nullptr;  // set while allocations are routed here
   void* user = nullptr;
-  bool routing = false;   // between begin and end
-  bool released = false;  // memcoord_release_pool called: destroy once empty
+  bool routing = false;     // between begin and end
+  int uses = 0;             // begins minus releases; 0: released
+  std::uint64_t route = 0;  // begins so far: tells a route copied out of the lock from a later one
+  int filter_calls = 0;     // threads inside `filter`, called outside the lock; the pool stays while > 0
+  int waiting = 0;          // ends and releases waiting on calls_done for filter_calls to drop
+  std::condition_variable calls_done;
 };
 
 struct DeviceSlot {
@@ -201,7 +208,8 @@ inline Result<CachingPool*> DevicePool(Runtime& runtime, int device) {
   }
   return MakeDevicePool(runtime, device);
 }
-// Fills the abort state and calls the user's callback (session thread).
+// Fills the abort state, wakes memcoord_wait_abort's waiters, starts the exit timer if one is set (a failure
+// to start it is logged, never thrown) and calls the user's callback (session thread).
 void DeliverAbort(Runtime& runtime, const AbortInfo& info);
 
 }  // namespace memcoord::capi
@@ -216,13 +224,16 @@ int InitWith(WorkerOptions options, std::optional<CaptureCheck> capture_check = 
 // once: after memcoord_shutdown(), or after that init failed, it fails at once (FAILED_PRECONDITION, or the
 // init's own error) without a lock.
 int InitOnFirstUse(const char* caller);
-// True on the thread running the user's abort callback (memcoord_shutdown refuses there).
+// True on a thread inside the user's abort callback, whichever thread runs it, also after a callback set
+// from inside it ran and returned (memcoord_shutdown refuses there).
 bool InAbortCallback() noexcept;
 // Fills `out` (its struct_size decides how much) from `info` (nullopt: not aborted).
 void FillAbortInfo(const std::optional<AbortInfo>& info, memcoord_abort_info& out) noexcept;
 // memcoord_set_abort_exit's timer: a detached thread that, `grace_ms` after now, writes the abort to stderr
-// and ends the process with _exit(exit_code). It holds copies only (it may outlive the Runtime).
-void StartAbortExitTimer(const AbortInfo& info, int rank, int exit_code, int grace_ms);
+// and ends the process with _exit(exit_code). It holds copies only (it may outlive the Runtime). INTERNAL
+// when it could not start (no thread, no memory for its message); then nothing was started.
+[[nodiscard]] Status StartAbortExitTimer(const AbortInfo& info, int rank, int exit_code,
+                                         int grace_ms) noexcept;
 // Calls `callback`, which the caller took from `state` under its lock while raising callbacks_running, and
 // lowers callbacks_running when it returns.
 void RunAbortCallback(AbortState& state, memcoord_abort_callback callback, void* user,

@@ -14,7 +14,9 @@
 static_assert(offsetof(memcoord_device_stats, pack_waits) == MEMCOORD_DEVICE_STATS_V1_SIZE,
               "v1 layout changed");
 static_assert(offsetof(memcoord_device_stats, misses) == MEMCOORD_DEVICE_STATS_V2_SIZE, "v2 layout changed");
-static_assert(sizeof(memcoord_device_stats) == MEMCOORD_DEVICE_STATS_V3_SIZE, "v3 layout changed");
+static_assert(offsetof(memcoord_device_stats, peak_live_blocks) == MEMCOORD_DEVICE_STATS_V3_SIZE,
+              "v3 layout changed");
+static_assert(sizeof(memcoord_device_stats) == MEMCOORD_DEVICE_STATS_V4_SIZE, "v4 layout changed");
 static_assert(sizeof(memcoord_abort_info) == MEMCOORD_ABORT_INFO_V1_SIZE, "v1 layout changed");
 static_assert(std::is_standard_layout_v<memcoord_device_stats>);
 
@@ -41,6 +43,8 @@ void ForEachPool(Runtime& runtime, int device, const std::function<void(CachingP
 
 namespace {
 
+// Peaks add up each pool's own (memcoord.h): an upper bound of the device's when several pools are used,
+// since no device-wide counter is kept.
 void Add(memcoord_device_stats& s, const PoolStats& p) {
   s.pools += 1;
   s.allocated_bytes += p.allocated_bytes;
@@ -54,6 +58,7 @@ void Add(memcoord_device_stats& s, const PoolStats& p) {
   s.largest_free_bytes = std::max<std::uint64_t>(s.largest_free_bytes, p.largest_free_bytes);
   s.limit_bytes += p.limit_bytes;
   s.live_blocks += p.live_blocks;
+  s.peak_live_blocks += p.peak_live_blocks;
   s.allocations += p.allocations;
   s.frees += p.allocations - p.live_blocks;
   s.cache_hits += p.cache_hits;
@@ -93,12 +98,13 @@ int memcoord_device_stats_get(int device, memcoord_device_stats* out) {
     memcoord_device_stats s{};
     s.struct_size = out->struct_size;
     s.device = *resolved;
-    memcoord::CachingPool* any = nullptr;
+    bool any = false;
     ForEachPool(*guard.runtime(), *resolved, [&](memcoord::CachingPool& p) {
       Add(s, p.stats());
-      any = &p;
+      // Read here, under the visit: a capture pool may be destroyed by a release once the visit is over.
+      if (!any) s.device_total_bytes = p.backend().device_info().total_bytes;
+      any = true;
     });
-    if (any != nullptr) s.device_total_bytes = any->backend().device_info().total_bytes;
     std::memcpy(out, &s, std::min(out->struct_size, sizeof(s)));
     return 0;
   });
@@ -142,9 +148,13 @@ int memcoord_empty_cache(int device, uint64_t* released_bytes) {
     if (guard.runtime() == nullptr) return FailNotInitialized("memcoord_empty_cache");
     auto resolved = ResolveDevice(*guard.runtime(), device);
     if (!resolved.ok()) return Fail(resolved.status());
+    // The device's pools release nothing while a capture routes the device (CachingPool::trim). Private
+    // pools in use keep their memory for their graphs' replays: only released ones are trimmed.
     std::uint64_t released = 0;
-    ForEachPool(*guard.runtime(), *resolved,
-                [&](memcoord::CachingPool& p) { released += p.trim(0).released_bytes; });
+    for (const auto& [pool_device, pool] : guard.runtime()->worker->pools_with_devices()) {
+      if (pool_device == *resolved) released += pool->trim(0).released_bytes;
+    }
+    released += TrimReleasedCapturePools(*guard.runtime(), *resolved);
     if (released_bytes != nullptr) *released_bytes = released;
     return 0;
   });

@@ -9,8 +9,11 @@
 //   - reset (torch.cuda.empty_cache) -> memcoord_empty_cache on every device;
 //   - begin/end allocate-to-pool and release-pool (CUDA graph capture) -> memcoord's private capture pools,
 //     with PyTorch's stream filter kept alive here until the capture's end;
-//   - an allocation that fails raises c10::OutOfMemoryError with memcoord's message (torch.OutOfMemoryError
-//     in Python) instead of handing PyTorch a null pointer;
+//   - an allocation refused for want of memory (RESOURCE_EXHAUSTED) raises c10::OutOfMemoryError with
+//     memcoord's message (torch.OutOfMemoryError in Python) instead of handing PyTorch a null pointer; any
+//     other refusal (a capture it cannot serve, not initialized, a bad device) a plain c10::Error, so that
+//     out-of-memory handlers (cuDNN's workspace retry, batch-size finders) do not take it for one;
+//   - releasePool never throws (PyTorch calls it from ~CUDAGraph, where a throw ends the process);
 //   - cacheInfo answers (MemcoordAllocator below): cuDNN's convolutions ask it for their largest workspace
 //     when torch.backends.cudnn.benchmark is on, and CUDAPluggableAllocator's own raises ("does not yet
 //     support cacheInfo"), which ended such training.
@@ -68,6 +71,10 @@ struct CApi {
   PoolFn release_pool = nullptr;
 };
 
+// worker/memcoord.h's MEMCOORD_ERR_* codes acted on here (the shim includes none of memcoord's headers).
+constexpr int kErrNotFound = 5;
+constexpr int kErrFailedPrecondition = 9;
+
 CApi g_capi;
 bool g_installed = false;
 std::shared_ptr<c10::cuda::CUDACachingAllocator::CUDAAllocator> g_allocator;
@@ -94,17 +101,31 @@ int CallFilter(std::uintptr_t stream, void* user) {
 
 // The out-of-memory message, built without iostreams: this is the one path that runs while memory is
 // short, and formatting numbers through std::ostream is where a shim with a private libstdc++ crashed.
-std::string OomMessage(std::size_t size, int device) {
+std::string OomMessage(std::size_t size, int device, const std::string& why) {
   return "memcoord could not allocate " + std::to_string(size) + " bytes on device " +
-         std::to_string(device) + ": " + LastError();
+         std::to_string(device) + ": " + why;
+}
+
+// Whether memcoord's last error names a code other than RESOURCE_EXHAUSTED. memcoord_torch_malloc returns
+// no code, but every last error starts with its code's name ("FAILED_PRECONDITION: ..."), as
+// memcoord/_capi.py's fail_pointer reads it; a text naming none is taken as out of memory, as there.
+bool NamesAnotherCode(const std::string& why) {
+  const std::size_t colon = why.find(':');
+  if (colon == 0 || colon == std::string::npos) return false;
+  for (std::size_t i = 0; i < colon; ++i) {
+    if ((why[i] < 'A' || why[i] > 'Z') && why[i] != '_') return false;
+  }
+  return why.compare(0, colon, "RESOURCE_EXHAUSTED") != 0;
 }
 
 void* Allocate(std::size_t size, int device, cudaStream_t stream) {
   if (size == 0) return nullptr;  // PyTorch's empty tensors: no memory, no deleter call
   void* ptr = g_capi.malloc(static_cast<std::ptrdiff_t>(size), device, stream);
   if (ptr == nullptr) {
+    const std::string why = LastError();
     // One std::string: c10::str then returns it as is, with no std::ostream (see OomMessage).
-    TORCH_CHECK_WITH(OutOfMemoryError, false, OomMessage(size, device));
+    TORCH_CHECK(!NamesAnotherCode(why), OomMessage(size, device, why));
+    TORCH_CHECK_WITH(OutOfMemoryError, false, OomMessage(size, device, why));
   }
   return ptr;
 }
@@ -161,8 +182,9 @@ void BeginAllocateToPool(Device device, PoolId pool, Filter filter) {
   std::lock_guard lock(g_filters_mu);
   // The slot first (empty): a map insertion that throws after memcoord took the filter would free it.
   auto [slot, inserted] = g_filters.try_emplace(key);
-  TORCH_CHECK(inserted, "memcoord: CUDA graph pool (", std::get<1>(key), ", ", std::get<2>(key), ") on device ",
-              std::get<0>(key), " is already capturing; end that capture before beginning another into it");
+  TORCH_CHECK(inserted, "memcoord: CUDA graph pool (", std::get<1>(key), ", ", std::get<2>(key),
+              ") on device ", std::get<0>(key),
+              " is already capturing; end that capture before beginning another into it");
   const int code =
       g_capi.begin_pool(std::get<0>(key), std::get<1>(key), std::get<2>(key), &CallFilter, owned.get());
   if (code != 0) {
@@ -188,12 +210,24 @@ void EndAllocateToPool(Device device, PoolId pool) {
               ") on device ", std::get<0>(key), ": ", LastError());
 }
 
+// PyTorch's releasePool: called from ~CUDAGraph (implicitly noexcept: a throw there ends the process) and at
+// interpreter exit, perhaps after memcoord_shutdown(), so it never throws. NOT_FOUND (no such pool: its
+// begin was refused) and FAILED_PRECONDITION (memcoord not initialized, or the pool already released as
+// often as begun) leave nothing to release; anything else is warned of, once.
 template <typename Device, typename PoolId>
-void ReleasePool(Device device, PoolId pool) {
-  const int code = g_capi.release_pool(static_cast<int>(device), static_cast<std::uint64_t>(pool.first),
-                                       static_cast<std::uint64_t>(pool.second));
-  TORCH_CHECK(code == 0, "memcoord could not release CUDA graph pool (", pool.first, ", ", pool.second,
-              ") on device ", static_cast<int>(device), ": ", LastError());
+void ReleasePool(Device device, PoolId pool) noexcept {
+  try {
+    const int code = g_capi.release_pool(static_cast<int>(device), static_cast<std::uint64_t>(pool.first),
+                                         static_cast<std::uint64_t>(pool.second));
+    if (code == 0 || code == kErrNotFound || code == kErrFailedPrecondition) return;
+    // One std::string, as in OomMessage.
+    TORCH_WARN_ONCE("memcoord could not release CUDA graph pool (" +
+                    std::to_string(static_cast<std::uint64_t>(pool.first)) + ", " +
+                    std::to_string(static_cast<std::uint64_t>(pool.second)) + ") on device " +
+                    std::to_string(static_cast<int>(device)) + ": " + LastError());
+  } catch (...) {
+    // A warning handler that raises (warnings as errors), or no memory for the text: nothing may escape.
+  }
 }
 
 template <typename T>
