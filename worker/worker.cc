@@ -610,4 +610,8 @@ void Worker::shutdown() {
   if (impl_->session) impl_->session->stop();
 }
 
+void Worker::fail(std::string reason) {
+  if (impl_->session) impl_->session->fail(std::move(reason));
+}
+
 }  // namespace memcoord

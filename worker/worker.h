@@ -158,6 +158,13 @@ class Worker {
 
   // Detaches cleanly from the coordinator and stops the session; pools stay usable. Idempotent.
   void shutdown();
+  // Ends the session as failed: the coordinator marks this rank dead with `reason` and aborts its group
+  // (every live peer gets "rank R (host h, pid p) is dead: <reason>"), then the session stops as in
+  // shutdown(); pools stay usable. Bounded like shutdown() (about 0.5 s when the coordinator does not
+  // answer). Standalone, or not attached at that moment: nothing is sent. A no-op after shutdown() or fail().
+  // A process that ends without either is seen as dead too (its session breaks), with a generic reason.
+  // REQUIRES: not called from an on_abort hook (it runs on the session's thread, which this stops).
+  void fail(std::string reason);
 
  private:
   class Impl;

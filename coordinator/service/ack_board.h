@@ -5,6 +5,9 @@
 // Command latency: a command the worker applies on receipt (`immediate`: a quota, a trim --now) measures
 // each rank's round trip: ack received - sent - the worker's own duration_ms. The board keeps a smoothed
 // value per rank (round_trip), which the trim orchestrator uses to pick a step the command reaches in time.
+// Acks are matched by command id and rank. Ids are unique across coordinator restarts too (a random base per
+// process, service_state.h), so an ack a worker carried over from an earlier coordinator matches nothing
+// here and is ignored.
 // Thread safety: every method is thread-safe; wait() blocks only its caller.
 #pragma once
 

@@ -16,9 +16,11 @@ namespace {
 // Reports (and messages of no or an unknown kind, which do nothing) count against --max-report-rate. Acks
 // answer the coordinator's own commands, so the admin's trims and quota moves bound their rate (a soak
 // runs hundreds of trims a second); an OomRequest blocks the allocation that sent it until it is answered.
+// A Detach ends the session, so it comes once: cutting it off would lose its reason.
 bool CountsAgainstReportRate(const v1::WorkerMessage& message) {
-  return message.kind_case() != v1::WorkerMessage::kAck && message.kind_case() != v1::WorkerMessage::kOom &&
-         message.kind_case() != v1::WorkerMessage::kRegister;
+  const auto kind = message.kind_case();
+  return kind != v1::WorkerMessage::kAck && kind != v1::WorkerMessage::kOom &&
+         kind != v1::WorkerMessage::kRegister && kind != v1::WorkerMessage::kDetach;
 }
 
 class AttachReactor final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>,
@@ -99,6 +101,9 @@ class AttachReactor final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1
 
   void read_done(bool ok) {
     if (!ok) {
+      // A worker that sent Detach has already left (WorkerEvents), and this end changes nothing. Without
+      // one, whether the call was cancelled is the only hint left: cancelled (the process died, or its
+      // connection did) is a death, a clean close a detach.
       end(context_->IsCancelled(), Status::Ok());
       return;
     }

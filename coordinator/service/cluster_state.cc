@@ -143,6 +143,7 @@ std::optional<DeadWorker> ClusterState::mark_dead(std::uint64_t session_id, cons
   session_rank_.erase(s);
   w.state = WorkerState::kDead;
   w.dead_reason = reason;
+  forget_abort_if_empty(w.id.group);
   return DeadWorker{w.id.rank, session_id, w.id.group, reason};
 }
 
@@ -163,6 +164,7 @@ std::vector<DeadWorker> ClusterState::sweep(Clock::time_point now, std::vector<i
           "silent for {} ms (suspect after {} x report interval {} ms, dead after {} ms without a report)",
           silent_ms, options_.silence_factor, w.id.report_interval_ms, dead_ms);
       session_rank_.erase(w.session_id);
+      forget_abort_if_empty(w.id.group);
       dead.push_back(DeadWorker{rank, w.session_id, w.id.group, w.dead_reason});
     } else if (silent_ms > suspect_ms && w.state == WorkerState::kLive) {
       w.state = WorkerState::kSuspect;
@@ -170,6 +172,34 @@ std::vector<DeadWorker> ClusterState::sweep(Clock::time_point now, std::vector<i
     }
   }
   return dead;
+}
+
+void ClusterState::forget_abort_if_empty(const std::string& group) {
+  auto record = aborted_.find(group);
+  if (record == aborted_.end()) return;
+  for (const auto& [rank, w] : workers_) {
+    if (HoldsRank(w.state) && w.id.group == group) return;
+  }
+  aborted_.erase(record);
+}
+
+std::vector<int> ClusterState::abort_group(const GroupAbort& abort) {
+  std::vector<int> ranks;
+  std::lock_guard lock(mu_);
+  for (const auto& [rank, w] : workers_) {
+    if (HoldsRank(w.state) && w.id.group == abort.group) ranks.push_back(rank);
+  }
+  if (!ranks.empty()) aborted_.emplace(abort.group, abort);  // an existing record (the first cause) stays
+  return ranks;
+}
+
+std::optional<GroupAbort> ClusterState::abort_for(std::uint64_t session_id) const {
+  std::lock_guard lock(mu_);
+  auto s = session_rank_.find(session_id);
+  if (s == session_rank_.end()) return std::nullopt;
+  auto record = aborted_.find(workers_.at(s->second).id.group);
+  if (record == aborted_.end()) return std::nullopt;
+  return record->second;
 }
 
 int ClusterState::rank_of(std::uint64_t session_id) const {

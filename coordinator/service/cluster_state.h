@@ -17,6 +17,18 @@
 // not (ALREADY_EXISTS). Sessions are identified by the id register_worker returns, so a stale session cannot
 // touch the rank after a newer session took it.
 //
+// Aborted groups. A worker's death aborts its group (every rank the group holds gets an Abort naming it), and
+// the group stays aborted: abort_group records the dead rank, the reason and the time, and any Register into
+// the group while the record stands is answered with that same Abort (abort_for), so a rank that registers
+// late, or re-registers after its connection was reset (whose own "death" caused the abort), is told too.
+// Lifetime: the record ends when the group holds no rank any more (every rank, live or suspect, has died or
+// detached): the job is gone, and a restarted job (memcoord-launch reruns the whole job with the same group
+// names, new processes) registers into a clean group. A death in a group that holds no other rank records
+// nothing (no rank was told, so none can be out of step). The first cause is kept: the deaths an abort causes
+// (aborted ranks exit) do not overwrite it. A rank of the old job that registers only after every other
+// rank left is indistinguishable from a restarted job and is not aborted (its launcher stops it). Records
+// live in memory only: a restarted coordinator knows of no abort.
+//
 // Thread safety: every method is thread-safe (one mutex). Failure: bad input returns a Status naming it and
 // changes nothing.
 #pragma once
@@ -40,6 +52,14 @@ struct ClusterStateOptions {
   int max_world_size = 1 << 16;  // larger world sizes are refused as absurd
   // Silent this long: dead (never before the suspect bound). Must be positive.
   std::chrono::milliseconds dead_after{3000};
+};
+
+// Why a group was aborted: the rank whose death did it, the reason the Abort gives, and when.
+struct GroupAbort {
+  std::string group;
+  int dead_rank = -1;
+  std::string reason;
+  Clock::time_point at{};
 };
 
 // Step information the trim orchestrator needs about one live rank.
@@ -74,6 +94,15 @@ class ClusterState {
   // died; the ranks that just became suspect are appended to `new_suspects` when given.
   std::vector<DeadWorker> sweep(Clock::time_point now, std::vector<int>* new_suspects = nullptr);
 
+  // Records that `abort.group` was aborted (unless already aborted: the first cause stands) and returns the
+  // ranks the group holds, who must be sent the Abort; records nothing when it holds none. Atomic with
+  // register_worker: a rank registering concurrently is either returned here or sees the record in
+  // abort_for.
+  std::vector<int> abort_group(const GroupAbort& abort);
+  // The abort recorded for the group of the rank `session_id` holds; nullopt when that group is not aborted
+  // or the session holds no rank.
+  std::optional<GroupAbort> abort_for(std::uint64_t session_id) const;
+
   // Rank held by a live or suspect session, or -1.
   int rank_of(std::uint64_t session_id) const;
   // The live or suspect session holding `rank`, or 0.
@@ -95,6 +124,8 @@ class ClusterState {
  private:
   static std::string DeviceKey(const WorkerIdentity& id);
   static ClusterStateOptions Normalized(ClusterStateOptions options);
+  // Ends `group`'s abort record when the group holds no rank. REQUIRES: mu_ held.
+  void forget_abort_if_empty(const std::string& group);
 
   const ClusterStateOptions options_;
   mutable std::mutex mu_;
@@ -102,6 +133,7 @@ class ClusterState {
   std::map<int, WorkerRecord> workers_;
   std::map<std::uint64_t, int> session_rank_;  // sessions holding a rank (live or suspect) only
   std::map<std::string, std::uint64_t> budgets_;
+  std::map<std::string, GroupAbort> aborted_;  // by group; only groups that hold a rank
   std::uint64_t next_session_ = 1;
 };
 

@@ -6,7 +6,9 @@
 #include <grpcpp/security/server_credentials.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
@@ -101,6 +103,32 @@ Result<std::unique_ptr<HttpServer>> StartHttp(const CoordinatorOptions& options,
   return HttpServer::Start(http, std::move(handlers));
 }
 
+// HTTP/2 keepalive, both ways.
+// Workers ping every second (their channel's keepalive), with or without a call (their Attach stream may be
+// between sessions), to notice a vanished coordinator fast. gRPC's server default calls more than one ping
+// per 5 minutes without data abuse and, after 2 such strikes, sends GOAWAY (too_many_pings): that breaks the
+// worker's Attach stream, which marks the rank dead and aborts the job. So pings are allowed every 500 ms
+// (twice the workers' rate), with or without calls, and never struck (max strikes 0): a false strike must
+// never cost a training job, and a flood of pings costs the server no more than a flood of any other frame it
+// must read anyway.
+// The server pings too, after 2 s in which nothing arrived on a connection, and closes the connection when no
+// ack comes within max(2 s, --dead-after). For an Attach session this adds no earlier death: the liveness
+// sweep already declares a silent worker dead after --dead-after and cancels its stream, and the timeout is
+// never shorter, so a stall the grace period forgives (a stopped process does not answer pings) is never
+// turned into an abort here. What it adds: the connection of a vanished host is closed (not held until TCP
+// gives up, ~15 min), which frees what no rank accounts for: Attach streams that never registered
+// (--max-sessions slots), Watch streams (--max-watches) and waiting Gets of a client that is gone.
+void AddKeepalive(grpc::ServerBuilder& builder, std::chrono::milliseconds dead_after) {
+  constexpr int kKeepaliveTimeMs = 2000;
+  const auto timeout_ms = std::max<std::int64_t>(2000, dead_after.count());
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             static_cast<int>(std::min<std::int64_t>(timeout_ms, 24 * 3600 * 1000)));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(const CoordinatorOptions& options) {
@@ -127,6 +155,7 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(const Coordi
   // gRPC sets SO_REUSEPORT by default, so a second coordinator on a port already served would share it
   // with the first, each taking some of the workers and clients.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  AddKeepalive(builder, options.dead_after);
   builder.AddListeningPort(options.listen, credentials, &impl->port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.limits.max_message_bytes));
   builder.RegisterService(impl->service.get());

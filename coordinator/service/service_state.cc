@@ -2,12 +2,23 @@
 
 #include <fmt/format.h>
 
+#include <random>
+
 namespace memcoord::coordinator {
 namespace {
 
 std::string MakeCoordinatorId() {
   const auto ticks = std::chrono::system_clock::now().time_since_epoch().count();
   return fmt::format("{:x}", static_cast<std::uint64_t>(ticks));
+}
+
+// Uniform in [2^32, 2^53) from std::random_device (service_state.h says why).
+std::uint64_t RandomCommandIdBase() {
+  std::random_device device;
+  const std::uint64_t bits = (static_cast<std::uint64_t>(device()) << 32) ^ device();
+  constexpr std::uint64_t kLow = std::uint64_t{1} << 32;
+  constexpr std::uint64_t kHigh = std::uint64_t{1} << 53;
+  return kLow + bits % (kHigh - kLow);
 }
 
 }  // namespace
@@ -35,7 +46,9 @@ ServiceState::ServiceState(const CoordinatorOptions& service_options)
       trims(acks, service_options.trim),
       leaks(service_options.leak),
       session_slots(service_options.limits.max_sessions),
-      watch_slots(service_options.limits.max_watches) {}
+      watch_slots(service_options.limits.max_watches),
+      first_command_id_(RandomCommandIdBase()),
+      next_command_id_(first_command_id_) {}
 
 bool ServiceState::send_to_rank(int rank, const v1::CoordinatorMessage& message) {
   return sessions.send(cluster.session_of(rank), message);

@@ -45,7 +45,13 @@ class StopSignal {
 struct ServiceState {
   explicit ServiceState(const CoordinatorOptions& options);
 
+  // Command ids (trim, quota) start at a random base per coordinator process and count up from it: a worker
+  // keeps a command it had not yet applied across a coordinator restart and acks it to the new coordinator,
+  // whose own ids must not collide (ids from 1 did: a stale ack completed a new command). The base lies in
+  // [2^32, 2^53): never a small number, exact as a JSON number, and never near wrapping.
   std::uint64_t next_command_id() { return next_command_id_++; }
+  // The first id this process hands out.
+  std::uint64_t first_command_id() const { return first_command_id_; }
   // Sends to the live session holding `rank`; false when there is none or the send was refused.
   bool send_to_rank(int rank, const v1::CoordinatorMessage& message);
   // The cluster as GetCluster, Watch and /metrics show it.
@@ -67,7 +73,8 @@ struct ServiceState {
   StopSignal stop;
 
  private:
-  std::atomic<std::uint64_t> next_command_id_{1};
+  const std::uint64_t first_command_id_;
+  std::atomic<std::uint64_t> next_command_id_;
 };
 
 }  // namespace memcoord::coordinator

@@ -27,6 +27,9 @@ Status WorkerEvents::on_message(WorkerSession& session, const v1::WorkerMessage&
     case v1::WorkerMessage::kOom:
       quotas_.handle_oom(session, message.oom());
       return Status::Ok();
+    case v1::WorkerMessage::kDetach:
+      on_detach(session, message.detach());
+      return Status::Ok();  // the worker closes its side next; the read that ends finds the session gone
     case v1::WorkerMessage::kRegister:
       return InvalidArgument("Register may be sent only once per session");
     case v1::WorkerMessage::KIND_NOT_SET:
@@ -47,6 +50,19 @@ Status WorkerEvents::on_register(WorkerSession& session, const v1::Register& req
   v1::CoordinatorMessage hello;
   hello.mutable_registered()->set_coordinator_id(state_.coordinator_id);
   session.send(hello);
+  // A group stays aborted until all its ranks left (cluster_state.h): a rank registering late, or again
+  // after a reset, gets the same Abort. Asked after the session was added, so an abort recorded meanwhile
+  // is either seen here or reaches the session through on_dead's broadcast (then perhaps twice: harmless).
+  if (const std::optional<GroupAbort> aborted = state_.cluster.abort_for(session.id)) {
+    const auto ago_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - aborted->at);
+    spdlog::warn(
+        "coordinator: rank {} registered into group '{}', aborted {} ms ago: sending it the abort ({})",
+        identity.rank, aborted->group, ago_ms.count(), aborted->reason);
+    v1::CoordinatorMessage message;
+    message.mutable_abort()->set_reason(aborted->reason);
+    message.mutable_abort()->set_dead_rank(aborted->dead_rank);
+    session.send(message);
+  }
   return Status::Ok();
 }
 
@@ -67,19 +83,40 @@ Status WorkerEvents::on_report(WorkerSession& session, const v1::Report& report)
 }
 
 void WorkerEvents::on_end(WorkerSession& session, bool broken, const Status& result) {
+  const bool dead = broken || !result.ok();
+  const std::string reason = !result.ok() ? result.message()
+                             : broken     ? "session stream broke (process died or connection lost)"
+                                          : "detached (closed its session)";
+  leave(session, dead, reason);
+}
+
+void WorkerEvents::on_detach(WorkerSession& session, const v1::Detach& detach) {
+  if (!detach.failed()) {
+    leave(session, /*dead=*/false, "detached (closed its session)");
+    return;
+  }
+  std::string reason = detach.reason().empty() ? std::string("failed (it gave no reason)") : detach.reason();
+  if (reason.size() > kMaxDetachReasonBytes) {
+    std::size_t cut = kMaxDetachReasonBytes;
+    while (cut > 0 && (static_cast<unsigned char>(reason[cut]) & 0xC0) == 0x80) --cut;  // UTF-8 boundary
+    reason.resize(cut);
+    reason += "...";
+  }
+  spdlog::info("coordinator: rank {} detached as failed: {}", session.rank, reason);
+  leave(session, /*dead=*/true, reason);
+}
+
+void WorkerEvents::leave(WorkerSession& session, bool dead, const std::string& reason) {
   if (!state_.sessions.remove(&session)) return;  // never registered, or already ended
   if (state_.stop.raised()) {
     state_.cluster.mark_dead(session.id, "coordinator shut down");
     return;
   }
-  const std::string reason = !result.ok() ? result.message()
-                             : broken     ? "session stream broke (process died or connection lost)"
-                                          : "detached (closed its session)";
-  if (auto dead = state_.cluster.mark_dead(session.id, reason)) {
-    if (broken || !result.ok()) {
-      on_dead(*dead);
+  if (auto marked = state_.cluster.mark_dead(session.id, reason)) {
+    if (dead) {
+      on_dead(*marked);
     } else {
-      state_.acks.rank_gone(dead->rank);
+      state_.acks.rank_gone(marked->rank);
     }
   }
 }
@@ -88,7 +125,7 @@ void WorkerEvents::on_dead(const DeadWorker& dead) {
   state_.acks.rank_gone(dead.rank);
   if (state_.stop.raised()) return;
   std::string who = fmt::format("rank {}", dead.rank);
-  if (auto w = state_.cluster.worker(dead.rank); w.ok()) {
+  if (auto w = state_.cluster.worker(dead.rank); w.ok() && w->session_id == dead.session_id) {
     who = fmt::format("rank {} (host {}, pid {})", dead.rank, w->id.host, w->id.pid);
   }
   const std::string reason = fmt::format("{} is dead: {}", who, dead.reason);
@@ -96,7 +133,10 @@ void WorkerEvents::on_dead(const DeadWorker& dead) {
   v1::CoordinatorMessage message;
   message.mutable_abort()->set_reason(reason);
   message.mutable_abort()->set_dead_rank(dead.rank);
-  for (int rank : state_.cluster.live_ranks(dead.group)) state_.send_to_rank(rank, message);
+  // Recorded, so a rank registering into the group later is told too (on_register).
+  const std::vector<int> ranks =
+      state_.cluster.abort_group(GroupAbort{dead.group, dead.rank, reason, Clock::now()});
+  for (int rank : ranks) state_.send_to_rank(rank, message);
 }
 
 }  // namespace memcoord::coordinator

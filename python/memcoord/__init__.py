@@ -34,6 +34,7 @@ __all__ = [
     "device_count",
     "empty_cache",
     "enable",
+    "fail",
     "free",
     "init",
     "is_enabled",
@@ -110,6 +111,7 @@ def init():
         _init_settings = settings
     if not _exit_hook_registered:
         atexit.register(_shutdown_at_exit)
+        _abort.record_exit_status()  # how the process ends decides how it detaches (_shutdown_at_exit)
         _exit_hook_registered = True
 
 
@@ -134,8 +136,12 @@ def initialized_alloc_conf():
 
 def _shutdown_at_exit():
     """A process that ends normally detaches from the coordinator cleanly: a session that merely breaks marks
-    the rank dead and aborts its group, which would end the ranks still finishing with EXIT_ABORTED. Queued
-    GPU work is waited for first, since the shutdown returns the pools' memory to the device.
+    the rank dead and aborts its group, which would end the ranks still finishing with EXIT_ABORTED. A process
+    that ends on an uncaught exception or a non-zero sys.exit() detaches as failed first (fail(): "exited on
+    ValueError: boom", "exited with code 3"), so the coordinator aborts its peers at once instead of leaving
+    them in a collective until NCCL's timeout; _abort.failure_at_exit says what can be told apart at exit and
+    what cannot. That comes before anything that may wait (a synchronize behind a collective that never ends).
+    Queued GPU work is waited for next, since the shutdown returns the pools' memory to the device.
 
     This runs also when memcoord is PyTorch's allocator (enable()), where shutdown() refuses: PyTorch may
     still free tensors during the interpreter's teardown, after atexit. Those frees cannot corrupt anything:
@@ -145,6 +151,12 @@ def _shutdown_at_exit():
     shutdown instead would let the coordinator see this rank's session break at exit, mark it dead and abort
     the ranks still finishing (a checkpoint being written, say). What remains: GPU work that another thread
     still launches during teardown, on tensors whose memory is gone; PyTorch's own teardown launches none."""
+    try:
+        reason = _abort.failure_at_exit()
+        if reason is not None:
+            fail(reason)
+    except Exception:  # the shutdown below still runs
+        pass
     try:
         torch = sys.modules.get("torch")
         if torch is not None and torch.cuda.is_initialized():
@@ -158,6 +170,29 @@ def _shutdown_at_exit():
         _shutdown()
     except Exception:
         pass
+
+
+def fail(reason):
+    """Tells the coordinator this rank is failing, so it aborts the rank's group now: every peer learns "rank R
+    (host h, pid p) is dead: <reason>" and (with the default abort handling) ends with EXIT_ABORTED instead of
+    waiting in a collective. Call it just before the process ends on an error it handles itself (one it lets
+    escape, or a non-zero sys.exit(), is reported at exit by memcoord itself). This process's coordinator
+    session ends (no command or abort reaches it afterwards); its pools stay usable until the process ends or
+    shutdown(). Returns True when the session ended as failed (also when it was already over, or standalone:
+    nothing is sent then), False when no worker is initialized. `reason`: text (str; bytes are decoded),
+    at most 1000 bytes are sent. Bounded: about 0.5 s when the coordinator does not answer."""
+    if isinstance(reason, bytes):
+        reason = reason.decode("utf-8", "replace")
+    if not isinstance(reason, str):
+        raise TypeError(f"memcoord.fail(reason): reason must be str, got {type(reason).__name__}")
+    lib = _lib()
+    if not lib.has("memcoord_fail"):
+        raise MissingSymbolError("memcoord_fail", lib.path)
+    code = lib.function("memcoord_fail")(reason.encode("utf-8", "replace"))
+    if code == _capi.FAILED_PRECONDITION and lib.function("memcoord_step")() < 0:
+        return False  # not initialized (or shut down): no session to end
+    lib.check("memcoord_fail", code)
+    return True
 
 
 def shutdown():
@@ -359,7 +394,11 @@ def _snapshot_documents(devices):
 
 def snapshot(path=None, device=None):
     """The memory snapshot in torch.cuda.memory._snapshot()'s shape (segments, blocks, device_traces) for
-    `device` (None: every device). With `path`, also writes it as the pickle PyTorch's memory_viz opens."""
+    `device` (None: every device). With `path` (a file name: str, bytes or os.PathLike), also writes it as the
+    pickle PyTorch's memory_viz opens; anything else is TypeError, before any work (an int would be taken by
+    open() as a file descriptor, written to and closed)."""
+    if path is not None:
+        _snapshot.check_path("snapshot", path)
     devices = _devices("snapshot", device)
     result = _snapshot.from_memcoord(_snapshot_documents(devices))
     if path is not None:
@@ -413,7 +452,9 @@ class step(contextlib.ContextDecorator):
     trims and quotas land (the same step on every rank). When the group was aborted, `on_abort="exit"` (the
     default) answers as the abort watcher does: the handler given to watch_aborts(on_abort=...) when there is
     one (then AbortedError is raised once it returns), else the process ends (message naming the dead rank,
-    EXIT_ABORTED); `on_abort="raise"` raises AbortedError instead. A step whose body raised does not end (no safe point).
+    EXIT_ABORTED); `on_abort="raise"` raises AbortedError instead, and so does "exit" after
+    enable(watch_aborts=False) while no watcher was started since (the user handles aborts, so memcoord does
+    not end the process). A step whose body raised does not end (no safe point).
 
     Nested steps on one thread (a decorated train_step() called inside `with memcoord.step()`) are one step:
     the outermost owns it, and an inner one begins and ends nothing, so no coordinator command runs in the
@@ -443,6 +484,10 @@ class step(contextlib.ContextDecorator):
             call()
         except AbortedError as error:
             if self.on_abort == "raise":
+                raise
+            # enable(watch_aborts=False) with no watcher started since: the user answers aborts, from this error.
+            torch_side = sys.modules.get(__name__ + "._torch")
+            if torch_side is not None and torch_side.aborts_left_to_caller():
                 raise
             # As the watcher answers: the user's watch_aborts(on_abort=...) handler when one is set (called once,
             # by whichever sees the abort first), else exit_aborted, which does not return. The step did not

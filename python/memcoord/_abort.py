@@ -257,6 +257,7 @@ def _install_excepthook(grace_ms):
     previous = sys.excepthook
 
     def hook(exc_type, exc, tb):
+        note_uncaught(exc_type, exc)
         try:
             lib = _capi.library()
             if (not issubclass(exc_type, KeyboardInterrupt) and not _custom_handler_set()
@@ -271,6 +272,74 @@ def _install_excepthook(grace_ms):
         previous(exc_type, exc, tb)
 
     sys.excepthook = hook
+
+
+# ---------------------------------------------------------------------------------------------------------
+# How this process is ending, for the detach at exit (memcoord._shutdown_at_exit): a rank that dies of an
+# uncaught exception or a non-zero exit must make the coordinator abort its peers (memcoord_fail), or they wait
+# in their collective for NCCL's timeout; a rank that ends well detaches cleanly and aborts nobody.
+#
+# What can be seen from an atexit handler (CPython 3.11 checked; 3.12 adds sys.last_exc):
+#   uncaught exception in the main thread  sys.last_value (set before any sys.excepthook, the user's included)
+#                                           and this module's hook (note_uncaught), when it is installed.
+#   sys.exit(n) / exit(n) in the main thread  only through sys.exit itself: the interpreter discards the
+#                                           SystemExit before atexit runs. record_exit_status() wraps sys.exit
+#                                           to note the code (and passes everything on unchanged).
+# What cannot: `raise SystemExit(n)` written out (no call to sys.exit; seen as a clean exit), and a sys.exit(n)
+# that the program caught and then ended normally without another sys.exit (seen as exiting with n). An
+# uncaught exception in another thread does not end the process and is not a failure. os._exit(), a signal or
+# a crash runs no atexit handler at all: the session then breaks, which the coordinator treats as a death too.
+_exit_status = {"exception": None, "code": None, "wrapped": False}
+
+
+def note_uncaught(exc_type, exc):
+    """Records an exception about to end the main thread (this module's excepthook; callable by others)."""
+    if threading.current_thread() is threading.main_thread():
+        _exit_status["exception"] = (exc_type, exc)
+
+
+def record_exit_status():
+    """Wraps sys.exit once so the code of a main-thread sys.exit(n) is known at exit (see above). Idempotent;
+    leaves a sys.exit that someone else replaced meanwhile alone."""
+    if _exit_status["wrapped"]:
+        return
+    _exit_status["wrapped"] = True
+    original = sys.exit
+
+    def exit(status=None):  # noqa: A001  (the name sys.exit has)
+        if threading.current_thread() is threading.main_thread():
+            _exit_status["code"] = status
+        original(status)
+
+    exit.__doc__ = original.__doc__
+    exit.__wrapped__ = original
+    sys.exit = exit
+
+
+def _describe(exc_type, exc):
+    text = str(exc).strip().replace("\n", " ")
+    if len(text) > 500:
+        text = text[:500] + "..."
+    return f"exited on {exc_type.__name__}: {text}" if text else f"exited on {exc_type.__name__}"
+
+
+def failure_at_exit():
+    """Why this process is ending as a failure, or None when it ends well (as far as can be seen: above)."""
+    interactive = bool(sys.flags.interactive) or hasattr(sys, "ps1")
+    recorded = _exit_status["exception"]
+    if recorded is not None:
+        return _describe(*recorded)
+    if not interactive:  # a REPL sets sys.last_value for every error it printed, and went on
+        last = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+        if isinstance(last, BaseException) and not isinstance(last, SystemExit):
+            return _describe(type(last), last)
+    code = _exit_status["code"]
+    if code is None or code == 0:
+        return None
+    if isinstance(code, int):  # bool included: sys.exit(True) exits with 1
+        return f"exited with code {int(code)}"
+    text = str(code).strip().replace("\n", " ")[:500]
+    return f"exited with code 1: {text}"  # sys.exit("message") prints it and exits with 1
 
 
 # How long after an abort memcoord's own thread ends the process when nothing in Python has

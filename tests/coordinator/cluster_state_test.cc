@@ -216,5 +216,64 @@ TEST(ClusterState, DeviceBudgetsArePerDevice) {
   EXPECT_EQ(state.device_peers(0), (std::vector<int>{0, 1}));
 }
 
+// An aborted group stays aborted (every Register into it is told) until it holds no rank.
+TEST(ClusterState, AnAbortedGroupStaysAbortedUntilEveryRankLeft) {
+  ClusterState state;
+  const auto t0 = Clock::now();
+  std::uint64_t sessions[3] = {};
+  for (int r = 0; r < 3; ++r) {
+    auto s = state.register_worker(Id(r), {}, t0);
+    ASSERT_TRUE(s.ok());
+    sessions[r] = *s;
+  }
+  WorkerIdentity elsewhere = Id(3);
+  elsewhere.group = "other";
+  auto other = state.register_worker(elsewhere, {}, t0);
+  ASSERT_TRUE(other.ok());
+
+  auto dead = state.mark_dead(sessions[1], "session stream broke");
+  ASSERT_TRUE(dead.has_value());
+  EXPECT_EQ(dead->group, "world");
+  EXPECT_FALSE(state.abort_for(sessions[0]).has_value());  // not yet recorded: the caller aborts next
+  EXPECT_EQ(state.abort_group(GroupAbort{"world", 1, "rank 1 is dead: broke", t0}), (std::vector<int>{0, 2}));
+  auto record = state.abort_for(sessions[0]);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->dead_rank, 1);
+  EXPECT_EQ(record->reason, "rank 1 is dead: broke");
+  EXPECT_FALSE(state.abort_for(*other).has_value());       // another group is not aborted
+  EXPECT_FALSE(state.abort_for(sessions[1]).has_value());  // a dead session holds no rank
+
+  // Rank 1 comes back (a reset): it is told. Rank 0's death, caused by the abort, keeps the first cause.
+  auto back = state.register_worker(Id(1), {}, t0 + milliseconds(5));
+  ASSERT_TRUE(back.ok());
+  ASSERT_TRUE(state.abort_for(*back).has_value());
+  EXPECT_EQ(state.abort_for(*back)->dead_rank, 1);
+  ASSERT_TRUE(state.mark_dead(sessions[0], "exited").has_value());
+  EXPECT_EQ(state.abort_group(GroupAbort{"world", 0, "rank 0 is dead", t0}), (std::vector<int>{1, 2}));
+  EXPECT_EQ(state.abort_for(*back)->dead_rank, 1);
+
+  // The last ranks leave, one detached, one silent: the record ends, a new job's rank is not aborted.
+  ASSERT_TRUE(state.mark_dead(*back, "detached").has_value());
+  ASSERT_TRUE(state.report(sessions[2], 1, 0, {}, t0 + milliseconds(5000)).ok());
+  ASSERT_TRUE(state.report(*other, 1, 0, {}, t0 + milliseconds(5000)).ok());
+  ASSERT_TRUE(state.abort_for(sessions[2]).has_value());
+  EXPECT_EQ(state.sweep(t0 + milliseconds(5000 + 3001)).size(), 2u);
+  auto fresh = state.register_worker(Id(0), {}, t0 + milliseconds(9000));
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_FALSE(state.abort_for(*fresh).has_value());
+}
+
+TEST(ClusterState, ADeathInAGroupThatHoldsNoOtherRankRecordsNoAbort) {
+  ClusterState state;
+  const auto t0 = Clock::now();
+  auto s = state.register_worker(Id(0), {}, t0);
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(state.mark_dead(*s, "broke").has_value());
+  EXPECT_TRUE(state.abort_group(GroupAbort{"world", 0, "rank 0 is dead", t0}).empty());
+  auto next = state.register_worker(Id(1), {}, t0);
+  ASSERT_TRUE(next.ok());
+  EXPECT_FALSE(state.abort_for(*next).has_value());
+}
+
 }  // namespace
 }  // namespace memcoord::coordinator

@@ -8,6 +8,10 @@
             run: memcoord's own backstop (memcoord_set_abort_exit) must end the process;
   stepping  runs memcoord.step(on_abort="raise") steps until an AbortedError, prints it, exits 0;
   finisher  exits normally after 0.3 s;
+  raiser    after 0.3 s dies of an uncaught ValueError("boom") (memcoord detaches as failed at exit);
+  raiser_hooked  as raiser, under a sys.excepthook of the user's that only prints a line;
+  exit3     after 0.3 s calls sys.exit(3);
+  failer    after 0.3 s calls memcoord.fail("gave up on purpose"), then exits with 0;
   stepping_quiet  runs steps for 2 s and prints "no abort" (an AbortedError would end it with a traceback)."""
 
 import os
@@ -45,6 +49,18 @@ elif role == "gil":
 elif role == "finisher":
     time.sleep(0.3)
     sys.exit(0)  # a normal end: memcoord detaches cleanly at exit
+elif role in ("raiser", "raiser_hooked"):
+    if role == "raiser_hooked":
+        sys.excepthook = lambda exc_type, exc, tb: print(f"user hook saw {exc_type.__name__}", file=sys.stderr)
+    time.sleep(0.3)
+    raise ValueError("boom")
+elif role == "exit3":
+    time.sleep(0.3)
+    sys.exit(3)
+elif role == "failer":
+    time.sleep(0.3)
+    print(f"fail returned {memcoord.fail('gave up on purpose')}", flush=True)
+    sys.exit(0)
 elif role == "stepping_quiet":
     deadline = time.monotonic() + 2.0
     while time.monotonic() < deadline:
@@ -64,4 +80,4 @@ elif role == "stepping":
     sys.exit(4)
 else:
     sys.exit(f"abort_rank.py: unknown role {role!r}; accepted: victim, blocked, replaced, gil, stepping, "
-             "finisher, stepping_quiet")
+             "finisher, stepping_quiet, raiser, raiser_hooked, exit3, failer")

@@ -115,6 +115,44 @@ class AbortTest(unittest.TestCase):
         self.assertEqual(survivor.returncode, 0, f"stdout={out!r} stderr={err!r}")
         self.assertIn("AbortedError dead_rank=1", out)
 
+    def failing_rank_1_aborts(self, role, expected):
+        """Rank 1 (`role`) ends on its own, failing; rank 0 (blocked in C) must end with EXIT_ABORTED naming rank 1
+        and `expected` well within NCCL's 10 minutes (the bound leaves room for the exception hook's grace)."""
+        survivor = self.job.start_rank(0, "blocked")
+        started = time.monotonic()
+        failing = self.job.start_rank(1, role)
+        try:
+            out, err = survivor.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            survivor.kill()
+            self.fail(f"rank 0 was still running 15 s after rank 1 ({role}) started failing")
+        elapsed = time.monotonic() - started
+        failing_out, failing_err = failing.communicate(timeout=10)
+        print(f"\nrank 0 ended {elapsed:.3f} s after rank 1 ({role}) started; its message: {err.strip()}")
+        self.assertEqual(survivor.returncode, _capi.EXIT_ABORTED, f"stdout={out!r} stderr={err!r}")
+        self.assertIn("aborted by the coordinator: rank 1 (host ", err)
+        self.assertIn(f"is dead: {expected}", err)
+        self.assertLess(elapsed, 5.0)
+        return failing, failing_out, failing_err
+
+    def test_a_rank_dying_of_an_uncaught_exception_aborts_its_peers(self):
+        failing, _, err = self.failing_rank_1_aborts("raiser", "exited on ValueError: boom")
+        self.assertEqual(failing.returncode, 1)
+        self.assertIn("ValueError: boom", err)  # the traceback is still printed
+
+    def test_a_rank_dying_of_an_uncaught_exception_under_a_user_excepthook_aborts_its_peers(self):
+        failing, _, err = self.failing_rank_1_aborts("raiser_hooked", "exited on ValueError: boom")
+        self.assertIn("user hook saw ValueError", err)
+
+    def test_a_rank_calling_sys_exit_3_aborts_its_peers(self):
+        failing, _, _ = self.failing_rank_1_aborts("exit3", "exited with code 3")
+        self.assertEqual(failing.returncode, 3)
+
+    def test_memcoord_fail_aborts_the_peers_naming_the_reason(self):
+        failing, out, _ = self.failing_rank_1_aborts("failer", "gave up on purpose")
+        self.assertEqual(failing.returncode, 0)
+        self.assertIn("fail returned True", out)
+
     def test_a_rank_that_ends_normally_aborts_nobody(self):
         survivor = self.job.start_rank(0, "stepping_quiet")
         self.job.start_rank(1, "finisher")

@@ -1,9 +1,15 @@
 // The worker's coordinator session against a real coordinator (gRPC on loopback, in this process):
 // exceptions on the session's threads never end the process, and workers re-attach fast after a restart.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include "coordinator/service/coordinator_client.h"
 #include "coordinator/service/coordinator_server.h"
@@ -175,6 +181,171 @@ TEST(CoordinatorSession, SixtyFourWorkersReattachWithinAGenerousBoundAfterAResta
   const double ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - serving).count();
   std::printf("%d sessions re-attached %.1f ms after the restarted coordinator served\n", kWorkers, ms);
   EXPECT_LT(ms, 5000.0);
+}
+
+// A session host that keeps every Abort it is given.
+class AbortRecordingHost final : public SessionHost {
+ public:
+  ReportSample sample() override { return ReportSample{}; }
+  void deliver(const WorkerCommand& command) override {
+    if (command.kind != WorkerCommand::Kind::kAbort) return;
+    std::lock_guard lock(mu);
+    aborts.push_back(command);
+  }
+  std::vector<WorkerCommand> received() {
+    std::lock_guard lock(mu);
+    return aborts;
+  }
+  std::mutex mu;
+  std::vector<WorkerCommand> aborts;
+};
+
+const coordinator::WorkerRecord* Rank(const coordinator::ClusterView& view, int rank) {
+  for (const auto& w : view.workers) {
+    if (w.id.rank == rank) return &w;
+  }
+  return nullptr;
+}
+
+TEST(CoordinatorSession, AFailedDetachAbortsThePeersNamingTheRankAndTheReason) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  AbortRecordingHost survivor_host, failing_host;
+  CoordinatorSession survivor(ConfigFor(*server, 0, 2), survivor_host);
+  CoordinatorSession failing(ConfigFor(*server, 1, 2), failing_host);
+  survivor.start();
+  failing.start();
+  ASSERT_TRUE(WaitFor([&] { return survivor.attached() && failing.attached(); }, milliseconds(5000)));
+  const auto begin = SteadyClock::now();
+  failing.fail("exited on ValueError: boom");
+  const double fail_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - begin).count();
+  EXPECT_LT(fail_ms, 1000.0) << "fail() is bounded like the clean detach";
+  ASSERT_TRUE(WaitFor([&] { return !survivor_host.received().empty(); }, milliseconds(2000)))
+      << "the survivor got no Abort";
+  const WorkerCommand abort = survivor_host.received().front();
+  EXPECT_EQ(abort.dead_rank, 1);
+  EXPECT_EQ(abort.reason, "rank 1 (host test, pid 1001) is dead: exited on ValueError: boom");
+  EXPECT_TRUE(failing_host.received().empty());
+  auto view = Client(*server)->GetCluster();
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  const coordinator::WorkerRecord* dead = Rank(*view, 1);
+  ASSERT_NE(dead, nullptr);
+  EXPECT_EQ(dead->state, coordinator::WorkerState::kDead);
+  EXPECT_EQ(dead->dead_reason, "exited on ValueError: boom");
+  EXPECT_EQ(survivor.registrations(), 1u);  // the survivor's own session never broke
+}
+
+TEST(CoordinatorSession, AFailedDetachWithAnInvalidOrHugeReasonStillArrivesAsValidUtf8) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  AbortRecordingHost survivor_host, failing_host;
+  CoordinatorSession survivor(ConfigFor(*server, 0, 2), survivor_host);
+  CoordinatorSession failing(ConfigFor(*server, 1, 2), failing_host);
+  survivor.start();
+  failing.start();
+  ASSERT_TRUE(WaitFor([&] { return survivor.attached() && failing.attached(); }, milliseconds(5000)));
+  // Invalid UTF-8 would make the coordinator refuse the whole message (proto3 strings), and so break the
+  // stream: the peers would still be aborted, but with a generic reason.
+  failing.fail("bad \xff\xfe bytes " + std::string(5000, 'x'));
+  ASSERT_TRUE(WaitFor([&] { return !survivor_host.received().empty(); }, milliseconds(2000)));
+  const WorkerCommand abort = survivor_host.received().front();
+  EXPECT_EQ(abort.dead_rank, 1);
+  EXPECT_NE(abort.reason.find("is dead: bad ?? bytes xxx"), std::string::npos) << abort.reason;
+  EXPECT_LT(abort.reason.size(), 1100u);
+}
+
+TEST(CoordinatorSession, ACleanDetachAbortsNobody) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  AbortRecordingHost survivor_host, leaving_host;
+  CoordinatorSession survivor(ConfigFor(*server, 0, 2), survivor_host);
+  CoordinatorSession leaving(ConfigFor(*server, 1, 2), leaving_host);
+  survivor.start();
+  leaving.start();
+  ASSERT_TRUE(WaitFor([&] { return survivor.attached() && leaving.attached(); }, milliseconds(5000)));
+  const auto begin = SteadyClock::now();
+  leaving.stop();
+  const double stop_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - begin).count();
+  EXPECT_LT(stop_ms, 1000.0);
+  auto client = Client(*server);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto view = client->GetCluster();
+        const coordinator::WorkerRecord* w = view.ok() ? Rank(*view, 1) : nullptr;
+        return w != nullptr && w->state == coordinator::WorkerState::kDead;
+      },
+      milliseconds(2000)));
+  auto view = client->GetCluster();
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(Rank(*view, 1)->dead_reason, "detached (closed its session)");
+  std::this_thread::sleep_for(milliseconds(300));  // an abort, were one sent, would have arrived by now
+  EXPECT_TRUE(survivor_host.received().empty()) << survivor_host.received().front().reason;
+  EXPECT_TRUE(survivor.attached());
+  EXPECT_EQ(survivor.registrations(), 1u);
+}
+
+// Worker::fail, as the C ABI's memcoord_fail calls it: the peer Worker's abort_info names the failed rank.
+TEST(CoordinatorSession, WorkerFailAbortsThePeerWorker) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  auto make = [&](int rank) {
+    WorkerOptions options;
+    options.coordinator = server->address();
+    options.topology = Topology{rank, rank, 2, "test"};
+    options.backend = "host";
+    options.report_interval = milliseconds(50);
+    return Worker::init(options);
+  };
+  auto survivor = make(0);
+  auto failing = make(1);
+  ASSERT_TRUE(survivor.ok()) << survivor.status().ToString();
+  ASSERT_TRUE(failing.ok()) << failing.status().ToString();
+  ASSERT_TRUE(WaitFor([&] { return (*survivor)->attached() && (*failing)->attached(); }, milliseconds(5000)));
+  (*failing)->fail("exited with code 3");
+  ASSERT_TRUE(WaitFor([&] { return (*survivor)->abort_info().has_value(); }, milliseconds(2000)));
+  const AbortInfo info = *(*survivor)->abort_info();
+  EXPECT_EQ(info.dead_rank, 1);
+  EXPECT_NE(info.reason.find("rank 1 (host "), std::string::npos) << info.reason;
+  EXPECT_NE(info.reason.find("is dead: exited with code 3"), std::string::npos) << info.reason;
+  EXPECT_FALSE((*failing)->attached());
+  (*failing)->shutdown();  // after fail(): nothing more is sent, and it returns at once
+  EXPECT_FALSE((*failing)->abort_info().has_value());
+}
+
+// A listener that accepts TCP connections (the kernel does, from its backlog) but never speaks HTTP/2: the
+// session's Attach() blocks until gRPC's connection attempt times out (5 s). stop() must not wait for that.
+TEST(CoordinatorSession, StopReturnsAtOnceWhileTheCoordinatorAcceptsButNeverAnswers) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::listen(listener, 16), 0);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  SessionConfig config;
+  config.address = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  config.host = "test";
+  config.backend = "host";
+  AbortRecordingHost host;
+  for (const bool failed : {false, true}) {
+    CoordinatorSession session(config, host);
+    session.start();
+    std::this_thread::sleep_for(milliseconds(300));  // inside Attach(), waiting for the handshake
+    const auto begin = SteadyClock::now();
+    if (failed) {
+      session.fail("exited on RuntimeError: no coordinator");
+    } else {
+      session.stop();
+    }
+    const double ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - begin).count();
+    std::printf("%s returned %.1f ms after it was called\n", failed ? "fail()" : "stop()", ms);
+    EXPECT_LT(ms, 500.0) << (failed ? "fail()" : "stop()");
+    EXPECT_FALSE(session.attached());
+  }
+  ::close(listener);
 }
 
 }  // namespace

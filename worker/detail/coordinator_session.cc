@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include "memcoord/v1/coordinator.grpc.pb.h"
@@ -22,6 +23,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kMaxOutbox = 256;
 constexpr std::chrono::milliseconds kDetachWait{500};
+// stop() waits this long past kDetachWait for the session thread before it cancels the call: a write that
+// never completes (a coordinator stopped with SIGSTOP stops reading) must not keep stop() waiting.
+constexpr std::chrono::milliseconds kStopGrace{500};
+// Keepalive: a ping when nothing was read for kKeepaliveTime; no answer within kKeepaliveTimeout breaks the
+// connection, so a coordinator whose host vanished is noticed in ~3 s instead of TCP's ~15 min.
+constexpr std::chrono::milliseconds kKeepaliveTime{1000};
+constexpr std::chrono::milliseconds kKeepaliveTimeout{2000};
+// A failed Detach's reason is cut to this many bytes (the coordinator keeps at most 1024).
+constexpr std::size_t kMaxReasonBytes = 1000;
 // The least time one connection attempt may take (see MakeChannel).
 constexpr std::chrono::milliseconds kConnectTimeout{5000};
 // While waiting to re-attach, stop() is noticed within this.
@@ -126,7 +136,60 @@ std::shared_ptr<grpc::Channel> MakeChannel(const SessionConfig& config) {
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(kConnectTimeout.count()));
   // One connection per session, as in a job: in-process workers (tests, benchmarks) must not share one.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // Keepalive (see kKeepaliveTime), also between sessions and without limit on pings while no data is sent.
+  // The coordinator must accept such pings (coordinator_server.cc: a minimum ping interval without data
+  // below kKeepaliveTime, and pings without calls), or it answers with GOAWAY "too_many_pings".
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(kKeepaliveTime.count()));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(kKeepaliveTimeout.count()));
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   return grpc::CreateCustomChannel(config.address, MakeChannelCredentials(config.credentials), args);
+}
+
+// `text` cut to at most `max_bytes` and made valid UTF-8 (a proto3 string must be: the coordinator would
+// refuse the whole message otherwise): each byte that does not start a complete sequence becomes '?'.
+std::string ValidUtf8(std::string_view text, std::size_t max_bytes) {
+  std::string out;
+  out.reserve(std::min(text.size(), max_bytes));
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    std::size_t length = lead < 0x80           ? 1
+                         : (lead >> 5) == 0x6  ? 2
+                         : (lead >> 4) == 0xE  ? 3
+                         : (lead >> 3) == 0x1E ? 4
+                                               : 0;
+    bool valid = length > 0 && i + length <= text.size();
+    for (std::size_t k = 1; valid && k < length; ++k) {
+      valid = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
+    }
+    if (valid && length == 2) valid = lead >= 0xC2;  // no overlong forms
+    if (valid && length == 3) {
+      const auto second = static_cast<unsigned char>(text[i + 1]);
+      valid = (lead != 0xE0 || second >= 0xA0) && (lead != 0xED || second < 0xA0);  // overlong; surrogates
+    }
+    if (valid && length == 4) {
+      const auto second = static_cast<unsigned char>(text[i + 1]);
+      valid = lead <= 0xF4 && (lead != 0xF0 || second >= 0x90) && (lead != 0xF4 || second < 0x90);
+    }
+    if (!valid) length = 1;
+    if (out.size() + length > max_bytes) break;
+    if (valid) {
+      out.append(text.substr(i, length));
+    } else {
+      out.push_back('?');
+    }
+    i += length;
+  }
+  return out;
+}
+
+v1::WorkerMessage DetachMessage(const std::optional<std::string>& failure) {
+  v1::WorkerMessage message;
+  v1::Detach* detach = message.mutable_detach();
+  detach->set_failed(failure.has_value());
+  if (failure) detach->set_reason(ValidUtf8(*failure, kMaxReasonBytes));
+  return message;
 }
 
 std::string CurrentExceptionText() {
@@ -144,7 +207,7 @@ std::string CurrentExceptionText() {
 // One run_once() is one Attach stream: the calling (session) thread writes, a reader thread reads. How the
 // writing side ended decides how the stream is closed.
 enum class WriteEnd {
-  kStopping,  // stop(): detach cleanly
+  kStopping,  // stop(): Detach (failed when fail() stopped it), then close
   kBroken,    // the stream broke (coordinator gone): cancel
   kFailed,    // an exception in this session: detach cleanly (the coordinator does not abort the group)
 };
@@ -169,6 +232,9 @@ class CoordinatorSession::Impl {
   WriteEnd write_loop(Stream& stream) noexcept;
   bool write_due(Stream& stream, Clock::time_point& next_report);
   void close_stream(Stream& stream, grpc::ClientContext& context, WriteEnd end) noexcept;
+  // Ends the session thread: stopping, and `failed_reason` set for a failed detach. Bounded: the current
+  // call is cancelled at once while it is still connecting, else after kDetachWait + kStopGrace.
+  void stop(std::optional<std::string> failed_reason);
   void end_session(Stream& stream);
   // Records the first exception of this session (from either thread) and wakes the writer, which then
   // ends the session. REQUIRES: called inside a catch block.
@@ -190,8 +256,12 @@ class CoordinatorSession::Impl {
   // mu guards the following.
   bool started = false;
   bool stopping = false;
-  bool broken = false;                                    // the current stream ended
-  std::optional<std::string> failure;                     // the current session's first exception
+  bool finished = false;                        // run() returned (the session thread is ending)
+  std::optional<std::string> detach_as;         // set by fail(): the failed Detach's reason
+  grpc::ClientContext* current_call = nullptr;  // the current call's context while run_once() has one
+  bool opened = false;                          // the current call's stream is open (Attach() returned)
+  bool broken = false;                          // the current stream ended
+  std::optional<std::string> failure;           // the current session's first exception
   std::deque<std::pair<v1::WorkerMessage, bool>> outbox;  // message, droppable
   std::string coordinator_id;
   std::uint64_t next_oom = 1;
@@ -241,8 +311,13 @@ void CoordinatorSession::Impl::run() {
       backoff.reset();
       warned_unavailable = false;
     }
-    if (!wait_before_retry(backoff.next())) return;
+    if (!wait_before_retry(backoff.next())) break;
   }
+  {
+    std::lock_guard lock(mu);
+    finished = true;
+  }
+  cv.notify_all();
 }
 
 // Waits `wait` before the next attach, polling the channel meanwhile: a connection attempt that gRPC's own
@@ -283,7 +358,26 @@ bool CoordinatorSession::Impl::run_once() {
     context.AddMetadata("authorization", "Bearer " + config.credentials.token);
   }
   if (!begin_session()) return false;
+  // stop() cancels through this pointer: Attach() blocks until the connection is up, which takes up to
+  // kConnectTimeout toward an address that accepts TCP but never answers.
+  struct Published {
+    Impl& impl;
+    Published(Impl& i, grpc::ClientContext& c) : impl(i) {
+      std::lock_guard lock(impl.mu);
+      impl.current_call = &c;
+      impl.opened = false;
+      if (impl.stopping) c.TryCancel();  // stop() came in between and saw no context
+    }
+    ~Published() {
+      std::lock_guard lock(impl.mu);
+      impl.current_call = nullptr;
+    }
+  } published(*this, context);
   std::unique_ptr<Stream> stream = stub->Attach(&context);
+  {
+    std::lock_guard lock(mu);
+    opened = true;
+  }
   // Sampled once the stream is open (connecting takes a while), so pools created meanwhile are included.
   v1::WorkerMessage hello;
   try {
@@ -395,11 +489,22 @@ bool CoordinatorSession::Impl::write_due(Stream& stream, Clock::time_point& next
   return stream.Write(ReportMessage(host.sample()));
 }
 
-// A stop or a failure detaches cleanly (WritesDone: the coordinator records a detach, not a death, and
-// ends the call); a broken stream, or a detach not answered in time, is cancelled.
+// A stop or a failure detaches: a Detach message, then WritesDone. Detach{failed} (fail()) makes the
+// coordinator record a death with its reason and abort the group; otherwise it records a detach, not a
+// death. A broken stream, or a detach not answered in time, is cancelled.
 void CoordinatorSession::Impl::close_stream(Stream& stream, grpc::ClientContext& context,
                                             WriteEnd end) noexcept {
   if (end != WriteEnd::kBroken) {
+    std::optional<std::string> failed;
+    {
+      std::lock_guard lock(mu);
+      failed = detach_as;  // fail() wins over a failure of this session's own (kFailed)
+    }
+    try {
+      stream.Write(DetachMessage(failed));  // false: the stream broke; WritesDone and the wait settle it
+    } catch (...) {
+      // Only memory can fail here; the close below still tells a detach from a death as before.
+    }
     stream.WritesDone();
     std::unique_lock lock(mu);
     cv.wait_for(lock, kDetachWait, [this] { return broken; });
@@ -448,14 +553,29 @@ void CoordinatorSession::start() {
   impl_->thread = std::thread([this] { impl_->run(); });
 }
 
-void CoordinatorSession::stop() {
+void CoordinatorSession::stop() { impl_->stop(std::nullopt); }
+
+void CoordinatorSession::fail(std::string reason) { impl_->stop(std::move(reason)); }
+
+void CoordinatorSession::Impl::stop(std::optional<std::string> failed_reason) {
   {
-    std::lock_guard lock(impl_->mu);
-    if (impl_->stopping) return;
-    impl_->stopping = true;
+    std::unique_lock lock(mu);
+    if (stopping) return;
+    stopping = true;
+    detach_as = std::move(failed_reason);
+    // Still connecting: there is nobody to detach from yet, and Attach() would hold the thread for seconds.
+    if (current_call != nullptr && !opened) current_call->TryCancel();
   }
-  impl_->cv.notify_all();
-  if (impl_->thread.joinable()) impl_->thread.join();
+  cv.notify_all();
+  if (!thread.joinable()) return;
+  {
+    std::unique_lock lock(mu);
+    if (!cv.wait_for(lock, kDetachWait + kStopGrace, [this] { return finished; }) &&
+        current_call != nullptr) {
+      current_call->TryCancel();  // a write or read that does not end: the call ends now
+    }
+  }
+  thread.join();
 }
 
 void CoordinatorSession::report(ReportSample sample) { impl_->push(ReportMessage(sample), true); }

@@ -4,7 +4,10 @@
 // jittered exponential backoff (reconnect_min .. reconnect_max, reconnect_backoff.h) and registers again.
 // An exception on either session thread (the host's deliver()/sample(), or the session itself) never ends
 // the process: it is logged, the session detaches cleanly (the coordinator sees a detach, not a death) and
-// a new one is attached after the backoff; the worker runs standalone meanwhile. Nothing here ever blocks the
+// a new one is attached after the backoff; the worker runs standalone meanwhile. A session ends on purpose
+// with a Detach message: clean from stop(), failed from fail(), which makes the coordinator abort the group.
+// The channel pings the coordinator after 1 s without a read (keepalive) and treats 2 s without an answer as
+// a broken connection. Nothing here ever blocks the
 // caller of report()/ack() (they queue; the queue is bounded and drops the oldest reports first).
 //
 // Thread safety: every public method is thread-safe. The host's callbacks run on the session's threads.
@@ -60,7 +63,14 @@ class CoordinatorSession {
   CoordinatorSession& operator=(const CoordinatorSession&) = delete;
 
   void start();
+  // Detaches cleanly (Detach{failed = false}) and stops the session thread. Bounded: about kDetachWait
+  // (0.5 s) when the coordinator does not answer; at once while still connecting. Idempotent.
+  // REQUIRES: not called from the host's callbacks (they run on the session's threads).
   void stop();
+  // As stop(), but the Detach says failed with `reason` (made valid UTF-8, cut to 1000 bytes): the
+  // coordinator marks this rank dead and aborts its group, naming `reason`. When not attached at that moment
+  // nothing is sent. A no-op once stopped.
+  void fail(std::string reason);
 
   void report(ReportSample sample);
   void ack(const CommandAck& ack);

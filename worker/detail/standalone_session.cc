@@ -19,6 +19,7 @@ void CoordinatorSession::start() {
                impl_->config.address);
 }
 void CoordinatorSession::stop() {}
+void CoordinatorSession::fail(std::string) {}
 void CoordinatorSession::report(ReportSample) {}
 void CoordinatorSession::ack(const CommandAck&) {}
 Result<OomAnswer> CoordinatorSession::ask_oom(const OomQuestion&, std::chrono::milliseconds) {
