@@ -86,7 +86,8 @@ class AbortedError(MemcoordError):
 
 
 class DeviceStats(ctypes.Structure):
-    """memcoord_device_stats, version 2 (see worker/memcoord.h for each field)."""
+    """memcoord_device_stats, version 4 (see worker/memcoord.h for each field). A library of an earlier
+    version fills only the fields it knows (it copies what its own struct holds): the later ones read 0."""
 
     _fields_ = [
         ("struct_size", ctypes.c_size_t),
@@ -119,6 +120,7 @@ class DeviceStats(ctypes.Structure):
         ("misses", ctypes.c_uint64),  # version 3
         ("miss_ns", ctypes.c_uint64),
         ("pack_wait_ns", ctypes.c_uint64),
+        ("peak_live_blocks", ctypes.c_uint64),  # version 4
     ]
 
     def as_dict(self):
@@ -155,6 +157,7 @@ PROTOTYPES = {
     "memcoord_step_end": (_int, []),
     "memcoord_step": (ctypes.c_int64, []),
     "memcoord_shutdown": (_int, []),
+    "memcoord_fail": (_int, [ctypes.c_char_p]),
     "memcoord_last_error": (ctypes.c_char_p, []),
     "memcoord_device_count": (_int, []),
     "memcoord_device_alloc": (_vp, [_int, ctypes.c_size_t, _uptr]),

@@ -8,11 +8,15 @@ that pickled is what PyTorch's memory_viz (pytorch.org/memory_viz, torch/cuda/_m
      "external_annotations": [], "memcoord": {"pools": [...]}}
 
 memcoord keeps no stack frames, so "frames" are empty. A field memcoord's JSON lacks gets PyTorch's neutral
-value. Pure Python: no torch needed, so the conversion is tested on machines without it.
+value. memcoord's JSON gives streams per block only: a segment's stream is its blocks' (_segment_stream); and
+no pool id: a CUDA graph pool's segment_pool_id is read from the pool's name (_pool_id). Pure Python: no torch
+needed, so the conversion is tested on machines without it.
 """
 
 import json
+import os
 import pickle
+import re
 
 # memcoord trace actions -> PyTorch's TraceEntry actions (others are left out).
 _ACTIONS = {
@@ -55,12 +59,38 @@ _STATES = {
 }
 
 
+# The name memcoord gives a CUDA graph capture pool (worker/capi/capture.cc): "capture(hi, lo)@device", with
+# PyTorch's MempoolId_t (hi, lo).
+_CAPTURE_POOL_NAME = re.compile(r"capture\((\d+), (\d+)\)@\d+")
+
+
 def _pool_id(pool):
-    """PyTorch's segment_pool_id: (0, 0) for ordinary memory, the capture pool's id for a graph pool."""
+    """PyTorch's segment_pool_id: (0, 0) for ordinary memory, the capture pool's id for a graph pool: its
+    "pool_id" when the JSON gives one, else read from its name (the JSON has no id field today)."""
     pool_id = pool.get("pool_id")
     if isinstance(pool_id, (list, tuple)) and len(pool_id) == 2:
         return (int(pool_id[0]), int(pool_id[1]))
+    match = _CAPTURE_POOL_NAME.fullmatch(str(pool.get("name", "")))
+    if match:
+        return (int(match.group(1)), int(match.group(2)))
     return (0, 0)
+
+
+def _segment_stream(raw, streams, blocks):
+    """A PyTorch segment belongs to one stream; memcoord's JSON gives each block's ("stream") and no segment's.
+    The segment's own "stream" when given, else the stream holding the most bytes of `blocks` (live blocks
+    first, as PyTorch's stream is the one that allocated the segment), else 0. `streams`: address -> stream."""
+    if "stream" in raw and raw["stream"] is not None:
+        return int(raw["stream"])
+    for states in (("active_allocated", "active_pending_free"), None):
+        held = {}
+        for b in blocks:
+            stream = streams.get(b["address"])
+            if stream is not None and (states is None or b["state"] in states):
+                held[stream] = held.get(stream, 0) + b["size"]
+        if held:
+            return max(held, key=lambda stream: held[stream])  # ties: the stream of the lowest address
+    return 0
 
 
 def _block(raw):
@@ -78,13 +108,13 @@ def _block(raw):
     }
 
 
-def _segment(device, pool, raw, blocks, mapped):
+def _segment(device, pool, raw, blocks, mapped, streams):
     total = sum(b["size"] for b in blocks)
     return {
         "device": device,
         "address": blocks[0]["address"],
         "total_size": total,
-        "stream": int(_first(raw, "stream")),
+        "stream": _segment_stream(raw, streams, blocks),
         "segment_type": "small" if raw.get("small", False) else "large",
         "segment_pool_id": _pool_id(pool),
         "allocated_size": sum(b["size"] for b in blocks if b["state"] == "active_allocated"),
@@ -102,22 +132,23 @@ def _segments(device, pool, raw):
     (as expandable segments show only their mapped part), so the segments' sizes add up to reserved memory."""
     raw_blocks = sorted(raw.get("blocks", []), key=lambda b: int(_first(b, "address", "addr")))
     mapped = "mapped_bytes" in raw or any(str(b.get("state")) == "unmapped" for b in raw_blocks)
+    streams = {int(_first(b, "address", "addr")): int(b["stream"]) for b in raw_blocks if b.get("stream") is not None}
     out, run = [], []
     for raw_block in raw_blocks:
         block = _block(raw_block)
         contiguous = run and run[-1]["address"] + run[-1]["size"] == (block or {}).get("address")
         if block is None or (run and not contiguous):
             if run:
-                out.append(_segment(device, pool, raw, run, mapped))
+                out.append(_segment(device, pool, raw, run, mapped, streams))
             run = [block] if block is not None else []
         else:
             run.append(block)
     if run:
-        out.append(_segment(device, pool, raw, run, mapped))
+        out.append(_segment(device, pool, raw, run, mapped, streams))
     if not raw_blocks and int(_first(raw, "size")) > 0:  # a segment listed without its blocks: all free
         address, size = int(_first(raw, "address", "addr")), int(_first(raw, "size"))
         free = {"address": address, "size": size, "requested_size": 0, "state": "inactive", "frames": []}
-        out.append(_segment(device, pool, raw, [free], mapped))
+        out.append(_segment(device, pool, raw, [free], mapped, streams))
     return out
 
 
@@ -169,7 +200,17 @@ def parse_json(text):
         raise ValueError(f"memcoord_snapshot_json returned text that is not JSON ({error}): {text[:200]!r}") from None
 
 
+def check_path(function, path):
+    """TypeError naming `function` unless `path` is a file name (str, bytes or os.PathLike): open() would take an
+    int as a file descriptor, write to it and close it."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise TypeError(f"{function}: path must be a file name (str, bytes or os.PathLike), got {path!r} "
+                        f"({type(path).__name__}); file descriptors and file objects are not accepted")
+
+
 def write_pickle(snapshot, path):
-    """Writes `snapshot` as torch.cuda.memory._dump_snapshot does (memory_viz opens the file)."""
+    """Writes `snapshot` as torch.cuda.memory._dump_snapshot does (memory_viz opens the file) to the file named
+    `path` (str, bytes or os.PathLike; anything else is TypeError)."""
+    check_path("write_pickle", path)
     with open(path, "wb") as f:
         pickle.dump(snapshot, f)

@@ -2,8 +2,11 @@
 torch.cuda.memory_stats, memory_allocated, max_memory_reserved and memory_summary read memcoord's numbers.
 
 PyTorch's key names are used for what memcoord has; the rest are present and 0 (memory_summary needs every
-key): memcoord keeps no small/large pool split (its arenas are one pool to PyTorch), and no cumulative
-byte counts of blocks. memcoord's own figures sit under "memcoord" (flattened: "memcoord.cache_hits").
+key): memcoord keeps no small/large pool split (its arenas are one pool to PyTorch), no cumulative byte
+counts of blocks ("allocated_bytes.all.allocated"/"freed" stay 0; its cumulative counts are of blocks and of
+driver allocations), no count of blocks freed but awaiting other streams ("active" counts live blocks), and no
+peak of the segment count ("segment.all.peak" is the current count). memcoord's own figures sit under
+"memcoord" (flattened: "memcoord.cache_hits").
 Accumulated counts ("allocated"/"freed", num_ooms) can be reset only here: reset_accumulated() keeps a
 baseline per device (until memcoord.shutdown()) and later dicts subtract it. Not thread-safe for concurrent
 resets of one device.
@@ -43,7 +46,8 @@ _baselines = {}
 
 
 def _stat(current=0, peak=0, allocated=0, freed=0):
-    return {"current": int(current), "peak": int(peak), "allocated": int(allocated), "freed": int(freed)}
+    # A peak below its current figure is one memcoord could not give (an older library's 0): the current one.
+    return {"current": int(current), "peak": int(max(current, peak)), "allocated": int(allocated), "freed": int(freed)}
 
 
 def reset_accumulated(device, raw):
@@ -58,14 +62,24 @@ def clear_baselines():
 
 
 def torch_stats(device, raw):
-    """PyTorch's nested memory-stats dict for `device` from memcoord's `raw` figures (DeviceStats.as_dict())."""
+    """PyTorch's nested memory-stats dict for `device` from memcoord's `raw` figures (DeviceStats.as_dict()).
+
+    The figures are every memcoord pool on the device summed. With CUDA graph pools (or named pools) beside the
+    default pool, the peaks are the sum of each pool's peak, an upper bound of the device's: pools peak at
+    different times, and no device-wide peak is kept. Every peak is at least its current figure."""
     base = _baselines.get(device, {})
     acc = {key: max(0, raw.get(key, 0) - base.get(key, 0)) for key in _ACCUMULATED}
+    live_blocks = raw.get("live_blocks", 0)
+    peak_blocks = raw.get("peak_live_blocks", 0)  # 0 from a library before memcoord_device_stats version 4
     segments_now = max(0, raw.get("backend_allocations", 0) - raw.get("backend_frees", 0))
+    # memcoord keeps no peak of the segment count (driver allocations live): the only figure it can vouch for
+    # is the current count, a lower bound. peak_reserved_bytes says nothing of a count (segments differ in
+    # size), and backend_allocations, an upper bound, counts the released ones too.
+    segments_peak = segments_now
     all_stats = {
-        "allocation": _stat(raw.get("live_blocks", 0), 0, acc["allocations"], acc["frees"]),
-        "active": _stat(raw.get("live_blocks", 0), 0, acc["allocations"], acc["frees"]),
-        "segment": _stat(segments_now, 0, acc["backend_allocations"], acc["backend_frees"]),
+        "allocation": _stat(live_blocks, peak_blocks, acc["allocations"], acc["frees"]),
+        "active": _stat(live_blocks, peak_blocks, acc["allocations"], acc["frees"]),
+        "segment": _stat(segments_now, segments_peak, acc["backend_allocations"], acc["backend_frees"]),
         "inactive_split": _stat(),
         "allocated_bytes": _stat(raw.get("allocated_bytes", 0), raw.get("peak_allocated_bytes", 0)),
         "requested_bytes": _stat(raw.get("requested_bytes", 0), raw.get("peak_requested_bytes", 0)),

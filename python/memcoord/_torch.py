@@ -38,6 +38,21 @@ def is_enabled():
     return _state["enabled"]
 
 
+def watcher_declined():
+    """Whether enable(watch_aborts=False) turned the abort watcher off."""
+    return _state["enabled"] and not _state["watch_aborts"]
+
+
+def aborts_left_to_caller():
+    """Whether an abort seen at a step's begin or end (memcoord.step(), the integrations) goes to the caller as
+    AbortedError unanswered: enable(watch_aborts=False) turned the watcher off and no watcher was started since
+    (memcoord.watch_aborts()), so nothing of memcoord's answers aborts: the user handles them at step ends."""
+    if not watcher_declined():
+        return False
+    watcher = _abort._watcher  # read once: stop_watcher() may clear it meanwhile
+    return watcher is None or not (watcher.alive or watcher.facts is not None)
+
+
 def enabled_details():
     """How enable() installed memcoord: {"shim": bool, "hooks": {...}, "patched": [names]}."""
     return {"shim": bool(_state["shim"]), "hooks": dict(_state["hooks"]), "patched": list(_state["patched"])}
@@ -222,12 +237,21 @@ def _device_arg(torch, device):
     return torch.cuda._utils._get_device_index(device, optional=True)
 
 
-# PyTorch's default max_entries is sys.maxsize: memcoord keeps at most this many events (40 bytes each).
+# PyTorch's default max_entries is sys.maxsize ("unbounded"): memcoord then keeps this many events (40 bytes
+# each, so 40 MB), as it cannot keep an unbounded history.
 HISTORY_TORCH_MAX_ENTRIES = 1_000_000
 
 
 def _history_entries(max_entries):
-    return max(1, min(int(max_entries), HISTORY_TORCH_MAX_ENTRIES))
+    """memcoord.record_history's max_entries for PyTorch's: its unbounded default (sys.maxsize) becomes
+    HISTORY_TORCH_MAX_ENTRIES, a number above memcoord's maximum (memcoord.HISTORY_MAX_ENTRIES) that maximum,
+    below 1 one; any other number is kept as asked."""
+    import memcoord
+
+    entries = int(max_entries)
+    if entries >= sys.maxsize:
+        return HISTORY_TORCH_MAX_ENTRIES
+    return max(1, min(entries, memcoord.HISTORY_MAX_ENTRIES))
 
 
 def _patch_memory_api(torch, shim_hooks):
@@ -305,6 +329,8 @@ def enable(coordinator=None, backend=None, shim=None, watch_aborts=True, patch_m
     alloc_conf is an error (RuntimeError naming both values), not a setting silently ignored.
     shim: "auto" (default, or $MEMCOORD_TORCH_SHIM), "required" or "off" (see _load_shim).
     watch_aborts: start the abort watcher (an abort ends the process with EXIT_ABORTED, naming the dead rank).
+        False: you handle aborts; memcoord.step() and the integrations raise AbortedError at a step's end and
+        do not end the process (until a watcher is started, memcoord.watch_aborts()).
     patch_memory_api: point torch.cuda's statistics and snapshot functions at memcoord.
     Returns enabled_details(). A second call returns at once."""
     try:

@@ -271,6 +271,48 @@ class AllocationTest(unittest.TestCase):
         self.assertEqual(s["peak_allocated_bytes"], s["allocated_bytes"])
         self.assertEqual(s["peak_reserved_bytes"], s["reserved_bytes"])
 
+    def test_block_count_peaks_are_kept_and_reset(self):
+        # The peak of live blocks was never kept: memory_summary's count peaks read 0 with blocks live.
+        require(self, "memcoord_reset_peak_stats")
+        memcoord.reset_peak_stats()
+        before = memcoord.stats()
+        self.assertEqual(before["peak_live_blocks"], before["live_blocks"])
+        for _ in range(2):  # the second round comes from the thread cache (64 KiB blocks are kept there)
+            blocks = [memcoord.alloc(64 << 10) for _ in range(3)]
+            during = memcoord.stats()
+            self.assertEqual(during["live_blocks"], before["live_blocks"] + 3)
+            self.assertEqual(during["peak_live_blocks"], before["live_blocks"] + 3)
+            for ptr in blocks:
+                memcoord.free(ptr)
+        after = memcoord.stats()
+        self.assertEqual(after["live_blocks"], before["live_blocks"])
+        self.assertEqual(after["peak_live_blocks"], before["live_blocks"] + 3)  # cached blocks are not live
+        flat = memcoord.memory_stats()
+        self.assertEqual(flat["allocation.all.peak"], before["live_blocks"] + 3)
+        self.assertEqual(flat["active.all.peak"], before["live_blocks"] + 3)
+        self.assertGreaterEqual(flat["segment.all.peak"], flat["segment.all.current"])
+        memcoord.reset_peak_stats()
+        reset = memcoord.stats()
+        self.assertEqual(reset["peak_live_blocks"], reset["live_blocks"])
+
+    def test_a_struct_of_an_earlier_version_gets_its_fields_only(self):
+        # Version 4 added peak_live_blocks at the end; a caller of version 3 gets no byte past its struct.
+        self.assertEqual(ctypes.sizeof(_capi.DeviceStats), 240)  # MEMCOORD_DEVICE_STATS_V4_SIZE
+        self.assertEqual(_capi.DeviceStats.peak_live_blocks.offset, 232)  # MEMCOORD_DEVICE_STATS_V3_SIZE
+        blocks = [memcoord.alloc(MIB) for _ in range(2)]
+        try:
+            out = _capi.DeviceStats()
+            out.struct_size = 232
+            out.peak_live_blocks = 0xDEAD
+            _capi.library().call("memcoord_device_stats_get", -1, ctypes.byref(out))
+        finally:
+            for ptr in blocks:
+                memcoord.free(ptr)
+        self.assertEqual(out.peak_live_blocks, 0xDEAD)
+        self.assertGreaterEqual(out.live_blocks, 2)
+        flat = memcoord._stats.flatten(memcoord._stats.torch_stats(0, dict(out.as_dict(), peak_live_blocks=0)))
+        self.assertEqual(flat["allocation.all.peak"], out.live_blocks)  # an older library's: the current count
+
     def test_empty_cache_returns_cached_memory(self):
         require(self, "memcoord_empty_cache")
         ptr = memcoord.alloc(16 * MIB)
@@ -422,6 +464,27 @@ class SnapshotTest(unittest.TestCase):
         self.assertTrue(all(e["frames"] == [] and e["time_us"] > 0 for e in traces))
         with self.assertRaises(ValueError):
             memcoord.record_history(True, max_entries=0)
+
+    def test_snapshot_path_must_be_a_file_name(self):
+        # snapshot(path=5) handed 5 to open(): the pickle went to file descriptor 5, which was then closed.
+        read_end, write_end = os.pipe()
+        try:
+            with self.assertRaises(TypeError) as caught:
+                memcoord.snapshot(path=write_end)
+            self.assertIn("str, bytes or os.PathLike", str(caught.exception))
+            self.assertIn("snapshot", str(caught.exception))
+            os.fstat(write_end)  # still open
+            os.set_blocking(read_end, False)
+            with self.assertRaises(BlockingIOError):  # and nothing written to it
+                os.read(read_end, 1)
+        finally:
+            os.close(read_end)
+            os.close(write_end)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.fsencode(os.path.join(tmp, "snapshot.pickle"))  # bytes, as open() takes them
+            memcoord.snapshot(path)
+            with open(path, "rb") as f:
+                self.assertIn("segments", pickle.load(f))
 
     def test_snapshot_pickle_has_our_block(self):
         ptr = memcoord.alloc(3 * MIB)

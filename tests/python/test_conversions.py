@@ -3,12 +3,16 @@ memcoord's JSON snapshot in the shape PyTorch's memory_viz opens."""
 
 import json
 import os
+import pathlib
 import pickle
+import sys
 import tempfile
 import unittest
 
 import support  # noqa: F401  (environment)
-from memcoord import _snapshot, _stats
+
+import memcoord
+from memcoord import _snapshot, _stats, _torch
 
 RAW = {
     "device": 0, "pools": 2, "allocated_bytes": 6 << 20, "peak_allocated_bytes": 10 << 20,
@@ -17,7 +21,7 @@ RAW = {
     "largest_free_bytes": 4 << 20, "limit_bytes": 0, "live_blocks": 3, "allocations": 10, "frees": 7,
     "cache_hits": 6, "ooms": 1, "backend_allocations": 5, "backend_frees": 2,
     "backend_allocated_bytes": 20 << 20, "backend_released_bytes": 8 << 20, "trims": 1,
-    "trimmed_bytes": 8 << 20, "device_total_bytes": 1 << 30,
+    "trimmed_bytes": 8 << 20, "device_total_bytes": 1 << 30, "peak_live_blocks": 5,
 }
 
 
@@ -36,12 +40,28 @@ class StatsMappingTest(unittest.TestCase):
         self.assertEqual(flat["allocation.all.allocated"], 10)
         self.assertEqual(flat["allocation.all.freed"], 7)
         self.assertEqual(flat["segment.all.current"], 3)
+        # Count peaks were 0 while blocks were live (memory_summary printed "Allocations | 3 | 0 |").
+        self.assertEqual(flat["allocation.all.peak"], 5)
+        self.assertEqual(flat["active.all.peak"], 5)
+        self.assertEqual(flat["segment.all.peak"], 3)  # no peak of the segment count is kept: the current one
         self.assertEqual(flat["num_ooms"], 1)
         self.assertEqual(flat["num_device_alloc"], 5)
         self.assertEqual(flat["num_device_free"], 2)
         self.assertEqual(flat["memcoord.cache_hits"], 6)
         self.assertEqual(flat["allocated_bytes.small_pool.current"], 0)
         self.assertEqual(list(flat), sorted(flat))
+
+    def test_every_peak_is_at_least_its_current_figure(self):
+        # A library before memcoord_device_stats version 4 has no peak_live_blocks (it reads 0).
+        old = dict(RAW)
+        del old["peak_live_blocks"]
+        for raw in (old, dict(RAW, peak_live_blocks=0)):
+            flat = _stats.flatten(_stats.torch_stats(0, raw))
+            self.assertEqual(flat["allocation.all.peak"], 3)
+            self.assertEqual(flat["active.all.peak"], 3)
+            for key, value in flat.items():
+                if key.endswith(".peak"):
+                    self.assertGreaterEqual(value, flat[key[: -len("peak")] + "current"], key)
 
     def test_accumulated_baseline(self):
         _stats.reset_accumulated(7, RAW)
@@ -136,6 +156,46 @@ class SnapshotConversionTest(unittest.TestCase):
                 self.assertEqual(block["address"], end)
                 end += block["size"]
 
+    def test_segment_streams_and_capture_pool_ids(self):
+        # Every segment had stream 0 and segment_pool_id (0, 0). The JSON gives streams per block and a capture
+        # pool's id in its name only (worker/capi/capture.cc: "capture(hi, lo)@device").
+        doc = {"device": 0, "pools": [
+            {"name": "default", "segments": [
+                {"address": 0x1000, "size": 0x3000, "blocks": [
+                    {"address": 0x1000, "size": 0x1000, "state": "inactive", "stream": 3},
+                    {"address": 0x2000, "size": 0x2000, "state": "active_allocated", "stream": 9},
+                ]},
+                {"address": 0x8000, "size": 0x1000, "blocks": [
+                    {"address": 0x8000, "size": 0x1000, "state": "inactive", "stream": 4}]},
+            ]},
+            {"name": "capture(7, 12)@0", "segments": [
+                {"address": 0x5000, "size": 0x1000, "blocks": [
+                    {"address": 0x5000, "size": 0x1000, "state": "active_allocated", "stream": 11}]}]},
+            {"name": "capture-ish", "segments": [{"address": 0x9000, "size": 0x1000, "blocks": []}]},
+        ]}
+        by_address = {s["address"]: s for s in _snapshot.from_memcoord([doc])["segments"]}
+        self.assertEqual(by_address[0x1000]["stream"], 9)  # the live blocks' stream, not the first block's
+        self.assertEqual(by_address[0x8000]["stream"], 4)  # all free: the blocks' stream
+        self.assertEqual(by_address[0x9000]["stream"], 0)  # no block says
+        self.assertEqual(by_address[0x1000]["segment_pool_id"], (0, 0))
+        self.assertEqual(by_address[0x5000]["segment_pool_id"], (7, 12))
+        self.assertEqual(by_address[0x5000]["stream"], 11)
+        self.assertEqual(by_address[0x9000]["segment_pool_id"], (0, 0))
+
+    def test_a_path_must_be_a_file_name(self):
+        # An int went to open() as a file descriptor: the pickle was written to it and the descriptor closed.
+        snap = _snapshot.from_memcoord([SNAPSHOT])
+        for bad in (5, True, 2.5, None, object()):
+            with self.assertRaises(TypeError) as caught:
+                _snapshot.write_pickle(snap, bad)
+            self.assertIn("str, bytes or os.PathLike", str(caught.exception))
+        with tempfile.TemporaryDirectory() as tmp:
+            for path in (os.path.join(tmp, "a.pickle"), pathlib.Path(tmp) / "b.pickle",
+                         os.fsencode(os.path.join(tmp, "c.pickle"))):
+                _snapshot.write_pickle(snap, path)
+                with open(path, "rb") as f:
+                    self.assertEqual(pickle.load(f), snap)
+
     def test_pickle_round_trip(self):
         snap = _snapshot.from_memcoord([SNAPSHOT])
         with tempfile.TemporaryDirectory() as tmp:
@@ -149,6 +209,20 @@ class SnapshotConversionTest(unittest.TestCase):
             _snapshot.parse_json("{not json")
         self.assertIn("not JSON", str(caught.exception))
         self.assertEqual(_snapshot.parse_json(json.dumps(SNAPSHOT))["device"], 1)
+
+
+class HistoryEntriesTest(unittest.TestCase):
+    """PyTorch's max_entries (torch.cuda.memory._record_memory_history) for memcoord.record_history."""
+
+    def test_only_the_unbounded_default_and_too_many_are_capped(self):
+        # Every number above 1,000,000 was cut to it, an explicit 5,000,000 included.
+        self.assertEqual(_torch._history_entries(sys.maxsize), _torch.HISTORY_TORCH_MAX_ENTRIES)
+        self.assertEqual(_torch._history_entries(5_000_000), 5_000_000)
+        self.assertEqual(_torch._history_entries(memcoord.HISTORY_MAX_ENTRIES), memcoord.HISTORY_MAX_ENTRIES)
+        self.assertEqual(_torch._history_entries(memcoord.HISTORY_MAX_ENTRIES + 1), memcoord.HISTORY_MAX_ENTRIES)
+        self.assertEqual(_torch._history_entries(2**62), memcoord.HISTORY_MAX_ENTRIES)
+        self.assertEqual(_torch._history_entries(1_000), 1_000)
+        self.assertEqual(_torch._history_entries(0), 1)
 
 
 if __name__ == "__main__":

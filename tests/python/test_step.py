@@ -128,6 +128,18 @@ class HuggingFaceCallbackTest(unittest.TestCase):
         memcoord.init()
         _isolate_abort_watcher(self)
 
+    def test_without_transformers_the_error_names_it_and_how_to_install(self):
+        # Was a bare "No module named 'transformers'". A fresh process: this one may hold a stand-in.
+        script = "import sys; sys.modules['transformers'] = None; import memcoord.integrations.huggingface"
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                              env=dict(os.environ))
+        self.assertNotEqual(done.returncode, 0)
+        last = done.stderr.strip().splitlines()[-1]
+        self.assertTrue(last.startswith("ImportError: memcoord.integrations.huggingface needs Hugging Face "
+                                        "Transformers"), last)
+        self.assertIn("`transformers`", last)
+        self.assertIn("pip install transformers", last)
+
     def test_steps_and_logs(self):
         hf = importlib.import_module("memcoord.integrations.huggingface")
         callback = hf.MemcoordCallback()
@@ -242,6 +254,49 @@ class HuggingFaceCallbackTest(unittest.TestCase):
                     pass
         self.assertEqual(len(answered), 1)  # the handler, not an exit with 75
         _abort.stop_watcher()
+
+    def test_without_the_watcher_an_abort_at_a_steps_end_reaches_the_caller(self):
+        # enable(watch_aborts=False): the user handles aborts at step ends. The step end answered the abort anyway
+        # (exit_aborted: os._exit(75)), so the AbortedError the user was told to catch never came.
+        support.require(self, "memcoord_wait_abort")
+        _abort.stop_watcher()
+        torch_side = importlib.import_module("memcoord._torch")
+        hf = importlib.import_module("memcoord.integrations.huggingface")
+        steps = importlib.import_module("memcoord.integrations._steps")
+
+        def aborted():
+            raise memcoord.AbortedError("memcoord_step_end", 1, "rank 1 (host h, pid 9) is dead: no heartbeat")
+
+        exits = []
+        with mock.patch.dict(torch_side._state, {"enabled": True, "watch_aborts": False}), \
+                mock.patch.object(steps, "step_end", aborted), mock.patch.object(memcoord, "step_end", aborted), \
+                mock.patch.object(_abort, "exit_aborted", lambda facts, *a: exits.append(facts)):
+            callback = hf.MemcoordCallback()
+            callback.on_step_begin(None, None, None)
+            with self.assertRaises(memcoord.AbortedError) as caught:
+                callback.on_step_end(None, None, None)
+            self.assertEqual(caught.exception.dead_rank, 1)
+            with self.assertRaises(memcoord.AbortedError):
+                with memcoord.step():  # on_abort="exit", the default
+                    pass
+            self.assertEqual(exits, [])
+            self.assertIsNone(_abort._watcher)
+            # A handler the user set since (watch_aborts(on_abort=...)) is called, then the error goes on.
+            answered = []
+            memcoord.watch_aborts(on_abort=answered.append)
+            with self.assertRaises(memcoord.AbortedError):
+                with memcoord.step():
+                    pass
+            self.assertEqual([f.dead_rank for f in answered], [1])
+            self.assertEqual(exits, [])
+            _abort.stop_watcher()
+        # Without enable(watch_aborts=False), memcoord.step() answers with the default response (stood in for).
+        with mock.patch.object(memcoord, "step_end", aborted), \
+                mock.patch.object(_abort, "exit_aborted", lambda facts, *a: exits.append(facts)):
+            with self.assertRaises(memcoord.AbortedError):
+                with memcoord.step():
+                    pass
+        self.assertEqual([f.dead_rank for f in exits], [1])
 
     def test_an_abort_at_a_steps_end_goes_to_the_users_handler(self):
         # An AbortedError at a step's end always exited 75, even with the user's own handler set.

@@ -1,5 +1,6 @@
 """The safe-point bookkeeping both integrations share: a step is begun once and ended once, the abort watcher
-runs, and an abort seen at a step's end is answered as the watcher answers it."""
+runs, and an abort seen at a step's end is answered as the watcher answers it (unless enable(watch_aborts=False)
+left aborts to the user: then AbortedError alone goes on)."""
 
 import sys
 
@@ -36,7 +37,7 @@ class StepTracker:
             return
         self._watching = True
         torch_side = sys.modules.get("memcoord._torch")
-        if torch_side is not None and torch_side.is_enabled() and not torch_side._state["watch_aborts"]:
+        if torch_side is not None and torch_side.watcher_declined():
             return  # enable(watch_aborts=False): the user handles aborts at step ends
         if _capi.library().has("memcoord_wait_abort"):  # an older library: aborts are seen at step ends only
             _abort.start_watcher(keep_running=True)
@@ -47,8 +48,12 @@ class StepTracker:
             call()
         except AbortedError as error:
             # As the watcher answers: the user's on_abort handler when one is set (watch_aborts(on_abort=...)),
-            # else exit_aborted (EXIT_ABORTED, naming the dead rank), which does not return.
-            _abort.answer_abort(_abort.AbortFacts(error.dead_rank, error.reason, 0))
+            # else exit_aborted (EXIT_ABORTED, naming the dead rank), which does not return. Not when
+            # enable(watch_aborts=False) left aborts to the user and no watcher was started since: exiting here
+            # would take from them the AbortedError they handle.
+            torch_side = sys.modules.get("memcoord._torch")
+            if torch_side is None or not torch_side.aborts_left_to_caller():
+                _abort.answer_abort(_abort.AbortFacts(error.dead_rank, error.reason, 0))
             # The handler returned (or had already answered this abort): the step did not complete and the group
             # cannot go on, so the framework's loop stops here; the user may catch AbortedError around it.
             raise

@@ -16,10 +16,21 @@ Importing this module imports transformers (memcoord itself never does). The cal
   - the abort watcher runs from the first step on (as memcoord.enable() starts it), so an abort of the job
     ends the process with EXIT_ABORTED naming the dead rank, even while a rank is blocked in a collective. An
     abort seen at a step's end is answered the same way; with your own handler (watch_aborts(on_abort=...))
-    that handler is called instead, and AbortedError then ends the Trainer's loop.
+    that handler is called instead, and AbortedError then ends the Trainer's loop. After
+    memcoord.enable(watch_aborts=False) (no watcher started since), no watcher runs and AbortedError alone ends
+    it, for you to handle.
 """
 
-from transformers import TrainerCallback
+try:
+    from transformers import TrainerCallback
+except ImportError as transformers_error:
+    # Named as the Lightning module names its framework: a bare "No module named 'transformers'" says neither
+    # what needed it nor how to get it.
+    raise ImportError(
+        "memcoord.integrations.huggingface needs Hugging Face Transformers, and `transformers` is not importable "
+        f"({transformers_error}); install it (pip install transformers)",
+        name="transformers",
+    ) from None
 
 from .. import init
 from . import log_stats

@@ -11,7 +11,9 @@ Importing this module imports `lightning` (or the older `pytorch_lightning`); me
   - the abort watcher runs from the first batch on (as memcoord.enable() starts it), so an abort of the job
     ends the process with EXIT_ABORTED naming the dead rank, even while a rank is blocked in a collective. An
     abort seen at a step's end is answered the same way; with your own handler (watch_aborts(on_abort=...))
-    that handler is called instead, and AbortedError then ends trainer.fit().
+    that handler is called instead, and AbortedError then ends trainer.fit(). After
+    memcoord.enable(watch_aborts=False) (no watcher started since), no watcher runs and AbortedError alone ends
+    it, for you to handle.
 """
 
 try:
