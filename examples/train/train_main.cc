@@ -3,6 +3,8 @@
 // planner places every model on its own group of ranks, and each group trains its MLP to imitate a fixed
 // random teacher: forward, MSE loss, backward into GradientBucketer buckets averaged over the group's
 // communicator, SGD with momentum. Steps end at the worker's safe point, where coordinator trims land.
+// When the coordinator aborts the group (another rank died), every communicator is aborted and the rank
+// exits with code 75 (MEMCOORD_EXIT_ABORTED) naming the dead rank (abort_exit.h).
 // main() only wires the parts together; see examples/train/*.h for each.
 #include <fmt/format.h>
 #include <mpi.h>
@@ -11,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +22,7 @@
 #include "collectives/mpi_environment.h"
 #include "common/bytes.h"
 #include "common/logging.h"
+#include "examples/train/abort_exit.h"
 #include "examples/train/comm_setup.h"
 #include "examples/train/gradient_path.h"
 #include "examples/train/random.h"
@@ -45,6 +49,18 @@ std::uint64_t Reserved(const std::vector<CachingPool*>& pools, std::uint64_t Poo
   MpiEnvironment::ExitWithoutFinalize(1);
 }
 
+// How long the training thread has to leave by itself once the group is aborted before the backstop ends the
+// process (the same as the Python package's backstop).
+constexpr std::chrono::milliseconds kAbortBackstop{1500};
+
+// A step or collective failed. When the coordinator aborted the group (a peer died; the abort hook aborted
+// every communicator, so this is how a blocked collective returns), leaves with kExitAborted naming the
+// dead rank and the reason; otherwise as Fail.
+[[noreturn]] void FailStep(const Worker& worker, int rank, const std::string& what, const Status& status) {
+  if (std::optional<AbortInfo> abort = worker.abort_info()) ExitAborted(rank, DescribeAbort(*abort));
+  Fail(rank, what, status);
+}
+
 int BatchFor(const TrainOptions& o, std::int64_t step) {
   if (!o.variable_batch) return o.batch;
   const int lo = o.batch / 2;
@@ -63,6 +79,9 @@ std::unique_ptr<Worker> StartWorker(const TrainOptions& o, int rank) {
   Result<std::unique_ptr<Worker>> worker = Worker::init(wo);
   if (!worker.ok()) Fail(rank, "worker init", worker.status());
   SetUpLogging("memcoord-train", rank);
+  // Until the communicators exist (ConnectGroup arms the hook again with them), an abort during set-up,
+  // e.g. inside the placement's raw MPI all-gathers, ends the rank through the backstop alone.
+  ArmAbortExit(**worker, {}, rank, kAbortBackstop);
   return *std::move(worker);
 }
 
@@ -126,13 +145,14 @@ Placement PlanPlacement(const TrainOptions& o, Worker& worker, int rank) {
   return placement;
 }
 
-// The communicators of this rank's group; an abort from the coordinator interrupts the gradient one.
+// The communicators of this rank's group. An abort from the coordinator aborts every one of them, so the
+// training thread leaves whichever collective it is in (the step's gradients, the reporter's world
+// all-gather) and exits with kExitAborted; see abort_exit.h.
 RankComms ConnectGroup(const TrainOptions& o, const GroupPlan& plan, int model, Worker& worker, int rank) {
   Result<RankComms> comms = SetUpComms(plan.group_of_model[static_cast<std::size_t>(model)], worker.device(),
                                        o.comm, std::chrono::seconds(o.timeout_s));
-  if (!comms.ok()) Fail(rank, "communicators", comms.status());
-  Communicator* gradients_comm = comms->gradients;
-  worker.on_abort([gradients_comm](const std::string& reason) { gradients_comm->abort(reason); });
+  if (!comms.ok()) FailStep(worker, rank, "communicators", comms.status());
+  ArmAbortExit(worker, {comms->world.get(), comms->group.get(), comms->nccl.get()}, rank, kAbortBackstop);
   return *std::move(comms);
 }
 
@@ -233,7 +253,7 @@ void PrintPlacement(const TrainOptions& o, const Placement& placement, const Ten
 
 // How each group's gradients travel (the groups may differ): gathered so rank 0 prints them in order.
 void PrintGradientRoutes(const ModelConfig& config, const RankComms& comms, const GradientPath& path,
-                         int rank, int world) {
+                         const Worker& worker, int rank, int world) {
   constexpr std::size_t kLine = 256;
   std::string line;
   if (comms.group->rank() == 0) {
@@ -243,7 +263,7 @@ void PrintGradientRoutes(const ModelConfig& config, const RankComms& comms, cons
   line.resize(kLine, '\0');
   std::vector<char> lines(kLine * static_cast<std::size_t>(world));
   if (Status s = comms.world->allgather(line.data(), lines.data(), kLine / 4, DataType::kInt32); !s.ok())
-    Fail(rank, "setup gather", s);
+    FailStep(worker, rank, "setup gather", s);
   if (rank != 0) return;
   for (int r = 0; r < world; ++r) {
     const char* text = lines.data() + kLine * static_cast<std::size_t>(r);
@@ -262,7 +282,7 @@ void WaitForAttach(const TrainOptions& o, const Worker& worker, Communicator& wo
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   std::int64_t attached = worker.attached() ? 1 : 0;
   if (Status s = world_comm.allreduce(&attached, &attached, 1, DataType::kInt64, ReduceOp::kSum); !s.ok())
-    Fail(rank, "attach check", s);
+    FailStep(worker, rank, "attach check", s);
   if (rank == 0) {
     std::printf("coordinator %s: %lld/%d ranks attached%s\n", coordinator, static_cast<long long>(attached),
                 world, attached == world ? "" : " (the others keep trying in the background)");
@@ -303,11 +323,11 @@ StepRecord RunStep(const StepParts& p, std::int64_t step, std::vector<std::uint6
   rec.step = step;
   rec.batch = BatchFor(o, step);
   Result<double> loss = p.replica.TrainStep(step, rec.batch);
-  if (!loss.ok()) Fail(p.rank, "training", loss.status());
+  if (!loss.ok()) FailStep(p.worker, p.rank, "training", loss.status());
   rec.loss = *loss;
   if ((o.eval_every > 0 && step % o.eval_every == 0) || step == o.steps) {
     Result<double> eval = p.replica.Evaluate(step, o.eval_batch);
-    if (!eval.ok()) Fail(p.rank, "evaluation", eval.status());
+    if (!eval.ok()) FailStep(p.worker, p.rank, "evaluation", eval.status());
     rec.eval_loss = *eval;
   }
   if (Status s = p.math.sync(); !s.ok()) Fail(p.rank, "sync", s);
@@ -326,7 +346,7 @@ void TrainSteps(const StepParts& parts, StepReporter& reporter) {
   std::vector<std::uint64_t> seen_trims;
   for (std::int64_t step = 1; step <= parts.o.steps; ++step) {
     const StepRecord rec = RunStep(parts, step, seen_trims);
-    if (Status s = reporter.record(rec); !s.ok()) Fail(parts.rank, "progress", s);
+    if (Status s = reporter.record(rec); !s.ok()) FailStep(parts.worker, parts.rank, "progress", s);
   }
 }
 
@@ -344,7 +364,7 @@ int Finish(const StepParts& parts, const Mlp& student, StepReporter& reporter) {
   summary.peak_allocated = Reserved(parts.pools, &PoolStats::peak_allocated_bytes);
   summary.device = parts.worker.device();
   Result<Verdict> verdict = reporter.finish(summary);
-  if (!verdict.ok()) Fail(rank, "report", verdict.status());
+  if (!verdict.ok()) FailStep(parts.worker, rank, "report", verdict.status());
   parts.worker.shutdown();
   const bool ok =
       verdict->losses_fell && verdict->weights_identical && (!o.require_trim || verdict->trims_aligned);
@@ -374,7 +394,7 @@ int Run(const TrainOptions& o, int rank) {
   const ActivationTags tags = CreateTags(*pools.activations, rank);
 
   if (rank == 0) PrintPlacement(o, placement, *math, world);
-  PrintGradientRoutes(config, comms, *models.path, rank, world);
+  PrintGradientRoutes(config, comms, *models.path, *worker, rank, world);
   WaitForAttach(o, *worker, *comms.world, rank, world);
 
   Replica replica(ReplicaParts{*math, *models.teacher, *models.student, *models.path, *comms.group,

@@ -86,6 +86,10 @@ Result<TrainOptions> ParseTrainOptions(int argc, char** argv, int* exit_code) {
          "--attach-timeout-s", o.attach_timeout_s,
          "with a coordinator, wait up to this long for every rank to attach before training (0: do not wait)")
       ->check(CLI::Range(0, 3600));
+  app.footer(
+      "Exit codes: 0 trained and verified; 1 failed (a check, a collective timeout, a set-up error); 2 bad "
+      "options; 75 (MEMCOORD_EXIT_ABORTED) the coordinator aborted the group because another rank died (the "
+      "message names it): restart the job.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

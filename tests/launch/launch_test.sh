@@ -68,6 +68,54 @@ EOF
 chmod +x "$rank_program"
 export RANK_DIR="$tmp"
 
+# train_with_dead_rank SIGNAL: 3 ranks of memcoord-train under memcoord-launch and a coordinator it starts;
+# once training runs, rank 2 gets SIGNAL (KILL: a crash, the connection closes; STOP: a silent death the
+# coordinator finds after --dead-after 3s). Sets rc, dead_pid and elapsed_ms (from the signal to the
+# launcher's exit, bounded to 60 s); the output is in $out.
+train_with_dead_rank() {
+  "$launcher" -n 3 --start-coordinator memcoord-train --model m:32 --steps 100000 --min-step-ms 50 \
+    --timeout-s 60 --print-every 10 >"$out" 2>&1 &
+  local launcher_pid=$! address="" pid
+  for _ in $(seq 600); do grep -qE '^step +20/' "$out" && break; sleep 0.1; done
+  grep -qE '^step +20/' "$out" || fail "training did not reach step 20"
+  address=$(sed -n 's/^memcoord-launch: started a coordinator on \([^ ]*\).*/\1/p' "$out")
+  dead_pid=""
+  # This job's rank 2: a memcoord-train process that got this job's coordinator address.
+  for pid in $(pgrep -x memcoord-train || true); do
+    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "MEMCOORD_COORDINATOR=$address" &&
+      tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=2"; then
+      dead_pid=$pid
+    fi
+  done
+  [ -n "$dead_pid" ] || fail "rank 2 of the job on $address not found"
+  local start_ns
+  start_ns=$(date +%s%N)
+  kill -"$1" "$dead_pid"
+  for _ in $(seq 600); do kill -0 "$launcher_pid" 2>/dev/null || break; sleep 0.1; done
+  elapsed_ms=$((($(date +%s%N) - start_ns) / 1000000))
+  if kill -0 "$launcher_pid" 2>/dev/null; then
+    kill -TERM "$launcher_pid" 2>/dev/null || true
+    kill -KILL "$dead_pid" 2>/dev/null || true
+    fail "the launcher still runs 60 s after rank 2 got SIG$1"
+  fi
+  set +e
+  wait "$launcher_pid"
+  rc=$?
+  set -e
+  kill -KILL "$dead_pid" 2>/dev/null || true # a stopped rank mpirun could not end
+}
+# expect_survivors_name_rank_2: every survivor that said why it ended named rank 2, and left with exit code
+# 75 (MEMCOORD_EXIT_ABORTED), not through a collective's timeout; the launcher blamed no survivor.
+expect_survivors_name_rank_2() {
+  expect_no_line '^memcoord-train rank [01]: (progress|training|evaluation|report|setup gather|sync)'
+  expect_no_line '^memcoord-launch: rank [01] failed'
+  if grep -qE '^memcoord-train rank [01]: the job was aborted' "$out"; then
+    ! grep -E '^memcoord-train rank [01]: the job was aborted' "$out" |
+      grep -vqE 'by the coordinator: rank 2 \(host [^,]*, pid '"$dead_pid"'\) is dead: .*; exiting with code 75 ' ||
+      fail "a survivor's abort message does not name rank 2 (pid $dead_pid) and exit code 75"
+  fi
+}
+
 case "$case_name" in
   demo_short)
     start=$(date +%s)
@@ -331,10 +379,44 @@ case "$case_name" in
     expect_line "used twice"
     run_capture "$bin/memcoord-train" --steps 0
     expect_rc 2
+    run_capture "$bin/memcoord-train" --help
+    expect_rc 0
+    expect_line '75 \(MEMCOORD_EXIT_ABORTED\) the coordinator aborted the group because another rank died'
     run_capture "$launcher" -n 1 memcoord-train --model a:8,b:8 --steps 2
     expect_rc 1
     expect_line '2 models need at least as many ranks; got 1'
     expect_line '^memcoord-launch: rank 0 failed with exit code 1'
+    ;;
+
+  train_rank_killed)
+    # A crash (SIGKILL): the coordinator sees the connection close at once and aborts the group; mpirun
+    # also sees rank 2 end by a signal. Whichever comes first, the launcher names rank 2, never a survivor.
+    train_with_dead_rank KILL
+    echo "rank 2 SIGKILLed: the launcher exited $elapsed_ms ms later (rc $rc)"
+    [ "$rc" -ne 0 ] || fail "exit code 0 although rank 2 was killed"
+    expect_line '^memcoord-launch: rank 2 (failed: killed by signal 9|died \(rank 2 \(host )'
+    expect_survivors_name_rank_2
+    [ "$elapsed_ms" -lt 10000 ] || fail "the job took $elapsed_ms ms to end after rank 2 was killed (bound 10 s)"
+    ;;
+
+  train_rank_stopped)
+    # A silent death (SIGSTOP; a host crash or a partition look the same): mpirun sees nothing, the
+    # coordinator declares rank 2 dead after --dead-after (3 s) and aborts the group; the survivors leave
+    # their collectives (the gradients' and the reporter's world all-gather) and exit 75 naming rank 2, and
+    # the launcher reports rank 2's death, not the survivor mpirun saw end first. Bound: 3 s + the
+    # coordinator's 25 ms sweep + the 1.5 s backstop + mpirun's teardown, on a loaded machine.
+    # Run twice: the launcher reads the dead rank from its coordinator's log, and, with logging off,
+    # from the survivors' own messages.
+    for level in warn off; do
+      MEMCOORD_LOG_LEVEL=$level train_with_dead_rank STOP
+      echo "rank 2 SIGSTOPped (log level $level): the launcher exited $elapsed_ms ms later (rc $rc)"
+      expect_rc 75
+      expect_line '^memcoord-train rank [01]: the job was aborted by the coordinator: rank 2 \(host [^,]*, pid '"$dead_pid"'\) is dead: silent for [0-9]+ ms .*; exiting with code 75 \(MEMCOORD_EXIT_ABORTED\)'
+      expect_line '^memcoord-launch: rank 2 died \(rank 2 \(host [^,]*, pid '"$dead_pid"'\) is dead: silent for [0-9]+ ms.*\); the coordinator aborted the job and rank [01] exited with code 75 \(aborted because another rank died\); the job was stopped \(exit 75\)$'
+      expect_survivors_name_rank_2
+      [ "$elapsed_ms" -ge 2900 ] || fail "the job ended $elapsed_ms ms after rank 2 stopped, before --dead-after (3 s)"
+      [ "$elapsed_ms" -lt 12000 ] || fail "the job took $elapsed_ms ms to end after rank 2 stopped (bound 12 s)"
+    done
     ;;
 
   *)
