@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
@@ -103,6 +104,22 @@ int VisibleDevices() {
 #endif
 }
 
+// Step-end reports are at most one per kMinStepReportGap (1,000 a second); the periodic report carries the
+// latest step between them. A loop of sub-millisecond steps reported every step end went past the
+// coordinator's --max-report-rate (2,000 a second by default), which cuts the session off as broken, and a
+// broken session is a death: a healthy job was aborted for being fast.
+constexpr std::chrono::nanoseconds kMinStepReportGap = std::chrono::milliseconds(1);
+
+// Whether a step end may report now; if so, records now in `last_ns`.
+bool StepReportDue(std::atomic<std::int64_t>& last_ns) {
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count();
+  std::int64_t last = last_ns.load(std::memory_order_relaxed);
+  if (last != 0 && now - last < kMinStepReportGap.count()) return false;
+  return last_ns.compare_exchange_strong(last, now, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 class Worker::Impl final : public detail::SessionHost {
@@ -142,6 +159,8 @@ class Worker::Impl final : public detail::SessionHost {
   // gets some order of its steps, not a data race.
   std::atomic<std::int64_t> current_step{0};
   std::atomic<bool> in_step{false};
+  // When step_end() last queued a report (steady clock, ns): see kMinStepReportGap.
+  std::atomic<std::int64_t> last_step_report_ns{0};
   std::atomic<std::uint64_t> device_free_bytes{0};
 
   mutable std::mutex pools_mu;
@@ -552,7 +571,7 @@ Status Worker::step_end() {
     impl_->record(c, ack);
     if (impl_->session) impl_->session->ack(ack);
   }
-  if (impl_->session) {
+  if (impl_->session && StepReportDue(impl_->last_step_report_ns)) {
     impl_->session->report(impl_->take_sample(true, impl_->device_free_bytes.load()));
   }
   return Status::Ok();

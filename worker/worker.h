@@ -137,8 +137,9 @@ class Worker {
 
   // Marks the start of the next step (step() + 1).
   void step_begin();
-  // Ends the current step: applies pending commands due at this step, then queues a report. Never waits on
-  // the coordinator. Called without step_begin(), it begins and ends a step.
+  // Ends the current step: applies pending commands due at this step, then queues a report (at most one a
+  // millisecond: the periodic report carries the steps between). Never waits on the coordinator. Called
+  // without step_begin(), it begins and ends a step.
   Status step_end();
   std::int64_t step() const;  // last completed step (0 before the first)
 

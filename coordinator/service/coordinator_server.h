@@ -40,9 +40,10 @@ struct CoordinatorLimits {
   std::size_t max_watches = 64;
   // --max-report-rate: reports per second one Attach session may send, sustained (a burst of one second's
   // worth is allowed); beyond it the session is cut off (it counts as a broken session). Acks and OOM
-  // requests are not counted (attach_reactor.h says why). A worker reports at every step end and every
-  // report interval, so a loop of 1 ms steps sends ~1,000/s: the default leaves it twice that, and still
-  // cuts off a runaway client (tens of thousands a second) within a second.
+  // requests are not counted (attach_reactor.h says why). A worker reports at step ends, at most one a
+  // millisecond (Worker::step_end), and every report interval, so a loop of sub-millisecond steps sends
+  // ~1,000/s: the default leaves it twice that, and still cuts off a runaway client (tens of thousands a
+  // second) within a second.
   double max_reports_per_second = 2000;
 };
 

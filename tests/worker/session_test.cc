@@ -312,6 +312,46 @@ TEST(CoordinatorSession, WorkerFailAbortsThePeerWorker) {
   EXPECT_FALSE((*failing)->abort_info().has_value());
 }
 
+// A loop of steps far shorter than a millisecond: step-end reports are spaced (at most 1,000 a second), so
+// the coordinator's --max-report-rate (2,000 a second) never cuts a healthy rank off, which would abort its
+// group.
+TEST(CoordinatorSession, SubMillisecondStepsStayUnderTheCoordinatorsReportRate) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  auto make = [&](int rank) {
+    WorkerOptions options;
+    options.coordinator = server->address();
+    options.topology = Topology{rank, rank, 2, "test"};
+    options.backend = "host";
+    return Worker::init(options);
+  };
+  auto peer = make(0);
+  auto fast = make(1);
+  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+  ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+  ASSERT_TRUE(WaitFor([&] { return (*peer)->attached() && (*fast)->attached(); }, milliseconds(5000)));
+  const auto until = SteadyClock::now() + milliseconds(2500);
+  std::int64_t steps = 0;
+  while (SteadyClock::now() < until) {
+    (*fast)->step_begin();
+    ASSERT_TRUE((*fast)->step_end().ok());
+    ++steps;
+  }
+  EXPECT_GT(steps, 10000) << "the loop was not fast enough to test the rate";
+  std::this_thread::sleep_for(milliseconds(300));  // a cut-off session would have broken by now
+  EXPECT_TRUE((*fast)->attached());
+  EXPECT_FALSE((*peer)->abort_info().has_value()) << (*peer)->abort_info()->reason;
+  // The coordinator knows a recent step: the periodic report carries what the spaced step ends skipped.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto view = Client(*server)->GetCluster();
+        if (!view.ok()) return false;
+        const coordinator::WorkerRecord* record = Rank(*view, 1);
+        return record != nullptr && record->step == steps;
+      },
+      milliseconds(2000)));
+}
+
 // A listener that accepts TCP connections (the kernel does, from its backlog) but never speaks HTTP/2: the
 // session's Attach() blocks until gRPC's connection attempt times out (5 s). stop() must not wait for that.
 TEST(CoordinatorSession, StopReturnsAtOnceWhileTheCoordinatorAcceptsButNeverAnswers) {
