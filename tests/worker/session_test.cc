@@ -27,6 +27,7 @@ using coordinator::CoordinatorOptions;
 using coordinator::CoordinatorServer;
 using coordinator::TrimSpec;
 using memcoord::testing::LiveCount;
+using memcoord::testing::StartWorker;
 using memcoord::testing::WaitFor;
 using std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
@@ -207,15 +208,30 @@ const coordinator::WorkerRecord* Rank(const coordinator::ClusterView& view, int 
   return nullptr;
 }
 
+// Two sessions of ranks 0 and 1 attached to `server`, each with an AbortRecordingHost: `first` stays,
+// `second` leaves (fails or stops) in the tests below.
+struct AttachedPair {
+  explicit AttachedPair(const CoordinatorServer& server)
+      : first(ConfigFor(server, 0, 2), first_host), second(ConfigFor(server, 1, 2), second_host) {
+    first.start();
+    second.start();
+  }
+  bool attached() {
+    return WaitFor([&] { return first.attached() && second.attached(); }, std::chrono::milliseconds(5000));
+  }
+  AbortRecordingHost first_host, second_host;
+  CoordinatorSession first, second;
+};
+
 TEST(CoordinatorSession, AFailedDetachAbortsThePeersNamingTheRankAndTheReason) {
   auto server = StartServer();
   ASSERT_TRUE(server);
-  AbortRecordingHost survivor_host, failing_host;
-  CoordinatorSession survivor(ConfigFor(*server, 0, 2), survivor_host);
-  CoordinatorSession failing(ConfigFor(*server, 1, 2), failing_host);
-  survivor.start();
-  failing.start();
-  ASSERT_TRUE(WaitFor([&] { return survivor.attached() && failing.attached(); }, milliseconds(5000)));
+  AttachedPair pair(*server);
+  ASSERT_TRUE(pair.attached());
+  AbortRecordingHost& survivor_host = pair.first_host;
+  AbortRecordingHost& failing_host = pair.second_host;
+  CoordinatorSession& survivor = pair.first;
+  CoordinatorSession& failing = pair.second;
   const auto begin = SteadyClock::now();
   failing.fail("exited on ValueError: boom");
   const double fail_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - begin).count();
@@ -238,12 +254,10 @@ TEST(CoordinatorSession, AFailedDetachAbortsThePeersNamingTheRankAndTheReason) {
 TEST(CoordinatorSession, AFailedDetachWithAnInvalidOrHugeReasonStillArrivesAsValidUtf8) {
   auto server = StartServer();
   ASSERT_TRUE(server);
-  AbortRecordingHost survivor_host, failing_host;
-  CoordinatorSession survivor(ConfigFor(*server, 0, 2), survivor_host);
-  CoordinatorSession failing(ConfigFor(*server, 1, 2), failing_host);
-  survivor.start();
-  failing.start();
-  ASSERT_TRUE(WaitFor([&] { return survivor.attached() && failing.attached(); }, milliseconds(5000)));
+  AttachedPair pair(*server);
+  ASSERT_TRUE(pair.attached());
+  AbortRecordingHost& survivor_host = pair.first_host;
+  CoordinatorSession& failing = pair.second;
   // Invalid UTF-8 would make the coordinator refuse the whole message (proto3 strings), and so break the
   // stream: the peers would still be aborted, but with a generic reason.
   failing.fail("bad \xff\xfe bytes " + std::string(5000, 'x'));
@@ -257,12 +271,11 @@ TEST(CoordinatorSession, AFailedDetachWithAnInvalidOrHugeReasonStillArrivesAsVal
 TEST(CoordinatorSession, ACleanDetachAbortsNobody) {
   auto server = StartServer();
   ASSERT_TRUE(server);
-  AbortRecordingHost survivor_host, leaving_host;
-  CoordinatorSession survivor(ConfigFor(*server, 0, 2), survivor_host);
-  CoordinatorSession leaving(ConfigFor(*server, 1, 2), leaving_host);
-  survivor.start();
-  leaving.start();
-  ASSERT_TRUE(WaitFor([&] { return survivor.attached() && leaving.attached(); }, milliseconds(5000)));
+  AttachedPair pair(*server);
+  ASSERT_TRUE(pair.attached());
+  AbortRecordingHost& survivor_host = pair.first_host;
+  CoordinatorSession& survivor = pair.first;
+  CoordinatorSession& leaving = pair.second;
   const auto begin = SteadyClock::now();
   leaving.stop();
   const double stop_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - begin).count();
@@ -288,28 +301,20 @@ TEST(CoordinatorSession, ACleanDetachAbortsNobody) {
 TEST(CoordinatorSession, WorkerFailAbortsThePeerWorker) {
   auto server = StartServer();
   ASSERT_TRUE(server);
-  auto make = [&](int rank) {
-    WorkerOptions options;
-    options.coordinator = server->address();
-    options.topology = Topology{rank, rank, 2, "test"};
-    options.backend = "host";
-    options.report_interval = milliseconds(50);
-    return Worker::init(options);
-  };
-  auto survivor = make(0);
-  auto failing = make(1);
-  ASSERT_TRUE(survivor.ok()) << survivor.status().ToString();
-  ASSERT_TRUE(failing.ok()) << failing.status().ToString();
-  ASSERT_TRUE(WaitFor([&] { return (*survivor)->attached() && (*failing)->attached(); }, milliseconds(5000)));
-  (*failing)->fail("exited with code 3");
-  ASSERT_TRUE(WaitFor([&] { return (*survivor)->abort_info().has_value(); }, milliseconds(2000)));
-  const AbortInfo info = *(*survivor)->abort_info();
+  auto survivor = StartWorker(server->address(), 0, 2, {});
+  auto failing = StartWorker(server->address(), 1, 2, {});
+  ASSERT_TRUE(survivor);
+  ASSERT_TRUE(failing);
+  ASSERT_TRUE(WaitFor([&] { return survivor->attached() && failing->attached(); }, milliseconds(5000)));
+  failing->fail("exited with code 3");
+  ASSERT_TRUE(WaitFor([&] { return survivor->abort_info().has_value(); }, milliseconds(2000)));
+  const AbortInfo info = *survivor->abort_info();
   EXPECT_EQ(info.dead_rank, 1);
   EXPECT_NE(info.reason.find("rank 1 (host "), std::string::npos) << info.reason;
   EXPECT_NE(info.reason.find("is dead: exited with code 3"), std::string::npos) << info.reason;
-  EXPECT_FALSE((*failing)->attached());
-  (*failing)->shutdown();  // after fail(): nothing more is sent, and it returns at once
-  EXPECT_FALSE((*failing)->abort_info().has_value());
+  EXPECT_FALSE(failing->attached());
+  failing->shutdown();  // after fail(): nothing more is sent, and it returns at once
+  EXPECT_FALSE(failing->abort_info().has_value());
 }
 
 // A loop of steps far shorter than a millisecond: step-end reports are spaced (at most 1,000 a second), so
@@ -318,29 +323,22 @@ TEST(CoordinatorSession, WorkerFailAbortsThePeerWorker) {
 TEST(CoordinatorSession, SubMillisecondStepsStayUnderTheCoordinatorsReportRate) {
   auto server = StartServer();
   ASSERT_TRUE(server);
-  auto make = [&](int rank) {
-    WorkerOptions options;
-    options.coordinator = server->address();
-    options.topology = Topology{rank, rank, 2, "test"};
-    options.backend = "host";
-    return Worker::init(options);
-  };
-  auto peer = make(0);
-  auto fast = make(1);
-  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
-  ASSERT_TRUE(fast.ok()) << fast.status().ToString();
-  ASSERT_TRUE(WaitFor([&] { return (*peer)->attached() && (*fast)->attached(); }, milliseconds(5000)));
+  auto peer = StartWorker(server->address(), 0, 2, {}, milliseconds(100));
+  auto fast = StartWorker(server->address(), 1, 2, {}, milliseconds(100));
+  ASSERT_TRUE(peer);
+  ASSERT_TRUE(fast);
+  ASSERT_TRUE(WaitFor([&] { return peer->attached() && fast->attached(); }, milliseconds(5000)));
   const auto until = SteadyClock::now() + milliseconds(2500);
   std::int64_t steps = 0;
   while (SteadyClock::now() < until) {
-    (*fast)->step_begin();
-    ASSERT_TRUE((*fast)->step_end().ok());
+    fast->step_begin();
+    ASSERT_TRUE(fast->step_end().ok());
     ++steps;
   }
   EXPECT_GT(steps, 10000) << "the loop was not fast enough to test the rate";
   std::this_thread::sleep_for(milliseconds(300));  // a cut-off session would have broken by now
-  EXPECT_TRUE((*fast)->attached());
-  EXPECT_FALSE((*peer)->abort_info().has_value()) << (*peer)->abort_info()->reason;
+  EXPECT_TRUE(fast->attached());
+  EXPECT_FALSE(peer->abort_info().has_value()) << peer->abort_info()->reason;
   // The coordinator knows a recent step: the periodic report carries what the spaced step ends skipped.
   ASSERT_TRUE(WaitFor(
       [&] {
