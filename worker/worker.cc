@@ -20,6 +20,7 @@
 #include "common/coordinator_address.h"
 #include "common/pool_name.h"
 #include "worker/detail/coordinator_session.h"
+#include "worker/detail/serial_runner.h"
 #include "worker/detail/worker_credentials.h"
 #ifdef MEMCOORD_HAVE_CUDA
 #include "allocator/cuda/cuda_device.h"
@@ -179,6 +180,10 @@ class Worker::Impl final : public detail::SessionHost {
   std::function<void(const std::string&)> abort_hook;
   std::function<void(const AbortInfo&)> abort_info_hook;
   std::optional<AbortInfo> abort;
+
+  // The coordinator's `now` commands, applied off the session's reader thread (serial_runner.h says why).
+  // Declared last: stopped (by shutdown) and destroyed before everything its tasks use.
+  detail::SerialRunner now_commands;
 };
 
 Result<DeviceBackend*> Worker::Impl::backend_for_locked(int device_index) {
@@ -318,9 +323,20 @@ void Worker::Impl::deliver(const WorkerCommand& command) {
     case WorkerCommand::Kind::kTrim:
     case WorkerCommand::Kind::kSetQuota:
       if (command.now) {
-        CommandAck ack = apply(command);
-        record(command, ack);
-        if (session) session->ack(ack);
+        const bool queued = now_commands.post([this, command] {
+          CommandAck ack = apply(command);
+          record(command, ack);
+          if (session) session->ack(ack);
+        });
+        if (!queued) {  // shutting down, or no thread: say so rather than leave the command unanswered
+          CommandAck ack;
+          ack.command_id = command.command_id;
+          ack.step = step.load();
+          ack.status = Unavailable(
+              "the worker is shutting down, or could not start the thread for immediate "
+              "commands; nothing was applied");
+          if (session) session->ack(ack);
+        }
       } else {
         std::lock_guard lock(commands_mu);
         pending.push_back(command);
@@ -626,6 +642,7 @@ std::vector<AppliedCommand> Worker::applied_commands() const {
 }
 
 void Worker::shutdown() {
+  impl_->now_commands.stop();  // before the session: its tasks ack through it
   if (impl_->session) impl_->session->stop();
 }
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -14,6 +15,7 @@
 #include "coordinator/service/coordinator_client.h"
 #include "coordinator/service/coordinator_server.h"
 #include "tests/coordinator/test_support.h"
+#include "tests/support/forwarding_backend.h"
 #include "tests/worker/uuid_backend.h"
 #include "worker/detail/coordinator_session.h"
 #include "worker/worker.h"
@@ -348,6 +350,90 @@ TEST(CoordinatorSession, SubMillisecondStepsStayUnderTheCoordinatorsReportRate) 
         return record != nullptr && record->step == steps;
       },
       milliseconds(2000)));
+}
+
+// Host memory whose releases block while the gate holds: a trim then blocks inside the pool, as one does on a
+// GPU when it waits for a stream stuck in a collective on a dead peer.
+struct ReleaseGate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool hold = false;
+  int blocked = 0;  // releases waiting at the gate
+};
+
+class GatedReleaseBackend final : public memcoord::testing::ForwardingBackend<HostBackend> {
+ public:
+  explicit GatedReleaseBackend(std::shared_ptr<ReleaseGate> gate)
+      : ForwardingBackend(std::uint64_t{1} << 30), gate_(std::move(gate)) {}
+  void unmap(std::uintptr_t address, std::size_t bytes) noexcept override {
+    pass();
+    ForwardingBackend::unmap(address, bytes);
+  }
+
+ protected:
+  void do_release(void* ptr, std::size_t bytes) noexcept override {
+    pass();
+    ForwardingBackend::do_release(ptr, bytes);
+  }
+
+ private:
+  void pass() noexcept {
+    std::unique_lock lock(gate_->mu);
+    if (!gate_->hold) return;
+    ++gate_->blocked;
+    gate_->cv.notify_all();
+    gate_->cv.wait(lock, [&] { return !gate_->hold; });
+  }
+  std::shared_ptr<ReleaseGate> gate_;
+};
+
+// A `trim --now` that blocks in the pool must not keep the session's reader from delivering an abort: the
+// command runs on the worker's own thread for immediate commands, not on the reader.
+TEST(CoordinatorSession, AnAbortArrivesWhileAnImmediateTrimIsBlocked) {
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  auto gate = std::make_shared<ReleaseGate>();
+  WorkerOptions options;
+  options.coordinator = server->address();
+  options.topology = Topology{0, 0, 2, "test"};
+  options.backend_factory = [gate](int) -> Result<std::unique_ptr<DeviceBackend>> {
+    return std::unique_ptr<DeviceBackend>(std::make_unique<GatedReleaseBackend>(gate));
+  };
+  auto blocked = Worker::init(options);
+  ASSERT_TRUE(blocked.ok()) << blocked.status().ToString();
+  auto failing = StartWorker(server->address(), 1, 2, {});
+  ASSERT_TRUE(failing);
+  ASSERT_TRUE(WaitFor([&] { return (*blocked)->attached() && failing->attached(); }, milliseconds(5000)));
+  auto pool = (*blocked)->device_pool(-1);
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  auto block = (*pool)->allocate(std::size_t{64} << 20);
+  ASSERT_TRUE(block.ok()) << block.status().ToString();
+  ASSERT_TRUE((*pool)->deallocate(*block).ok());  // cached: a trim has something to release
+  {
+    std::lock_guard lock(gate->mu);
+    gate->hold = true;
+  }
+  std::thread trim([&] {
+    TrimSpec spec;
+    spec.now = true;
+    spec.deadline = milliseconds(3000);
+    (void)Client(*server)->Trim(spec);
+  });
+  {
+    std::unique_lock lock(gate->mu);
+    ASSERT_TRUE(gate->cv.wait_for(lock, std::chrono::seconds(5), [&] { return gate->blocked > 0; }))
+        << "the trim never reached the backend";
+  }
+  failing->fail("exited on RuntimeError: boom");
+  const bool told = WaitFor([&] { return (*blocked)->abort_info().has_value(); }, milliseconds(2000));
+  {
+    std::lock_guard lock(gate->mu);
+    gate->hold = false;
+  }
+  gate->cv.notify_all();
+  trim.join();
+  ASSERT_TRUE(told) << "the abort waited for the blocked trim";
+  EXPECT_EQ((*blocked)->abort_info()->dead_rank, 1);
 }
 
 // A listener that accepts TCP connections (the kernel does, from its backlog) but never speaks HTTP/2: the
