@@ -124,11 +124,19 @@ class CachingPool::Impl {
     return id;
   }
 
-  PoolStats stats() const {
+  PoolStats stats(bool wait_for_lock = true) const {
     PoolStats s;
     {
-      auto lock = locked_.lock();  // the cache's figures are computed now, from the free blocks
-      core_.fill_cache_stats(s);
+      // The cache's figures are computed now, from the free blocks, under the lock; without it, the last.
+      auto lock = wait_for_lock ? locked_.lock() : locked_.try_lock();
+      if (lock.owns_lock()) {
+        core_.fill_cache_stats(s);
+        last_largest_free_.store(s.largest_free_bytes, std::memory_order_relaxed);
+        last_fragmentation_.store(s.fragmentation, std::memory_order_relaxed);
+      } else {
+        s.largest_free_bytes = last_largest_free_.load(std::memory_order_relaxed);
+        s.fragmentation = last_fragmentation_.load(std::memory_order_relaxed);
+      }
     }
     core_.fill_stats(s);
     stats_.fill_stats(s);
@@ -272,6 +280,9 @@ class CachingPool::Impl {
   OomRetryAdaptor<ThreadCacheAdaptor> oom_;
   std::atomic<bool> hooked_{false};  // oom_ is the top of the stack (a hook is set)
   std::atomic<std::uint64_t> ooms_{0};
+  // The cache figures of the last stats() that held the lock (stats_without_waiting reads them when busy).
+  mutable std::atomic<std::uint64_t> last_largest_free_{0};
+  mutable std::atomic<double> last_fragmentation_{0.0};
 };
 
 CachingPool::CachingPool(DeviceBackend& backend, PoolOptions options)
@@ -295,6 +306,7 @@ void CachingPool::set_history(TraceSink* history) { impl_->set_history(history);
 void CachingPool::set_captures_underway(bool underway) { impl_->core().set_captures_underway(underway); }
 Result<TagId> CachingPool::tag(std::string_view name) { return impl_->tag(name); }
 PoolStats CachingPool::stats() const { return impl_->stats(); }
+PoolStats CachingPool::stats_without_waiting() const { return impl_->stats(/*wait_for_lock=*/false); }
 void CachingPool::reset_peak_stats() { impl_->reset_peak_stats(); }
 PoolSnapshot CachingPool::snapshot() const { return impl_->snapshot(); }
 std::vector<TagUsage> CachingPool::tag_usage() const { return impl_->tag_usage(); }

@@ -113,6 +113,11 @@ class CachingPool {
   Result<TagId> tag(std::string_view name);
 
   PoolStats stats() const;
+  // stats() without waiting for the pool's lock: when another thread holds it (a trim or a miss waiting for
+  // a stream), largest_free_bytes and fragmentation are those the last stats() call computed; every other
+  // figure is as stats() reads it. For periodic reporting, which must go on while the pool is busy (the
+  // coordinator takes a rank that stops reporting for dead).
+  PoolStats stats_without_waiting() const;
   // Peaks (allocated, requested, active, reserved) become the current figures, so the next peak is that of
   // what runs from now on (torch.cuda.reset_peak_memory_stats). Counters (allocations, trims, ...) stay.
   void reset_peak_stats();

@@ -33,6 +33,10 @@ class ThreadSafeAdaptor final : public DirectHooks<ThreadSafeAdaptor, ResourceAd
   }
 
   [[nodiscard]] std::unique_lock<std::mutex> lock() const { return std::unique_lock<std::mutex>(mu_); }
+  // The mutex when it is free now; an empty lock (owns_lock() false) when another thread holds it.
+  [[nodiscard]] std::unique_lock<std::mutex> try_lock() const {
+    return std::unique_lock<std::mutex>(mu_, std::try_to_lock);
+  }
   // REQUIRES: the caller holds lock().
   void set_upstream(MemoryResource& upstream) { ResourceAdaptor::set_upstream(upstream); }
 

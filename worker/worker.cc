@@ -242,7 +242,9 @@ detail::ReportSample Worker::Impl::take_sample(bool at_step_end, std::uint64_t f
   sample.at_step_end = at_step_end;
   sample.device_free_bytes = free_bytes;
   for (CachingPool* p : all_pools()) {
-    sample.pools.push_back(detail::PoolSample{p->name(), p->stats(), p->tag_usage()});
+    // Never waits for a pool's lock: a trim or a miss may hold it for as long as a stream takes, and a rank
+    // whose reports stop is taken for dead.
+    sample.pools.push_back(detail::PoolSample{p->name(), p->stats_without_waiting(), p->tag_usage()});
   }
   return sample;
 }

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -409,6 +410,7 @@ TEST(CoordinatorSession, AnAbortArrivesWhileAnImmediateTrimIsBlocked) {
   auto block = (*pool)->allocate(std::size_t{64} << 20);
   ASSERT_TRUE(block.ok()) << block.status().ToString();
   ASSERT_TRUE((*pool)->deallocate(*block).ok());  // cached: a trim has something to release
+  ASSERT_EQ((*pool)->stats().largest_free_bytes, std::size_t{64} << 20);
   {
     std::lock_guard lock(gate->mu);
     gate->hold = true;
@@ -424,6 +426,12 @@ TEST(CoordinatorSession, AnAbortArrivesWhileAnImmediateTrimIsBlocked) {
     ASSERT_TRUE(gate->cv.wait_for(lock, std::chrono::seconds(5), [&] { return gate->blocked > 0; }))
         << "the trim never reached the backend";
   }
+  // Reports go on meanwhile (a rank whose reports stop is taken for dead): they read the pool's figures
+  // without waiting for the lock the blocked trim holds.
+  auto figures = std::async(std::launch::async, [&] { return (*pool)->stats_without_waiting(); });
+  const bool read = figures.wait_for(std::chrono::seconds(1)) == std::future_status::ready;
+  std::this_thread::sleep_for(milliseconds(400));  // four report intervals
+  auto view = Client(*server)->GetCluster();
   failing->fail("exited on RuntimeError: boom");
   const bool told = WaitFor([&] { return (*blocked)->abort_info().has_value(); }, milliseconds(2000));
   {
@@ -432,6 +440,12 @@ TEST(CoordinatorSession, AnAbortArrivesWhileAnImmediateTrimIsBlocked) {
   }
   gate->cv.notify_all();
   trim.join();
+  ASSERT_TRUE(read) << "stats_without_waiting() waited for the pool's lock";
+  EXPECT_EQ(figures.get().largest_free_bytes, std::size_t{64} << 20);  // as the last stats() left it
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  const coordinator::WorkerRecord* record = Rank(*view, 0);
+  ASSERT_NE(record, nullptr);
+  EXPECT_LT(record->last_report_age_ms, 300u) << "the blocked rank stopped reporting";
   ASSERT_TRUE(told) << "the abort waited for the blocked trim";
   EXPECT_EQ((*blocked)->abort_info()->dead_rank, 1);
 }
