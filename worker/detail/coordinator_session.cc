@@ -27,9 +27,11 @@ constexpr std::chrono::milliseconds kDetachWait{500};
 // never completes (a coordinator stopped with SIGSTOP stops reading) must not keep stop() waiting.
 constexpr std::chrono::milliseconds kStopGrace{500};
 // Keepalive: a ping when nothing was read for kKeepaliveTime; no answer within kKeepaliveTimeout breaks the
-// connection, so a coordinator whose host vanished is noticed in ~3 s instead of TCP's ~15 min.
+// connection, so a coordinator whose host vanished is noticed in ~6 s instead of TCP's ~15 min. The timeout
+// is above the coordinator's default --dead-after (3 s): a coordinator host that stalls for a moment must not
+// break healthy sessions (a broken session is a death to the coordinator) sooner than its own sweep would.
 constexpr std::chrono::milliseconds kKeepaliveTime{1000};
-constexpr std::chrono::milliseconds kKeepaliveTimeout{2000};
+constexpr std::chrono::milliseconds kKeepaliveTimeout{5000};
 // A failed Detach's reason is cut to this many bytes (the coordinator keeps at most 1024).
 constexpr std::size_t kMaxReasonBytes = 1000;
 // The least time one connection attempt may take (see MakeChannel).
