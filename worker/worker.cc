@@ -19,8 +19,8 @@
 #include "allocator/trace_recorder.h"
 #include "common/coordinator_address.h"
 #include "common/pool_name.h"
+#include "common/serial_runner.h"
 #include "worker/detail/coordinator_session.h"
-#include "worker/detail/serial_runner.h"
 #include "worker/detail/worker_credentials.h"
 #ifdef MEMCOORD_HAVE_CUDA
 #include "allocator/cuda/cuda_device.h"
@@ -183,7 +183,7 @@ class Worker::Impl final : public detail::SessionHost {
 
   // The coordinator's `now` commands, applied off the session's reader thread (serial_runner.h says why).
   // Declared last: stopped (by shutdown) and destroyed before everything its tasks use.
-  detail::SerialRunner now_commands;
+  SerialRunner now_commands{"worker: immediate command"};
 };
 
 Result<DeviceBackend*> Worker::Impl::backend_for_locked(int device_index) {

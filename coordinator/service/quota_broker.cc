@@ -66,44 +66,11 @@ class QuotaBroker::SessionPort final : public QuotaPort {
   ServiceState& state_;
 };
 
-QuotaBroker::QuotaBroker(ServiceState& state) : state_(state), thread_([this] { run_jobs(); }) {}
+QuotaBroker::QuotaBroker(ServiceState& state) : state_(state) {}
 
-QuotaBroker::~QuotaBroker() {
-  {
-    std::lock_guard lock(jobs_mu_);
-    stopping_ = true;
-    jobs_.clear();
-  }
-  jobs_cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+QuotaBroker::~QuotaBroker() { jobs_.stop(); }
 
-void QuotaBroker::post(std::function<void()> job) {
-  {
-    std::lock_guard lock(jobs_mu_);
-    if (stopping_) return;
-    jobs_.push_back(std::move(job));
-  }
-  jobs_cv_.notify_all();
-}
-
-void QuotaBroker::run_jobs() {
-  while (true) {
-    std::function<void()> job;
-    {
-      std::unique_lock lock(jobs_mu_);
-      jobs_cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-      if (stopping_) return;
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
-    }
-    try {
-      job();
-    } catch (const std::exception& e) {  // a broken job must not end the coordinator
-      spdlog::error("coordinator: quota job failed: {}", e.what());
-    }
-  }
-}
+void QuotaBroker::post(std::function<void()> job) { (void)jobs_.post(std::move(job)); }
 
 std::vector<PoolQuotaView> QuotaBroker::device_pools(int rank) const {
   std::vector<PoolQuotaView> views;

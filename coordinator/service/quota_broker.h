@@ -20,16 +20,14 @@
 // Thread safety: every method is thread-safe. set_quota blocks its caller for the acks (up to 2 s per phase).
 #pragma once
 
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
+#include "common/serial_runner.h"
 #include "coordinator/service/quota_policy.h"
 #include "coordinator/service/service_state.h"
 
@@ -63,7 +61,6 @@ class QuotaBroker {
   // An unlimited pool's OOM: other pools on the device release their idle cache; returns the bytes freed.
   std::uint64_t free_peer_cache(int rank, const std::string& pool, std::string* detail);
   void post(std::function<void()> job);
-  void run_jobs();
 
   ServiceState& state_;
   std::mutex quota_mu_;  // one move at a time
@@ -72,12 +69,9 @@ class QuotaBroker {
   // rebalance_mu_ guards the following: when each (rank, pool) was last given quota (rate limit).
   std::map<std::pair<int, std::string>, Clock::time_point> last_rebalance_;
 
-  std::mutex jobs_mu_;
-  std::condition_variable jobs_cv_;
-  // jobs_mu_ guards the following.
-  std::deque<std::function<void()>> jobs_;
-  bool stopping_ = false;
-  std::thread thread_;  // last: started once everything above exists
+  // The broker's thread (a failed job ends that job, not the coordinator). Last: stopped and destroyed
+  // before everything its jobs use.
+  SerialRunner jobs_{"coordinator: quota job"};
 };
 
 }  // namespace memcoord::coordinator

@@ -1,11 +1,11 @@
-#include "worker/detail/serial_runner.h"
+#include "common/serial_runner.h"
 
 #include <spdlog/spdlog.h>
 
 #include <exception>
 #include <utility>
 
-namespace memcoord::detail {
+namespace memcoord {
 
 bool SerialRunner::post(std::function<void()> task) {
   {
@@ -15,7 +15,7 @@ bool SerialRunner::post(std::function<void()> task) {
       try {
         thread_ = std::thread([this] { loop(); });
       } catch (const std::exception& e) {
-        spdlog::error("worker: no thread for the coordinator's immediate commands: {}", e.what());
+        spdlog::error("{}: no thread to run tasks on: {}", name_, e.what());
         return false;
       }
     }
@@ -50,11 +50,11 @@ void SerialRunner::loop() {
     try {
       task();
     } catch (const std::exception& e) {  // a task's failure ends the task, not the runner or the process
-      spdlog::error("worker: an immediate command failed: {}", e.what());
+      spdlog::error("{} failed: {}", name_, e.what());
     } catch (...) {
-      spdlog::error("worker: an immediate command failed");
+      spdlog::error("{} failed", name_);
     }
   }
 }
 
-}  // namespace memcoord::detail
+}  // namespace memcoord
