@@ -15,6 +15,7 @@ in a fresh process (memcoord.enable() must precede CUDA's initialisation):
                  replays through `memcoord replay`
   oom            an impossible allocation raises torch.OutOfMemoryError; allocation works afterwards
   graph_capture  CUDA graph capture works (replay matches eager), or fails at once with a message saying why
+  graph_pool_shared  two graphs share a pool: the first one's release keeps the memory the second replays into
   cudnn_benchmark  torch.backends.cudnn.benchmark = True trains a small CNN (cuDNN's workspace query,
                  cacheInfo, answered by memcoord)
   compile        torch.compile trains a small transformer block (losses finite and falling)
@@ -283,6 +284,55 @@ def check_graph_capture(quick):
     return f"works: replay matches eager (max diff {diff:.2e}); graph pools hook: {details['hooks'].get('graph_pools')}"
 
 
+def check_graph_pool_shared(quick):
+    """Two graphs in one private pool (torch.cuda.graph(g2, pool=g1.pool()), as make_graphed_callables and
+    reduce-overhead share theirs): releasing the first must keep the pool's memory, free blocks included, so the
+    second still replays right after an empty_cache(); releasing the last lets empty_cache() give it back."""
+    memcoord, details = _enable()
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.GELU(), torch.nn.Linear(2048, 512)).cuda()
+    static_x = torch.randn(64, 512, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.no_grad():
+        for _ in range(3):
+            model(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+    first, second = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+    started = time.monotonic()
+    try:
+        with torch.no_grad(), torch.cuda.graph(first):
+            first_y = model(static_x)
+        with torch.no_grad(), torch.cuda.graph(second, pool=first.pool()):
+            second_y = model(static_x * 2)
+    except Exception as error:
+        elapsed = time.monotonic() - started
+        message = str(error).splitlines()[0][:160]
+        assert elapsed < 5 and "memcoord" in str(error), f"capture failed after {elapsed:.1f} s without saying why: {error}"
+        return f"fails at once ({elapsed * 1000:.0f} ms) saying why: {message}"
+    torch.cuda.synchronize()
+    del first, first_y  # one of the pool's two users released
+    torch.cuda.empty_cache()  # must not take the memory the second graph replays into
+    new_x = torch.randn(64, 512, device="cuda")
+    static_x.copy_(new_x)
+    second.replay()
+    with torch.no_grad():
+        expected = model(new_x * 2)
+    torch.cuda.synchronize()
+    diff = float((second_y - expected).abs().max())
+    assert diff < 1e-3, f"the second graph's replay differs from eager by {diff} after the first was released"
+    del expected
+    torch.cuda.empty_cache()  # the eager pass's cache goes: what stays reserved is live memory and the pool
+    held = torch.cuda.memory_reserved()
+    del second, second_y  # the last user: the pool may go
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    after = torch.cuda.memory_reserved()
+    assert after < held, f"releasing the pool's last graph returned nothing: reserved {held} -> {after} bytes"
+    return f"works: the shared pool outlived its first graph (max diff {diff:.2e}); reserved {held} -> {after} bytes"
+
+
 def check_cudnn_benchmark(quick):
     """torch.backends.cudnn.benchmark = True: cuDNN asks the allocator (cacheInfo) how large a workspace its
     algorithm search may use, which CUDAPluggableAllocator alone refuses with an error."""
@@ -487,6 +537,7 @@ CHECKS = {
     "snapshot_trace": check_snapshot_trace,
     "oom": check_oom,
     "graph_capture": check_graph_capture,
+    "graph_pool_shared": check_graph_pool_shared,
     "cudnn_benchmark": check_cudnn_benchmark,
     "compile": check_compile,
     "ddp": check_ddp,
