@@ -250,11 +250,9 @@ def check_oom(quick):
     return f"torch.OutOfMemoryError: {message}"
 
 
-def check_graph_capture(quick):
-    memcoord, details = _enable()
-    import torch
-
-    model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.GELU(), torch.nn.Linear(512, 512)).cuda()
+def _warmed_mlp(torch, hidden):
+    """A small MLP on the GPU and its static input, warmed up on a side stream as CUDA graph capture requires."""
+    model = torch.nn.Sequential(torch.nn.Linear(512, hidden), torch.nn.GELU(), torch.nn.Linear(hidden, 512)).cuda()
     static_x = torch.randn(64, 512, device="cuda")
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -262,16 +260,29 @@ def check_graph_capture(quick):
         for _ in range(3):
             model(static_x)
     torch.cuda.current_stream().wait_stream(side)
+    return model, static_x
+
+
+def _capture_refused(error, started):
+    """A capture that failed passes only if it failed at once saying why (memcoord's message)."""
+    elapsed = time.monotonic() - started
+    message = str(error).splitlines()[0][:160]
+    assert elapsed < 5 and "memcoord" in str(error), f"capture failed after {elapsed:.1f} s without saying why: {error}"
+    return f"fails at once ({elapsed * 1000:.0f} ms) saying why: {message}"
+
+
+def check_graph_capture(quick):
+    memcoord, details = _enable()
+    import torch
+
+    model, static_x = _warmed_mlp(torch, hidden=512)
     graph = torch.cuda.CUDAGraph()
     started = time.monotonic()
     try:
         with torch.no_grad(), torch.cuda.graph(graph):
             static_y = model(static_x)
     except Exception as error:
-        elapsed = time.monotonic() - started
-        message = str(error).splitlines()[0][:160]
-        assert elapsed < 5 and "memcoord" in str(error), f"capture failed after {elapsed:.1f} s without saying why: {error}"
-        return f"fails at once ({elapsed * 1000:.0f} ms) saying why: {message}"
+        return _capture_refused(error, started)
     new_x = torch.randn(64, 512, device="cuda")
     static_x.copy_(new_x)
     graph.replay()
@@ -291,14 +302,7 @@ def check_graph_pool_shared(quick):
     memcoord, details = _enable()
     import torch
 
-    model = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.GELU(), torch.nn.Linear(2048, 512)).cuda()
-    static_x = torch.randn(64, 512, device="cuda")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side), torch.no_grad():
-        for _ in range(3):
-            model(static_x)
-    torch.cuda.current_stream().wait_stream(side)
+    model, static_x = _warmed_mlp(torch, hidden=2048)
     first, second = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
     started = time.monotonic()
     try:
@@ -307,10 +311,7 @@ def check_graph_pool_shared(quick):
         with torch.no_grad(), torch.cuda.graph(second, pool=first.pool()):
             second_y = model(static_x * 2)
     except Exception as error:
-        elapsed = time.monotonic() - started
-        message = str(error).splitlines()[0][:160]
-        assert elapsed < 5 and "memcoord" in str(error), f"capture failed after {elapsed:.1f} s without saying why: {error}"
-        return f"fails at once ({elapsed * 1000:.0f} ms) saying why: {message}"
+        return _capture_refused(error, started)
     torch.cuda.synchronize()
     del first, first_y  # one of the pool's two users released
     torch.cuda.empty_cache()  # must not take the memory the second graph replays into
