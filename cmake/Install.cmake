@@ -2,7 +2,8 @@
 #
 # `cmake --install BUILD [--prefix P]` puts in place:
 #   lib/            every memcoord library target of the module folders (static as built) and libmemcoord_capi.so
-#   include/        the public headers, keeping their folders (#include "worker/memcoord.h")
+#   include/        the public headers, keeping their folders (#include "worker/memcoord.h"), and with gRPC
+#                   the generated memcoord/v1/*.pb.h that memcoord::proto and coordinator/service/ use
 #   bin/            the `memcoord` CLI, `memcoord-launch` (and memcoord-train when it was built)
 #   lib/cmake/memcoord/  memcoordConfig.cmake: find_package(memcoord) gives memcoord::<name> for each library
 #                   memcoord_<name> (memcoord::worker, memcoord::allocator, memcoord::capi, ...), their
@@ -70,6 +71,28 @@ foreach(folder ${memcoord_module_folders})
 endforeach()
 list(REMOVE_DUPLICATES memcoord_libraries)
 
+# The generated protobuf/gRPC headers (memcoord/v1/*.pb.h) are memcoord::proto's headers, and the installed
+# coordinator/service/ headers include them: they go to include/ beside the others. Their folder is read off
+# the target before its include folders become build-tree-only below.
+set(memcoord_proto_header_dirs "")
+if("memcoord_proto" IN_LIST memcoord_libraries)
+  get_target_property(memcoord_proto_dirs memcoord_proto INTERFACE_INCLUDE_DIRECTORIES)
+  foreach(dir ${memcoord_proto_dirs})
+    if(dir MATCHES "^${PROJECT_BINARY_DIR}/")
+      list(APPEND memcoord_proto_header_dirs ${dir})
+    endif()
+  endforeach()
+endif()
+# Dependencies that memcoordConfig.cmake must find again beyond the ones every build has.
+set(MEMCOORD_HAVE_HTTP OFF)
+if("memcoord_http" IN_LIST memcoord_libraries)
+  set(MEMCOORD_HAVE_HTTP ON)  # memcoord::http links cpp-httplib through pkg-config (PkgConfig::CPP_HTTPLIB)
+endif()
+set(MEMCOORD_NCCL_LIBRARY_DIR "")
+if(NCCL_LIBRARY)
+  get_filename_component(MEMCOORD_NCCL_LIBRARY_DIR "${NCCL_LIBRARY}" DIRECTORY)
+endif()
+
 foreach(target ${memcoord_libraries})
   string(REGEX REPLACE "^memcoord_" "" export_name ${target})
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${export_name})
@@ -91,8 +114,12 @@ install(TARGETS ${memcoord_libraries} EXPORT memcoordTargets
 foreach(folder common allocator collectives worker coordinator)
   if(EXISTS ${PROJECT_SOURCE_DIR}/${folder})
     install(DIRECTORY ${PROJECT_SOURCE_DIR}/${folder}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/${folder}
-      FILES_MATCHING PATTERN "*.h" PATTERN "calibration" EXCLUDE PATTERN "examples" EXCLUDE)
+      FILES_MATCHING PATTERN "*.h" PATTERN "calibration" EXCLUDE PATTERN "examples" EXCLUDE
+      PATTERN "assets" EXCLUDE)
   endif()
+endforeach()
+foreach(dir ${memcoord_proto_header_dirs})
+  install(DIRECTORY ${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.pb.h")
 endforeach()
 
 foreach(program memcoord memcoord-train)
@@ -102,9 +129,18 @@ foreach(program memcoord memcoord-train)
 endforeach()
 # Installed binaries keep the path of libraries found outside the system's folders (the CUDA runtime under
 # /usr/local/cuda), which the build tree's RPATH had and an install would otherwise drop.
-foreach(binary memcoord memcoord-train memcoord_capi)
+# They are built with that same path (BUILD_WITH_INSTALL_RPATH): none of them loads a library of the build
+# tree, and for a target it will rewrite at install time CMake otherwise ends the build tree's RUNPATH with an
+# empty element ("/usr/local/cuda/lib:"), which the dynamic loader reads as the current directory. The build
+# tree's libmemcoord_capi.so is the one the Python package ships (python/setup.py) and the source tree's
+# package loads, so a library planted in the working directory of a Python program would be loaded.
+# tests/install/exported_package_test.sh checks both trees.
+foreach(binary memcoord memcoord-train ${memcoord_libraries})
   if(TARGET ${binary})
-    set_target_properties(${binary} PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
+    get_target_property(type ${binary} TYPE)
+    if(type MATCHES "^(EXECUTABLE|SHARED_LIBRARY)$")
+      set_target_properties(${binary} PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON BUILD_WITH_INSTALL_RPATH ON)
+    endif()
   endif()
 endforeach()
 # memcoord-launch looks for `memcoord` next to itself, so both go to bin/.

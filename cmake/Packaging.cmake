@@ -33,8 +33,16 @@ if(MEMCOORD_HAVE_CUDA)
     "\nBuilt with CUDA ${CUDAToolkit_VERSION}: the binaries need its runtime (libcudart.so.${CUDAToolkit_VERSION_MAJOR}) on the library path;"
     " without a GPU they run on host memory.")
 endif()
+if(MEMCOORD_HAVE_NCCL AND TARGET memcoord-train)
+  string(APPEND CPACK_PACKAGE_DESCRIPTION
+    "\nmemcoord-train also needs NCCL's libnccl.so.2 (not a Debian package either) on the library path.")
+endif()
 if(MEMCOORD_HAVE_MPI)
   string(APPEND memcoord_deb_suggests ", libopenmpi-dev")
+endif()
+if(MEMCOORD_HAVE_HTTP)
+  # memcoord::http (and so memcoord::coordinator) finds cpp-httplib again through pkg-config.
+  string(APPEND memcoord_deb_suggests ", libcpp-httplib-dev, pkg-config")
 endif()
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "${memcoord_deb_recommends}")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "${memcoord_deb_suggests}")

@@ -20,6 +20,11 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 from setuptools.dist import Distribution
 
+try:
+    from setuptools.command.build import build
+except ImportError:  # setuptools < 62.4
+    from distutils.command.build import build
+
 HERE = Path(__file__).resolve().parent
 REPO = Path(os.environ.get("MEMCOORD_SOURCE_DIR", HERE.parent)).resolve()
 LIBRARY = "libmemcoord_capi.so"
@@ -27,6 +32,22 @@ LIBRARY = "libmemcoord_capi.so"
 
 def _log(message):
     print(f"memcoord setup: {message}", file=sys.stderr, flush=True)
+
+
+def _check_wheel_command():
+    """pip --no-build-isolation (the offline install) does not install the build requirements: without the
+    wheel package, setuptools < 70.1 fails with only "invalid command 'bdist_wheel'"."""
+    if not {"bdist_wheel", "dist_info"} & set(sys.argv[1:]):
+        return
+    try:
+        from setuptools.command.bdist_wheel import bdist_wheel  # noqa: F401 - setuptools >= 70.1 has its own
+    except ImportError:
+        try:
+            import wheel  # noqa: F401
+        except ImportError:
+            raise SystemExit(f"memcoord setup: building the package needs the 'wheel' package, which {sys.executable} "
+                             "lacks: apt-get install python3-wheel (./run setup does) and make the venv with "
+                             "--system-site-packages, or pip install wheel") from None
 
 
 def _cmake_build():
@@ -75,6 +96,19 @@ class BuildPyWithLibrary(build_py):
         target.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, target / LIBRARY)
         _log(f"packaged {source} ({origin})")
+
+
+class FreshBuild(build):
+    """build, starting from an empty build/lib*/memcoord/: pip builds in python/build/, which setuptools keeps
+    between installs, and would otherwise ship whatever an earlier install left there (a module removed
+    since, a C++ shim built against another torch, which build_ext sees as up to date and does not rebuild)."""
+
+    def run(self):
+        for build_lib in {self.build_lib, self.build_platlib, self.build_purelib}:
+            stale = Path(build_lib) / "memcoord"
+            if stale.is_dir():
+                shutil.rmtree(stale)
+        super().run()
 
 
 class BinaryDistribution(Distribution):
@@ -131,9 +165,10 @@ def torch_shim():
     return [ext], {"build_ext": OptionalBuildExtension}
 
 
+_check_wheel_command()
 ext_modules, shim_cmdclass = torch_shim()
 setup(
-    cmdclass={"build_py": BuildPyWithLibrary, **shim_cmdclass},
+    cmdclass={"build": FreshBuild, "build_py": BuildPyWithLibrary, **shim_cmdclass},
     ext_modules=ext_modules,
     distclass=BinaryDistribution,
 )
