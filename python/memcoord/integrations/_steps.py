@@ -3,12 +3,17 @@ runs, and an abort seen at a step's end is answered as the watcher answers it (u
 left aborts to the user: then AbortedError alone goes on)."""
 
 import sys
+import warnings
 
-from .. import AbortedError, _abort, _capi, init, step_begin, step_end
+from .. import AbortedError, _abort, _capi, init, is_enabled, step_begin, step_end
+
+_warned = {"not_torchs_allocator": False}  # each warning once a process
 
 
 class StepTracker:
-    """begin()/end() pairs around each optimizer step; end() without begin() does nothing."""
+    """begin()/end() pairs around each optimizer step. begin() while a step is open does nothing (a later
+    micro-batch, or the next attempt after a step that raised: that step never ended, so it was no safe point, and
+    it ends at the next end()); end() without begin() does nothing."""
 
     def __init__(self):
         self._open = False
@@ -18,6 +23,7 @@ class StepTracker:
         if self._open:
             return
         init()
+        _warn_unless_torchs_allocator()
         self._watch()
         self._guard(step_begin)
         self._open = True
@@ -57,3 +63,19 @@ class StepTracker:
             # The handler returned (or had already answered this abort): the step did not complete and the group
             # cannot go on, so the framework's loop stops here; the user may catch AbortedError around it.
             raise
+
+
+def _warn_unless_torchs_allocator():
+    """Warns (once) when PyTorch is imported but memcoord is not its allocator: the callbacks then run on a worker of
+    their own (init()), whose pools hold none of PyTorch's tensors, so the memcoord/* figures they log stay near 0
+    and a coordinator trim releases nothing PyTorch holds, with nothing to say why."""
+    if _warned["not_torchs_allocator"] or "torch" not in sys.modules or is_enabled():
+        return
+    _warned["not_torchs_allocator"] = True
+    warnings.warn(
+        "memcoord.integrations: memcoord is not PyTorch's allocator in this process (memcoord.enable() was not "
+        "called before the first CUDA allocation): PyTorch's tensors are not in memcoord's pools, so the memcoord/* "
+        "figures logged leave them out and coordinator trims cannot release their memory",
+        RuntimeWarning,
+        stacklevel=4,
+    )

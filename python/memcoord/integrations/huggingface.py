@@ -5,14 +5,17 @@
 
 Importing this module imports transformers (memcoord itself never does). The callback:
   - on_step_begin / on_step_end: memcoord's safe points around every optimizer step (gradient-accumulation
-    micro-steps are inside one step), so coordinator trims run at a step's end on every rank;
-  - on_log: adds memcoord's figures (memcoord/allocated_gb, reserved_gb, peak_*, trims) to the logs dict,
-    which the callbacks after this one receive, and to the entry the Trainer has just appended to
-    `state.log_history` (it appends a copy of the logs before any callback runs, so updating the dict alone
-    does not reach the history). The reporters of `report_to` (TensorBoard, W&B, ...) come BEFORE every
-    callback passed in `callbacks=[...]`: transformers builds the list as its defaults and the reporters, then
-    yours. So with `callbacks=[MemcoordCallback()]` only the history and the console printer get the figures;
-    add_to(trainer) puts the callback first, for every reporter to see them;
+    micro-steps are inside one step: the Trainer calls on_step_begin at the first micro-batch and on_step_end
+    after the optimizer step, on_substep_end at the others), so coordinator trims run at a step's end on every
+    rank. A step whose training step raised never ends (it is no safe point); a retry (auto_find_batch_size)
+    goes on with it;
+  - on_log: adds memcoord's figures (memcoord/allocated_gb, reserved_gb, peak_*, trims: this rank's GPU, see
+    log_stats; the reporters write rank 0's) to the logs dict, which the callbacks after this one receive, and
+    to the entry the Trainer has just appended to `state.log_history` (it appends a copy of the logs before any
+    callback runs, so updating the dict alone does not reach the history). The reporters of `report_to`
+    (TensorBoard, W&B, ...) come BEFORE every callback passed in `callbacks=[...]`: transformers builds the list
+    as its defaults and the reporters, then yours. So with `callbacks=[MemcoordCallback()]` only the history and
+    the console printer get the figures; add_to(trainer) puts the callback first, for every reporter to see them;
   - the abort watcher runs from the first step on (as memcoord.enable() starts it), so an abort of the job
     ends the process with EXIT_ABORTED naming the dead rank, even while a rank is blocked in a collective. An
     abort seen at a step's end is answered the same way; with your own handler (watch_aborts(on_abort=...))

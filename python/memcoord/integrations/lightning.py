@@ -1,14 +1,26 @@
 """memcoord for PyTorch Lightning: `Trainer(..., callbacks=[MemcoordCallback()])`.
 
-Importing this module imports `lightning` (or the older `pytorch_lightning`); memcoord itself never does.
-  - memcoord's safe points around every optimizer step: a step begins at the first training batch after the
-    last optimizer step (on_train_batch_start) and ends at the batch end where the optimizer has stepped
+Importing this module imports `lightning` (lightning.pytorch), or, where `lightning` is not installed, its name
+before 2.0, `pytorch_lightning`; memcoord itself never imports either. The hooks are expected as Lightning 2.x calls
+them (on_train_batch_start(trainer, pl_module, batch, batch_idx), on_train_batch_end(trainer, pl_module, outputs,
+batch, batch_idx), trainer.global_step counting optimizer steps as they happen).
+
+With both packages installed, this module's MemcoordCallback is a `lightning` Callback, for a `lightning.Trainer`.
+For a `pytorch_lightning.Trainer` use memcoord.integrations.pytorch_lightning.MemcoordCallback: a Trainer of one
+package refuses a callback of the other (ValueError "Expected a parent").
+
+The callback:
+  - gives memcoord its safe points around every optimizer step: a step begins at the first training batch after
+    the last optimizer step (on_train_batch_start) and ends at the batch end where the optimizer has stepped
     (on_train_batch_end, seen as trainer.global_step moving). With accumulate_grad_batches=N Lightning calls
     the batch hooks for each of the N micro-batches, and the N of them are one memcoord step; coordinator
-    trims run at an optimizer step's end on every rank;
-  - memcoord's figures (memcoord/allocated_gb, reserved_gb, peak_*, trims) are logged through
-    pl_module.log_dict at every `log_every_n_steps`-th optimizer step (the Trainer's setting), once per step;
-  - the abort watcher runs from the first batch on (as memcoord.enable() starts it), so an abort of the job
+    trims run at an optimizer step's end on every rank. A batch that raises ends no step (it did not complete);
+    the step it began goes on into the next training batch, of this Trainer or another;
+  - logs memcoord's figures (memcoord/allocated_gb, reserved_gb, peak_*, trims: see log_stats) through
+    pl_module.log_dict at every `log_every_n_steps`-th optimizer step (the Trainer's setting), once per step:
+    the steps whose metrics Lightning writes to its loggers (with one optimizer); none with log_every_n_steps=0.
+    Each rank logs its own device's figures (sync_dist=False); Lightning's loggers write rank 0's;
+  - runs the abort watcher from the first batch on (as memcoord.enable() starts it), so an abort of the job
     ends the process with EXIT_ABORTED naming the dead rank, even while a rank is blocked in a collective. An
     abort seen at a step's end is answered the same way; with your own handler (watch_aborts(on_abort=...))
     that handler is called instead, and AbortedError then ends trainer.fit(). After
@@ -31,31 +43,9 @@ except ImportError as lightning_error:  # the package's name before Lightning 2.
             name="lightning",
         ) from None
 
-from . import log_stats
-from ._steps import StepTracker
+from ._lightning_hooks import LightningStepHooks
 
 
-class MemcoordCallback(Callback):
-    def __init__(self, log_prefix="memcoord/"):
-        super().__init__()
-        self._steps = StepTracker()
-        self._prefix = log_prefix
-        self._step_at_begin = None  # trainer.global_step when the open step began
-
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        if self._step_at_begin is None:  # a later micro-batch of the same optimizer step begins nothing
-            self._steps.begin()
-            self._step_at_begin = trainer.global_step
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        # global_step counts optimizer steps: it has moved only at the batch that ended one (the N-th micro-batch
-        # with accumulate_grad_batches=N, or an epoch's last batch). Reading it, rather than recomputing
-        # Lightning's accumulation rule from batch_idx, also covers manual optimization and strategies that
-        # accumulate on their own.
-        if self._step_at_begin is None or trainer.global_step == self._step_at_begin:
-            return
-        self._step_at_begin = None
-        self._steps.end()
-        every = max(int(getattr(trainer, "log_every_n_steps", 50) or 50), 1)
-        if trainer.global_step % every == 0:
-            pl_module.log_dict(log_stats(self._prefix), on_step=True, on_epoch=False, sync_dist=False)
+class MemcoordCallback(LightningStepHooks, Callback):
+    """memcoord's safe points and figures for a Lightning Trainer (see the module's docstring).
+    log_prefix: the start of the logged names (memcoord/allocated_gb, ...)."""
