@@ -25,6 +25,10 @@ def main():
     parser.add_argument("allocator", choices=("native", "expandable", "memcoord"))
     args = parser.parse_args()
     workload_name, allocator = args.workload, args.allocator
+    # Only this allocator's own setting (the caller's shell may hold another; see bench_allocators.CLEARED_ENV).
+    for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING",
+                 "MEMCOORD_ALLOC_CONF", "MEMCOORD_TRACE_DIR"):
+        os.environ.pop(name, None)
     if allocator == "expandable":
         os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     if allocator == "memcoord":
@@ -54,7 +58,12 @@ def main():
     print(f"{workload_name} {allocator}: first step {first:.0f} ms (under the profilers)")
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
     stats = pstats.Stats(python_profile)
-    own = {k: v for k, v in stats.stats.items() if "memcoord" in k[0]}
+    # The package's own files: "memcoord" anywhere in a path also took this checkout's examples where its folder
+    # is named memcoord.
+    package = None
+    if "memcoord" in sys.modules:
+        package = os.path.dirname(os.path.abspath(sys.modules["memcoord"].__file__)) + os.sep
+    own = {k: v for k, v in stats.stats.items() if package and os.path.abspath(k[0]).startswith(package)}
     total = sum(v[3] for v in own.values())  # cumulative seconds of memcoord's Python functions
     print(f"memcoord's Python functions during the step: {len(own)}, {total * 1000:.1f} ms")
     for (path, line, name), value in sorted(own.items(), key=lambda kv: -kv[1][3])[:10]:

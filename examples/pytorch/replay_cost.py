@@ -10,7 +10,10 @@ the allocator's own cost plus Python's fixed cost per event, which is the same f
 
 Printed per trace and allocator, median of --repeat processes: each pass's milliseconds, the peak reserved
 bytes, and (with bench/gpu/driver_call_timer.so preloaded, see --timer) the driver calls and their time in the
-cold pass. Memcoord runs also report their pool's misses and the host time they took.
+cold pass. Memcoord runs also report their pool's misses and the host time they took. The processes of a trace
+go round the allocators, rotated each round (bench_allocators.process_order), each from the same environment
+(bench_allocators.clean_environment: no allocator setting of the caller's shell). A process that fails or times
+out is named beside the medians of the others, and the script then exits 1.
 
 Usage: replay_cost.py [--traces gpt2_fp32,...] [--allocators native,expandable,memcoord] [--repeat 3]
                       [--timer PATH/driver_call_timer.so] [--json F]
@@ -31,7 +34,7 @@ TRACES = HERE.parent.parent / "bench" / "traces"
 sys.path.insert(0, str(HERE))
 sys.path.append(str(HERE.parent.parent / "python"))
 import driver_timer  # noqa: E402
-from bench_allocators import figures_since, memcoord_step_figures  # noqa: E402
+from bench_allocators import clean_environment, figures_since, memcoord_step_figures, process_order  # noqa: E402
 
 ALLOCATORS = ["native", "expandable", "memcoord"]
 
@@ -43,7 +46,7 @@ def read_events(path):
         for line in f:
             if not line or line[0] not in "af":
                 continue
-            kind, addr, size, _stream = line.split()
+            kind, addr, size = line.split()[:3]  # then the stream, and the thread where a trace names them
             events.append((kind == "a", addr, int(size)))
     return events
 
@@ -83,17 +86,19 @@ def child(trace, allocator):
     return 0
 
 
-def run_child(trace, allocator, timer):
-    env = dict(os.environ)
-    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+def run_child(trace, allocator, timer, timeout=300):
+    env = clean_environment(dict(os.environ))
     if allocator == "expandable":
         env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     if timer:
         driver_timer.preload(env, timer)
         env["DRIVER_CALL_TIMER_BESIDE"] = "1"  # no training step to slow down: the calls beside are wanted too
     env.setdefault("NCCL_NVLS_ENABLE", "0")
-    proc = subprocess.run([sys.executable, __file__, "--child", trace, allocator], capture_output=True, text=True,
-                          timeout=300, env=env)
+    try:
+        proc = subprocess.run([sys.executable, __file__, "--child", trace, allocator], capture_output=True,
+                              text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:  # one stuck process used to end the script, and every figure with it
+        return {"trace": trace, "allocator": allocator, "error": f"timed out after {timeout:.0f} s"}
     out = proc.stdout + proc.stderr
     line = next((l for l in out.splitlines() if l.startswith("RESULT ")), None)
     if line is None:
@@ -116,6 +121,7 @@ def print_row(trace, allocator, runs):
     if not ok:
         print(f"{trace:<18} {allocator:<11} error: {runs[0]['error']}", flush=True)
         return
+    failed = [r["error"] for r in runs if "error" in r]
     med = lambda f: statistics.median(f(r) for r in ok)  # noqa: E731
     cold = med(lambda r: r["passes"][0]["ms"])
     warm = med(lambda r: r["passes"][1]["ms"])
@@ -128,6 +134,8 @@ def print_row(trace, allocator, runs):
         pool = ok[0]["passes"][0]["pool"]
         line += f"  (pool: {pool['misses']:.0f} misses {pool['miss_ms']:.1f} ms, {pool['units_mapped']:.0f} units)"
     line += "  per process cold: " + ", ".join(f"{r['passes'][0]['ms']:.0f}" for r in ok)
+    if failed:  # left out of the medians above, and said so
+        line += f"\n    FAILED: {len(failed)} of {len(runs)} processes (left out of the figures): {failed[0][-300:]}"
     if ok[0]["passes"][0].get("driver") is not None:
         line += "\n    first process, cold pass: " + driver_timer.summary(ok[0]["passes"][0]["driver"])
     print(line, flush=True)
@@ -152,15 +160,18 @@ def main():
         if not (TRACES / f"{trace}.trace.gz").exists():
             parser.error(f"no trace {TRACES / (trace + '.trace.gz')}")
         runs = {a: [] for a in allocators}
-        for _ in range(args.repeat):  # interleaved, so drift in the machine falls on every allocator alike
-            for a in allocators:
+        for round_ in range(args.repeat):  # interleaved, so drift in the machine falls on every allocator alike
+            for a in process_order(allocators, round_):  # and rotated: each allocator in each place in turn
                 runs[a].append(run_child(trace, a, args.timer))
         for a in allocators:
             print_row(trace, a, runs[a])
             every.extend(runs[a])
     if args.json:
         Path(args.json).write_text(json.dumps(every, indent=1))
-    return 0
+    failed = sum(1 for r in every if "error" in r)
+    if failed:
+        print(f"replay_cost: {failed} of {len(every)} processes failed (see above)")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

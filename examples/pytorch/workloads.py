@@ -27,10 +27,15 @@ def _seed(seed):
 
 
 class Workload:
-    def __init__(self, name, step_fn, modules):
+    """parts: the names of the models a workload steps in turn (step i runs parts[i % len(parts)]); one name for
+    a workload of one model. The bench times each part's steps apart (bench_allocators.step_medians): the steps
+    of two models of different sizes have no common median."""
+
+    def __init__(self, name, step_fn, modules, parts=None):
         self.name = name
         self._step = step_fn
         self.modules = modules
+        self.parts = list(parts) if parts else [name]
 
     def step(self, i):
         return self._step(i)
@@ -134,7 +139,8 @@ def llama_1b(device, batch=4, seq=2048):
 def alternating(device):
     gpt = gpt2_fp32(device)
     resnet = resnet50_amp(device)
-    return Workload("alternating", lambda i: (gpt if i % 2 == 0 else resnet).step(i // 2), gpt.modules + resnet.modules)
+    return Workload("alternating", lambda i: (gpt if i % 2 == 0 else resnet).step(i // 2), gpt.modules + resnet.modules,
+                    parts=[gpt.name, resnet.name])
 
 
 def tiny_gpt2(device, batch=8, seq=128):

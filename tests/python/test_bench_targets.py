@@ -4,10 +4,13 @@ targets hold, what --deterministic sets in the child and the environment a confi
 what the other PyTorch examples and run_on_h200.sh check before they touch a GPU: their options, and the
 ranks' environment."""
 
+import contextlib
+import io
 import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -378,6 +381,198 @@ class VariantTest(unittest.TestCase):
                 run("memcoord", [3.0, 2.0], device=9 * GB)]
         worse = run("memcoord[thread_cache:0]", [9.0, 9.0], median=500.0, first=9000.0, device=99 * GB)
         self.assertEqual(checks_of(base + [worse]), checks_of(base))
+
+
+class LossesTest(unittest.TestCase):
+    """Losses compared at every step of every process, a NaN never equal to a number."""
+
+    def test_a_nan_never_equals_a_number_at_any_step(self):
+        nan, inf = float("nan"), float("inf")
+        # max(0.0, nan) is 0.0: a NaN after the first step compared as equal.
+        self.assertEqual(bench.loss_diff([1.0, nan], [1.0, 2.0]), inf)
+        self.assertEqual(bench.loss_diff([nan, 1.0], [2.0, 1.0]), inf)
+        self.assertEqual(bench.loss_diff([1.0, 2.0], [1.0, nan]), inf)
+        self.assertEqual(bench.loss_diff([1.0, inf], [1.0, 2.0]), inf)
+        self.assertEqual(bench.loss_diff([nan, inf], [nan, inf]), 0.0)  # the same non-finite losses: equal
+        self.assertEqual(bench.loss_diff([1.0, None], [1.0, 2.0]), inf)  # a null in the JSON
+        checks = checks_of([run("native", [3.0, 2.0, 1.0]), run("memcoord", [3.0, 2.0, nan])])
+        self.assertFalse(checks["losses memcoord = native"][0])
+        self.assertFalse(checks_of([run("native", [3.0, 2.0, 1.0]), run("memcoord", [3.0, 2.0, nan])], 1e9)
+                         ["losses memcoord = native"][0])  # no tolerance takes a NaN
+
+    def test_every_process_is_compared_not_the_first_alone(self):
+        native = bench.combine([run("native", [3.0, 2.0]), run("native", [3.0, 2.0])])
+        memcoord = bench.combine([run("memcoord", [3.0, 2.0]), run("memcoord", [3.0, 2.5]),
+                                  run("memcoord", [3.0, 2.0])])
+        self.assertEqual([r["losses"] for r in memcoord["runs"]], [[3.0, 2.0], [3.0, 2.5], [3.0, 2.0]])
+        checks = checks_of([native, memcoord])
+        self.assertEqual(checks["losses memcoord = native"], (False, "max |diff| 0.5 over 3 processes"))
+        # A row of the JSON written before each process's losses were kept: its own (the first process's).
+        old = dict(memcoord, runs=[{k: v for k, v in r.items() if k != "losses"} for r in memcoord["runs"]])
+        self.assertTrue(checks_of([native, old])["losses memcoord = native"][0])
+
+    def test_the_spread_of_a_configuration_takes_nan_too(self):
+        row = bench.combine([run("native", [2.0, 1.0]), run("native", [2.0, float("nan")])])
+        self.assertEqual(row["own_loss_spread"], float("inf"))
+
+
+class StepMediansTest(unittest.TestCase):
+    """step_medians: every step but the first; a workload of models stepped in turn, each model apart."""
+
+    def test_one_model_every_step_but_the_first(self):
+        self.assertEqual(bench.step_medians([900.0, 30.0, 31.0, 35.0]), (31.0, None, None))
+        self.assertEqual(bench.step_medians([900.0]), (900.0, None, None))
+
+    def test_two_models_in_turn_each_their_own_median(self):
+        # A memcoord process of the table's alternating run (693c4d5-bench2): GPT-2 at even steps, ResNet-50 at
+        # odd ones, each model's first step a warm-up (ResNet-50's, step 1, holds cuDNN's set-up).
+        times = [474, 740, 192, 31, 187, 55, 187, 38, 187, 34, 187, 31, 186, 30, 186, 30]
+        # The median of all the steps but the first was GPT-2's fastest step: ResNet-50's never reached it.
+        self.assertEqual(statistics.median(times[1:]), min(times[2::2]))
+        median, parts, firsts = bench.step_medians(times, 2)
+        self.assertEqual(parts, [187, 31])
+        self.assertEqual(firsts, [474, 740])
+        self.assertEqual(median, 109.0)
+        self.assertEqual(bench.step_medians([500.0, 800.0], 2), (650.0, [500.0, 800.0], [500.0, 800.0]))
+
+    def test_each_model_is_held_to_the_median_target(self):
+        def rows(resnet_ms):
+            out = []
+            for allocator, resnet in (("native", 33.0), ("memcoord", resnet_ms)):
+                r = run(allocator, [3.0])
+                r.update(parts=["gpt2_fp32", "resnet50_amp"], part_median_step_ms=[187.0, resnet],
+                         median_step_ms=(187.0 + resnet) / 2)
+                out.append(r)
+            return out
+
+        held, detail = checks_of(rows(38.0))["median within 2% of native"]
+        # GPT-2's steps as native's, ResNet-50's x1.152: the target fails on the part (their mean: x1.023).
+        self.assertFalse(held)
+        self.assertEqual(detail, "x1.023 (gpt2_fp32 x1.000, resnet50_amp x1.152)")
+        self.assertTrue(checks_of(rows(33.5))["median within 2% of native"][0])
+
+    def test_combine_takes_each_parts_median_over_the_processes(self):
+        runs = []
+        for gpt, resnet in ((187.0, 30.0), (188.0, 38.0), (186.0, 37.0)):
+            r = run("memcoord", [1.0])
+            r.update(parts=["a", "b"], part_median_step_ms=[gpt, resnet], part_first_step_ms=[500.0, 800.0])
+            runs.append(r)
+        row = bench.combine(runs)
+        self.assertEqual(row["part_median_step_ms"], [187.0, 37.0])
+        self.assertEqual(row["part_first_step_ms"], [500.0, 800.0])
+        self.assertEqual([r["part_median_step_ms"] for r in row["runs"]], [[187.0, 30.0], [188.0, 38.0], [186.0, 37.0]])
+
+
+class FailuresTest(unittest.TestCase):
+    """A process that failed is named in the targets and the rows, never dropped from them silently."""
+
+    def test_a_failed_process_is_a_failed_target_and_said_beside_the_row(self):
+        crashed = {"workload": "w", "allocator": "memcoord", "error": "exit -11: Segmentation fault"}
+        memcoord = bench.combine([run("memcoord", [3.0, 2.0], device=9 * GB), crashed,
+                                  run("memcoord", [3.0, 2.0], device=9 * GB)])
+        self.assertEqual(memcoord["failed_runs"], 1)
+        rows = [run("native", [3.0, 2.0]), run("expandable", [3.0, 2.0], device=9 * GB), memcoord]
+        checks = checks_of(rows)
+        held, detail = checks["every process finished"]
+        self.assertFalse(held)
+        self.assertNotIn("every process finished", bench.INFORMATIONAL)
+        self.assertIn("memcoord: 1 of 3 failed and are left out of its figures (exit -11: Segmentation fault)",
+                      detail)
+        self.assertTrue(checks["device <= expandable"][0])  # the others' figures are still compared
+        self.assertNotIn("every process finished", checks_of(rows[:2] + [run("memcoord", [3.0, 2.0])]))
+
+    def test_a_configuration_whose_processes_all_failed_is_named(self):
+        failed = [{"workload": "w", "allocator": "memcoord", "error": "timed out after 420 s"} for _ in range(3)]
+        row = bench.combine(failed)
+        self.assertIn("error", row)
+        self.assertEqual(row["failed_runs"], 3)
+        checks = checks_of([run("native", [3.0]), run("expandable", [3.0]), row])
+        self.assertNotIn("device <= expandable", checks)  # nothing of memcoord to compare...
+        self.assertFalse(checks["every process finished"][0])  # ...and that is said
+        self.assertIn("memcoord: 3 of 3 failed (timed out after 420 s)", checks["every process finished"][1])
+
+    def test_a_process_that_exits_non_zero_after_its_result_counts_as_failed(self):
+        def fake_run(command, capture_output, text, timeout, env, preexec_fn=None):
+            result = {"workload": "w", "allocator": "memcoord", "losses": [1.0], "device_bytes": GB,
+                      "median_step_ms": 10.0, "first_step_ms": 20.0}
+            return types.SimpleNamespace(stdout="RESULT " + json.dumps(result) + "\n",
+                                         stderr="free(): invalid pointer\n", returncode=-6)
+
+        real = bench.subprocess.run
+        bench.subprocess.run = fake_run
+        try:
+            result = bench.run_config("w", "memcoord", 3, 60)
+        finally:
+            bench.subprocess.run = real
+        self.assertEqual(result["exit_code"], -6)
+        self.assertIn("free(): invalid pointer", result["exit_tail"])
+        self.assertIn("FAILED on exit (code -6)", bench.process_line(dict(result, process_s=1.0)))
+        row = bench.combine([dict(run("memcoord", [1.0]), **{"exit_code": -6}), run("memcoord", [1.0])])
+        self.assertEqual(row["exit_failures"], 1)
+        self.assertEqual(bench.failures(row), "1 of 2 exited non-zero after measuring")
+
+
+class ChildTest(unittest.TestCase):
+    """child() end to end with stand-ins for torch and workloads.py: what one process measures and prints."""
+
+    def test_a_process_of_two_models_in_turn_reports_each(self):
+        free = [80 * GB - 500_000_000]  # the context: 0.5 GB of 80
+
+        def step(i):
+            free[0] -= 1_000_000_000 if i < 2 else 0  # the pool grows in each model's first step
+            return 10.0 - i
+
+        cuda = types.SimpleNamespace(
+            init=lambda: None, set_device=lambda d: None, synchronize=lambda: None,
+            mem_get_info=lambda: (free[0], 80 * GB), max_memory_reserved=lambda: 2 * GB,
+            max_memory_allocated=lambda: GB, memory_stats=lambda: {"reserved_bytes.large_pool.peak": 2 * GB})
+        fake_torch = types.SimpleNamespace(cuda=cuda)
+        workload = types.SimpleNamespace(step=step, parts=["gpt", "resnet"])
+        fake_workloads = types.SimpleNamespace(make=lambda name: workload, STEPS={"alternating": 6})
+        saved = {k: sys.modules.get(k) for k in ("torch", "workloads")}
+        sys.modules.update(torch=fake_torch, workloads=fake_workloads)
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                self.assertEqual(bench.child("alternating", "native", 6), 0)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    sys.modules.pop(k, None)
+                else:
+                    sys.modules[k] = v
+        line = next(l for l in out.getvalue().splitlines() if l.startswith("RESULT "))
+        result = json.loads(line[len("RESULT "):])
+        self.assertEqual(result["device_bytes"], 2 * GB)  # above the context, the highest at a step's end
+        self.assertEqual(result["context_bytes"], 500_000_000)
+        self.assertEqual(result["losses"], [10.0, 9.0, 8.0, 7.0, 6.0, 5.0])
+        self.assertEqual(result["parts"], ["gpt", "resnet"])
+        self.assertEqual(len(result["part_median_step_ms"]), 2)
+        self.assertEqual(len(result["step_ms"]), 6)
+        self.assertEqual(result["torch_pools"]["large_pool.peak"], 2 * GB)
+
+
+class EnvironmentTest(unittest.TestCase):
+    def test_allocator_settings_of_the_callers_shell_reach_no_process(self):
+        shell = {"PYTORCH_ALLOC_CONF": "expandable_segments:True", "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64",
+                 "PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "MEMCOORD_ALLOC_CONF": "thread_cache:0",
+                 "MEMCOORD_TRACE_DIR": "/tmp/t"}
+        saved = {k: os.environ.get(k) for k in shell}
+        os.environ.update(shell)
+        try:
+            for allocator in ("native", "expandable", "memcoord"):
+                _, _, env = RunConfigTest.launch(self, allocator)
+                for name in ("PYTORCH_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING", "MEMCOORD_ALLOC_CONF",
+                             "MEMCOORD_TRACE_DIR"):
+                    self.assertNotIn(name, env, (allocator, name))
+                self.assertEqual(env.get("PYTORCH_CUDA_ALLOC_CONF"),
+                                 "expandable_segments:True" if allocator == "expandable" else None)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
 
 class ProcessOrderTest(unittest.TestCase):

@@ -76,6 +76,34 @@ class PooledTest(unittest.TestCase):
         self.assertLessEqual(low, 0)
         self.assertGreaterEqual(high, 0)
 
+    def test_the_verdict_is_the_permutation_tests_not_the_bootstrap_intervals(self):
+        # One run of 2+2 processes (12da257-firststep's layout), memcoord's both shorter: the bootstrap interval
+        # leaves 0 out (every resample keeps every pair negative), so the verdict was "memcoord shorter"; with no
+        # difference at all, 1 way in 6 of dealing the labels gives that order, and as often the opposite.
+        path = self.write("two.json", [row("memcoord", [500, 501]), row("expandable", [510, 511])])
+        s = pooled.pooled([(path, pooled.load(path))])[0]["w"]
+        self.assertLess(s["interval_ms"][1], 0)
+        self.assertEqual(s["permutation"], "exact")
+        self.assertAlmostEqual(s["permutation_p"], 1 / 3)
+        self.assertTrue(s["verdict"].startswith("not resolved (permutation p 0.33"))
+
+    def test_the_exact_test_counts_every_way_to_deal_the_labels_within_each_run(self):
+        strata = [([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])]
+        self.assertEqual(pooled.relabellings(strata), 20)
+        p, how = pooled.permutation_test(strata)
+        self.assertEqual((p, how), (2 / 20, "exact"))  # the most extreme of 20 ways, either tail
+        self.assertEqual(pooled.relabellings(strata * 2), 400)
+        # Two such runs: the shift (-3) is reached by both runs dealt as observed, and by either one with its
+        # 3 and 4 swapped while the other stays: 3 ways of 400 in each tail.
+        self.assertEqual(pooled.permutation_test(strata * 2), (2 * 3 / 400, "exact"))
+        # Too many ways to count: seeded random relabellings, the observed one counted in each tail.
+        big = [([float(i) for i in range(8)], [float(i) + 100 for i in range(8)])] * 2
+        self.assertGreater(pooled.relabellings(big), pooled.EXACT_LIMIT)
+        p, how = pooled.permutation_test(big)
+        self.assertEqual(how, f"{pooled.PERMUTATIONS} random")
+        self.assertEqual(p, 2 / (pooled.PERMUTATIONS + 1))
+        self.assertEqual(pooled.permutation_test(big), (p, how))  # seeded: the same figures every time
+
     def test_the_same_files_print_the_same_interval_in_any_order(self):
         a = self.write("a.json", [row("memcoord", [500, 700, 520, 680]), row("expandable", [510, 690, 530, 670])])
         b = self.write("b.json", [row("memcoord", [400, 900, 420]), row("expandable", [430, 880, 450])])
@@ -199,6 +227,13 @@ class CommittedRunsTest(unittest.TestCase):
                 self.assertEqual((round(mc, 1), round(ex, 1)), calls)
         self.assertEqual(summary["gpt2_bf16_varlen"]["verdict"], "memcoord shorter")
         self.assertTrue(all(s["verdict"] != "memcoord longer" for s in summary.values()))
+        # GPT-2 bf16's is the only one resolved, and only just: 398 of the 8,000 ways to deal its three runs'
+        # labels give a shift as far out in either tail.
+        bf16 = summary["gpt2_bf16_varlen"]
+        self.assertEqual(bf16["permutation"], "exact")
+        self.assertAlmostEqual(bf16["permutation_p"], 398 / 8000)
+        for workload in ("gpt2_fp32", "resnet50_amp", "llama_1b", "alternating"):
+            self.assertGreater(summary[workload]["permutation_p"], 0.2, workload)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,122 @@
+"""examples/pytorch/replay_cost.py without PyTorch or a GPU: the traces it reads (four fields, or five where a
+trace names its threads), the environment each allocator's process starts from, the order of the processes, and
+a failed or stuck process named beside the others' medians (it ended the script, or was left out silently)."""
+
+import contextlib
+import gzip
+import io
+import os
+import subprocess
+import sys
+import tempfile
+import types
+import unittest
+
+EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pytorch"))
+sys.path.insert(0, EXAMPLES)
+import replay_cost  # noqa: E402
+
+
+def process(allocator, cold, warm=1.0):
+    return {"trace": "t", "allocator": allocator, "events": 2, "peak_reserved_bytes": 2 << 20,
+            "passes": [{"ms": cold, "driver": None}, {"ms": warm, "driver": None}]}
+
+
+class ReadEventsTest(unittest.TestCase):
+    def test_four_and_five_field_traces(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "t.trace.gz")
+            with gzip.open(path, "wt") as f:
+                f.write("# memcoord workload=x; code addr size stream thread\n"
+                        "S 7f00 4096 0\na 302000000 512 0 t0\na 302000200 256 0\nf 302000000 512 0 t1\n")
+            self.assertEqual(replay_cost.read_events(path),
+                             [(True, "302000000", 512), (True, "302000200", 256), (False, "302000000", 512)])
+
+    def test_the_committed_threaded_trace_reads(self):
+        path = replay_cost.TRACES / "alternating_threads.trace.gz"
+        if not path.exists():
+            self.skipTest(f"no {path}")
+        events = replay_cost.read_events(path)  # "too many values to unpack" before
+        self.assertGreater(len(events), 30000)
+
+
+class RunChildTest(unittest.TestCase):
+    def fake(self, recorded, outcome):
+        def run(command, capture_output, text, timeout, env):
+            recorded.update(command=command, env=env, timeout=timeout)
+            if isinstance(outcome, BaseException):
+                raise outcome
+            return outcome
+        return run
+
+    def test_each_allocator_starts_from_the_same_environment(self):
+        shell = {"PYTORCH_ALLOC_CONF": "expandable_segments:True", "MEMCOORD_ALLOC_CONF": "thread_cache:0",
+                 "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64"}
+        saved = {k: os.environ.get(k) for k in shell}
+        os.environ.update(shell)
+        real = replay_cost.subprocess.run
+        try:
+            for allocator in replay_cost.ALLOCATORS:
+                recorded = {}
+                done = types.SimpleNamespace(stdout='RESULT {"trace": "t"}\n', stderr="", returncode=0)
+                replay_cost.subprocess.run = self.fake(recorded, done)
+                replay_cost.run_child("t", allocator, None)
+                env = recorded["env"]
+                self.assertNotIn("PYTORCH_ALLOC_CONF", env)
+                self.assertNotIn("MEMCOORD_ALLOC_CONF", env)  # memcoord ran with the caller's conf before
+                self.assertEqual(env.get("PYTORCH_CUDA_ALLOC_CONF"),
+                                 "expandable_segments:True" if allocator == "expandable" else None)
+        finally:
+            replay_cost.subprocess.run = real
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def test_a_stuck_process_is_a_failed_one_not_the_end_of_the_script(self):
+        real = replay_cost.subprocess.run
+        recorded = {}
+        replay_cost.subprocess.run = self.fake(recorded, subprocess.TimeoutExpired("python3", 300))
+        try:
+            result = replay_cost.run_child("t", "memcoord", None)
+        finally:
+            replay_cost.subprocess.run = real
+        self.assertEqual(result, {"trace": "t", "allocator": "memcoord", "error": "timed out after 300 s"})
+
+
+class ReportTest(unittest.TestCase):
+    def test_a_failed_process_is_named_beside_the_others_medians(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            replay_cost.print_row("t", "memcoord", [process("memcoord", 10.0), {"error": "exit -11: Segmentation"},
+                                                   process("memcoord", 14.0)])
+        text = out.getvalue()
+        self.assertIn("cold     12.0 ms", text)  # the median of the two that finished
+        self.assertIn("FAILED: 1 of 3 processes (left out of the figures): exit -11: Segmentation", text)
+
+    def test_processes_rotate_and_a_failure_exits_1(self):
+        order = []
+
+        def fake_child(trace, allocator, timer):
+            order.append(allocator)
+            if allocator == "memcoord" and len(order) > 3:
+                return {"trace": trace, "allocator": allocator, "error": "exit 1: boom"}
+            return process(allocator, 10.0)
+
+        real, argv = replay_cost.run_child, sys.argv
+        replay_cost.run_child = fake_child
+        sys.argv = ["replay_cost.py", "--traces", "gpt2_fp32", "--repeat", "3"]
+        try:
+            with contextlib.redirect_stdout(io.StringIO()) as out:
+                code = replay_cost.main()
+        finally:
+            replay_cost.run_child, sys.argv = real, argv
+        self.assertEqual(order, ["native", "expandable", "memcoord", "expandable", "memcoord", "native",
+                                 "memcoord", "native", "expandable"])
+        self.assertEqual(code, 1)
+        self.assertIn("replay_cost: 2 of 9 processes failed", out.getvalue())
+
+
+if __name__ == "__main__":
+    unittest.main()
