@@ -12,18 +12,8 @@
 #   3. A project in C alone (no C++ enabled) that links memcoord::capi, the C ABI.
 # Fails naming the step, the target or the header.
 set -eu
-build=$1
-source=$2
-work=$3
-prefix="$work/prefix"
-rm -rf "$work"
-mkdir -p "$work"
-
-step() { echo "exported_package_test: $*"; }
-fail() { echo "exported_package_test: FAILED: $*" >&2; exit 1; }
-
-step "cmake --install $build --prefix $prefix"
-cmake --install "$build" --prefix "$prefix" > "$work/install.log" 2>&1 || { cat "$work/install.log" >&2; fail "cmake --install"; }
+name=exported_package_test
+. "$(dirname "$0")/install_prefix.sh"
 
 # --- 1. search paths ----------------------------------------------------------------------------------------
 # search_path FILE: the RPATH and RUNPATH of FILE, one line each ("" when none).

@@ -3,18 +3,8 @@
 # checks what landed there, then configures, builds and runs tests/install/consumer against it: a project
 # that does find_package(memcoord) and links memcoord::worker and memcoord::capi. Fails naming the step.
 set -eu
-build=$1
-source=$2
-work=$3
-prefix="$work/prefix"
-rm -rf "$work"
-mkdir -p "$work"
-
-step() { echo "install_test: $*"; }
-fail() { echo "install_test: FAILED: $*" >&2; exit 1; }
-
-step "cmake --install $build --prefix $prefix"
-cmake --install "$build" --prefix "$prefix" > "$work/install.log" 2>&1 || { cat "$work/install.log" >&2; fail "cmake --install"; }
+name=install_test
+. "$(dirname "$0")/install_prefix.sh"
 
 for file in bin/memcoord bin/memcoord-launch lib/libmemcoord_capi.so lib/libmemcoord_worker.a \
             lib/libmemcoord_allocator.a lib/libmemcoord_common.a include/worker/memcoord.h include/worker/worker.h \
