@@ -106,7 +106,8 @@ def relabellings(strata):
     return math.prod(math.comb(len(mine) + len(theirs), len(mine)) for mine, theirs in strata)
 
 
-def _dealt(pooled_values, count, chosen):
+def _dealt(pooled_values, chosen):
+    """(the values at the indices `chosen`, the others): one way of dealing a run's labels."""
     chosen = set(chosen)
     return ([v for i, v in enumerate(pooled_values) if i in chosen],
             [v for i, v in enumerate(pooled_values) if i not in chosen])
@@ -120,7 +121,7 @@ def permutation_test(strata, seed=0):
     observed = statistics.median(pair_differences(strata))
     eps = 1e-9 * max(1.0, abs(observed))
     if relabellings(strata) <= EXACT_LIMIT:
-        ways = [[_dealt(mine + theirs, len(mine), chosen)
+        ways = [[_dealt(mine + theirs, chosen)
                  for chosen in itertools.combinations(range(len(mine) + len(theirs)), len(mine))]
                 for mine, theirs in strata]
         shifts = [statistics.median(pair_differences(dealt)) for dealt in itertools.product(*ways)]
