@@ -14,6 +14,8 @@ in a fresh process (memcoord.enable() must precede CUDA's initialisation):
   snapshot_trace under PyTorch's own allocator, a real snapshot converts (memcoord.snapshot_trace) and
                  replays through `memcoord replay`
   oom            an impossible allocation raises torch.OutOfMemoryError; allocation works afterwards
+  non_memory_error  an allocation refused for another reason (the C library shut down under PyTorch) raises a
+                 plain RuntimeError naming it, not torch.OutOfMemoryError
   graph_capture  CUDA graph capture works (replay matches eager), or fails at once with a message saying why
   graph_pool_shared  two graphs share a pool: the first one's release keeps the memory the second replays into
   cudnn_benchmark  torch.backends.cudnn.benchmark = True trains a small CNN (cuDNN's workspace query,
@@ -248,6 +250,31 @@ def check_oom(quick):
     y = torch.ones(MB, device="cuda")
     assert float(y.sum()) == MB
     return f"torch.OutOfMemoryError: {message}"
+
+
+def check_non_memory_error(quick):
+    """The shim's other side: an allocation memcoord refuses for a reason other than memory raises a plain
+    RuntimeError naming that reason, not torch.OutOfMemoryError (which out-of-memory handlers, cuDNN's
+    workspace retry and batch-size finders, would take for a want of memory and retry). Provoked by shutting
+    the C library down under PyTorch (memcoord_shutdown through the C ABI, which memcoord.shutdown() refuses
+    while enabled): the next allocation fails with FAILED_PRECONDITION."""
+    memcoord, details = _enable()
+    import torch
+
+    if not details["shim"]:
+        raise Skip("needs the C++ shim (without it PyTorch's pluggable path raises its own error)")
+    assert float(torch.ones(MB, device="cuda").sum()) == MB
+    torch.cuda.synchronize()
+    memcoord._lib().call("memcoord_shutdown")
+    try:
+        torch.empty(MB, device="cuda")
+    except torch.OutOfMemoryError as error:
+        raise AssertionError(f"a refusal for want of initialisation raised torch.OutOfMemoryError: {error}")
+    except RuntimeError as error:
+        message = str(error).splitlines()[0]
+        assert "FAILED_PRECONDITION" in message and "not initialized" in message, message
+        return f"RuntimeError (not OutOfMemoryError): {message[:110]}..."
+    raise AssertionError("an allocation after memcoord_shutdown() did not raise")
 
 
 def _warmed_mlp(torch, hidden):
@@ -537,6 +564,7 @@ CHECKS = {
     "snapshot": check_snapshot,
     "snapshot_trace": check_snapshot_trace,
     "oom": check_oom,
+    "non_memory_error": check_non_memory_error,
     "graph_capture": check_graph_capture,
     "graph_pool_shared": check_graph_pool_shared,
     "cudnn_benchmark": check_cudnn_benchmark,

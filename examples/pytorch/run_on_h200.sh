@@ -26,7 +26,8 @@
 #            between processes (~460 s; alternating alone: 174 s on an H100); FIRSTSTEP_WORKLOADS=a,b names others,
 #            FIRSTSTEP_REPEAT=N runs N processes each (a multiple of the allocators' count: each allocator as
 #            often in each place of the order), FIRSTSTEP_ALLOCATORS=a,b,... others (e.g. memcoord[CONF]); several
-#            runs' firststep.json pool with first_steps_pooled.py
+#            runs' firststep.json pool with first_steps_pooled.py; FIRSTSTEP_STEPS=N steps a process (8: only the
+#            first is this part's figure)
 #   firstprof profile_first_step.py: the first step under torch.profiler and cProfile, expandable and memcoord in
 #            turns, 2 processes each (FIRSTPROF_WORKLOAD, llama_1b by default: 60 s on an H100)
 #   losses   bench_allocators.py --deterministic, 6 steps of all five workloads x 3 allocators: losses bit for bit
@@ -145,7 +146,7 @@ part_variants() {
 }
 part_firststep() {
   python3 examples/pytorch/bench_allocators.py --workloads "${FIRSTSTEP_WORKLOADS:-gpt2_fp32,resnet50_amp,alternating}" \
-    --allocators "${FIRSTSTEP_ALLOCATORS:-expandable,memcoord}" \
+    --steps "${FIRSTSTEP_STEPS:-8}" --allocators "${FIRSTSTEP_ALLOCATORS:-expandable,memcoord}" \
     --repeat "${FIRSTSTEP_REPEAT:-6}" "${timer_args[@]}" "${pin_args[@]}" --json "$out/firststep.json" 2>&1 |
     tee "$out/firststep.log" |
     sed -n '/== allocators/,$p'
