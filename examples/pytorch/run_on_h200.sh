@@ -13,17 +13,17 @@
 #   trim     cluster_trim.py: 2 GPT-2 processes, `memcoord trim` at one step, device free memory rises
 #   train    train.py under torchrun (2 ranks, gloo) and under memcoord-launch (2 ranks, a coordinator)
 #   bench1   bench_allocators.py: gpt2_fp32, gpt2_bf16_varlen, resnet50_amp x {native, expandable, memcoord},
-#            3 fresh processes each, one round per place in the order, pinned to the GPU's local CPUs (407 s on
-#            an H100, 2026-12-05)
+#            3 fresh processes each, one round per place in the order, pinned to the GPU's local CPUs (324 s on
+#            an H100, 2026-12-06; 407 s on another, 2026-12-05); BENCH1_WORKLOADS=a,b names others
 #   bench2   bench_allocators.py: llama_1b, alternating x {native, expandable, memcoord}, 3 processes each
-#            (242 s on an H100, the Llama built on the GPU); bench1 and bench2: BENCH_REPEAT=N runs N processes each
+#            (262 s on an H100 at 48 alternating steps, 2026-12-06, the Llama built on the GPU); bench1 and bench2: BENCH_REPEAT=N runs N processes each
 #   benches  bench1 and bench2 at once, each on its own GPU, when the machine has two (nvidia-h200-x2: ~460 s,
 #            bench1's estimate); one after the other otherwise (two calls' worth: run bench1 and bench2 apart)
 #   gtests   the bundle's GPU suites (allocator_gpu_tests, worker_c_abi_gpu_tests: cacheInfo, the C ABI on the
 #            device) and capi_bench on cuda-vmm at 1 and 4 threads beside the C library's malloc/free
 #   firststep bench_allocators.py: gpt2_fp32, resnet50_amp, alternating x {expandable, memcoord}, 6 fresh processes
 #            each in alternating order, pinned, driver timer: the first-step target with each allocator's spread
-#            between processes (~460 s; alternating alone: 174 s on an H100); FIRSTSTEP_WORKLOADS=a,b names others,
+#            between processes (~380 s: FIRSTSTEP_REPEAT=4 took 251 s on an H100, 2026-12-06); FIRSTSTEP_WORKLOADS=a,b names others,
 #            FIRSTSTEP_REPEAT=N runs N processes each (a multiple of the allocators' count: each allocator as
 #            often in each place of the order), FIRSTSTEP_ALLOCATORS=a,b,... others (e.g. memcoord[CONF]); several
 #            runs' firststep.json pool with first_steps_pooled.py; FIRSTSTEP_STEPS=N steps a process (8: only the
@@ -96,7 +96,7 @@ part_train() {
   return $rc
 }
 part_bench1() {
-  python3 examples/pytorch/bench_allocators.py --workloads gpt2_fp32,gpt2_bf16_varlen,resnet50_amp \
+  python3 examples/pytorch/bench_allocators.py --workloads "${BENCH1_WORKLOADS:-gpt2_fp32,gpt2_bf16_varlen,resnet50_amp}" \
     --repeat "${BENCH_REPEAT:-3}" "${timer_args[@]}" "${pin_args[@]}" --json "$out/bench1.json" 2>&1 | tee "$out/bench1.log" | sed -n '/== allocators/,$p'
 }
 part_bench2() {

@@ -463,6 +463,40 @@ class StepMediansTest(unittest.TestCase):
         self.assertEqual([r["part_median_step_ms"] for r in row["runs"]], [[187.0, 30.0], [188.0, 38.0], [186.0, 37.0]])
 
 
+class PairedStepsTest(unittest.TestCase):
+    """paired_steps: step i against native's step i, each the median over the processes (reported, not a target)."""
+
+    # Steps of one length each (GPT-2 bf16's varlen: the lengths are seeded, so step i is the same batch in every
+    # process): the per-process median sits in the gap between 137 and 151 ms.
+    NATIVE = [420.0, 125.0, 130.0, 137.0, 151.0, 170.0]
+
+    def rows(self, memcoord_steps):
+        native = run("native", [3.0], median=statistics.median(self.NATIVE[1:]))
+        native["runs"] = [{"step_ms": list(self.NATIVE)}, {"step_ms": [t + 1 for t in self.NATIVE]},
+                          {"step_ms": list(self.NATIVE)}]
+        mc = run("memcoord", [3.0], median=statistics.median(memcoord_steps[1:]))
+        mc["runs"] = [{"step_ms": list(memcoord_steps)}]
+        return [native, mc]
+
+    def test_one_slow_step_moves_the_median_not_the_paired_figures(self):
+        # Step 4 2 ms slower, step 5 25 ms slower (a packing drain): the median crosses the gap.
+        native, mc = self.rows([430.0, 125.0, 130.0, 137.0, 153.0, 195.0])
+        median, total, worst, at = bench.paired_steps(mc, native)
+        self.assertEqual(median, 1.0)
+        self.assertAlmostEqual(total, (125 + 130 + 137 + 153 + 195) / (125 + 130 + 137 + 151 + 170))
+        self.assertAlmostEqual(worst, 195 / 170)
+        self.assertEqual(at, 5)
+        checks = checks_of([native, mc])
+        self.assertEqual(checks["steps paired with native's"],
+                         (True, f"median x1.000, all steps x{total:.3f}, slowest x{worst:.3f} (step 5)"))
+        self.assertIn("steps paired with native's", bench.INFORMATIONAL)
+
+    def test_different_step_counts_give_none(self):
+        native, mc = self.rows([430.0, 125.0, 130.0])
+        self.assertIsNone(bench.paired_steps(mc, native))
+        self.assertNotIn("steps paired with native's", checks_of([native, mc]))
+
+
 class FailuresTest(unittest.TestCase):
     """A process that failed is named in the targets and the rows, never dropped from them silently."""
 

@@ -205,7 +205,7 @@ class PooledTest(unittest.TestCase):
 class CommittedRunsTest(unittest.TestCase):
     """The figures README.md's "Measured under PyTorch" quotes, from the runs kept in bench/pytorch_runs."""
 
-    def test_the_readmes_first_step_figures(self):
+    def test_the_first_step_figures_of_2026_12_05(self):
         paths = sorted(os.path.join(d, n) for d in RUN_DIRS for n in os.listdir(d)
                        if n.endswith(".json.gz") and "eager" not in n)
         self.assertEqual(len(paths), 13)
@@ -234,6 +234,34 @@ class CommittedRunsTest(unittest.TestCase):
         self.assertAlmostEqual(bf16["permutation_p"], 398 / 8000)
         for workload in ("gpt2_fp32", "resnet50_amp", "llama_1b", "alternating"):
             self.assertGreater(summary[workload]["permutation_p"], 0.2, workload)
+
+    def test_the_readmes_first_step_figures(self):
+        # 2026-12-06's runs (35357e5): memcoord longer on the Llama and the alternating pair, shorter on GPT-2 fp32.
+        runs = os.path.join(os.path.dirname(RUN_DIRS[0]), "2026-12-06")
+        paths = sorted(os.path.join(runs, n) for n in os.listdir(runs) if n.endswith(".json.gz"))
+        self.assertEqual(len(paths), 5)
+        summary, _ = pooled.pooled([(p, pooled.load(p)) for p in paths])
+        quoted = {  # shift, permutation p, pairs where memcoord's was shorter, memory calls, as the README rounds them
+            "llama_1b": (15, 0.005, (0, 18), (25.3, 18.1), "memcoord longer"),
+            "alternating": (4, 0.037, (6, 25), (30.2, 31.6), "memcoord longer"),
+            "gpt2_fp32": (-5, 0.014, (25, 25), None, "memcoord shorter"),
+            "gpt2_bf16_varlen": (-13, 0.19, None, None, None),
+            "resnet50_amp": (4, 0.42, None, None, None),
+        }
+        for workload, (shift, p, pairs, calls, verdict) in quoted.items():
+            s = summary[workload]
+            with self.subTest(workload=workload):
+                self.assertEqual(round(s["shift_ms"]), shift)
+                self.assertEqual(round(s["permutation_p"], len(str(p)) - 2), p)
+                if pairs:
+                    self.assertEqual((s["memcoord_shorter"], s["pairs"]), pairs)
+                if calls:
+                    mc, ex = s["memory_call_ms"]["memcoord"], s["memory_call_ms"]["expandable"]
+                    self.assertEqual((round(mc, 1), round(ex, 1)), calls)
+                if verdict:
+                    self.assertEqual(s["verdict"], verdict)
+                else:
+                    self.assertTrue(s["verdict"].startswith("not resolved"), s["verdict"])
 
 
 if __name__ == "__main__":
