@@ -18,7 +18,7 @@ import random
 import torch
 
 # alternating: 48 steps, 24 of each model. Its per-model medians (bench_allocators.step_medians) were over 7 steps
-# at 16, and ResNet-50's steps there spread 29.8-39.9 ms within one native process (693c4d5's run): too few to
+# at 16, and ResNet-50's steps there spread 29.8-59.1 ms within one native process (693c4d5's run): too few to
 # tell a 2% difference. 32 more steps cost ~7 s a process.
 STEPS = {"gpt2_fp32": 16, "gpt2_bf16_varlen": 24, "resnet50_amp": 16, "llama_1b": 8, "alternating": 48, "tiny_gpt2": 20}
 
