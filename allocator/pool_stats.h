@@ -19,8 +19,13 @@ struct PoolStats {
   std::uint64_t active_bytes = 0;  // allocated plus freed blocks still awaiting other streams
   std::uint64_t peak_active_bytes = 0;
   std::uint64_t live_blocks = 0;
-  std::uint64_t peak_live_blocks = 0;         // the most live_blocks since the last peak reset
-  std::uint64_t allocations = 0;              // successful allocate() calls
+  std::uint64_t peak_live_blocks = 0;  // the most live_blocks since the last peak reset
+  std::uint64_t allocations = 0;       // successful allocate() calls
+  // Rounded sizes of every successful allocation and of every free, as users see them (a block freed into a
+  // thread cache is freed; one served from it is allocated): allocated_bytes_total - freed_bytes_total is
+  // allocated_bytes. PyTorch's "allocated_bytes.all.allocated" and ".freed".
+  std::uint64_t allocated_bytes_total = 0;
+  std::uint64_t freed_bytes_total = 0;
   std::uint64_t cache_hits = 0;               // allocations served without the backend
   std::uint64_t backend_allocations = 0;      // segments allocated or units mapped (driver allocations)
   std::uint64_t backend_frees = 0;            // segments released or units unmapped

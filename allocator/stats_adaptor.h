@@ -32,13 +32,15 @@ class StatsAdaptor final : public DirectHooks<StatsAdaptor<Upstream>, ResourceAd
   bool try_deallocate(void* ptr, Allocation& freed, Status& error) {
     if (!this->upstream().try_deallocate(ptr, freed, error)) return false;
     allocated_.sub(freed.size);
+    freed_total_.add(freed.size);
     active_.sub(freed.size);
     requested_.sub(freed.requested);
     live_blocks_.sub(1);
     return true;
   }
 
-  // Fills allocated, requested, active, live_blocks (and their peaks) and allocations.
+  // Fills allocated, requested, active, live_blocks (and their peaks), allocations and the bytes allocated
+  // and freed in all.
   void fill_stats(PoolStats& s) const {
     s.allocated_bytes = allocated_.current.load();
     s.peak_allocated_bytes = allocated_.peak.load();
@@ -49,6 +51,8 @@ class StatsAdaptor final : public DirectHooks<StatsAdaptor<Upstream>, ResourceAd
     s.live_blocks = live_blocks_.current.load();
     s.peak_live_blocks = live_blocks_.peak.load();
     s.allocations = allocations_.load();
+    s.allocated_bytes_total = allocated_total_.load();
+    s.freed_bytes_total = freed_total_.load();
   }
   std::uint64_t allocated_bytes() const { return allocated_.current.load(); }
   // The current live figures, for a layer above that reads them without the lock (ThreadCacheAdaptor).
@@ -70,10 +74,11 @@ class StatsAdaptor final : public DirectHooks<StatsAdaptor<Upstream>, ResourceAd
     requested_.add(a.requested);
     live_blocks_.add(1);
     allocations_.add(1);
+    allocated_total_.add(a.size);
   }
 
   detail::Gauge allocated_, requested_, active_, live_blocks_;
-  detail::Counter allocations_;
+  detail::Counter allocations_, allocated_total_, freed_total_;
 };
 
 }  // namespace memcoord

@@ -233,6 +233,7 @@ bool ThreadCacheAdaptor::take_cached_owned(Slot& slot, std::size_t bytes, Stream
     slot.entry_bytes -= b.size;
     count_cached(slot, b, /*in=*/false);
     slot.hits.add(1);
+    slot.hit_bytes.add(b.size);
     slot.table.find(b.address)->state.store(detail::EntryState::kLive);  // a cached block has its entry
     out = Allocation{reinterpret_cast<void*>(b.address), b.size, b.requested, stream, tag};
     return true;
@@ -654,7 +655,7 @@ void ThreadCacheAdaptor::cached_by_tag(TagFigures& out) const {
 }
 
 void ThreadCacheAdaptor::adjust_stats(PoolStats& s) const {
-  std::uint64_t bytes = 0, requested = 0, blocks = 0, hits = 0;
+  std::uint64_t bytes = 0, requested = 0, blocks = 0, hits = 0, hit_bytes = 0;
   const std::size_t count = slot_count_.load(std::memory_order_acquire);
   for (std::size_t i = 0; i < count; ++i) {
     const Slot& slot = *slot_at(i);
@@ -662,6 +663,7 @@ void ThreadCacheAdaptor::adjust_stats(PoolStats& s) const {
     requested += slot.cached_requested.load();
     blocks += slot.cached_blocks.load();
     hits += slot.hits.load();
+    hit_bytes += slot.hit_bytes.load();
   }
   s.allocated_bytes = SubClamped(s.allocated_bytes, bytes);
   s.active_bytes = SubClamped(s.active_bytes, bytes);
@@ -669,6 +671,11 @@ void ThreadCacheAdaptor::adjust_stats(PoolStats& s) const {
   s.live_blocks = SubClamped(s.live_blocks, blocks);
   s.allocations += hits;
   s.cache_hits += hits;
+  // Below, a block counts as freed once it is back in the pool. Users freed every block that entered a
+  // cache: those still cached, those served again (hits) and those returned to the pool (already counted
+  // below); and allocated every hit.
+  s.allocated_bytes_total += hit_bytes;
+  s.freed_bytes_total += bytes + hit_bytes;
   s.idle_cache_flushes = idle_flushes_.load(std::memory_order_relaxed);
   s.peak_allocated_bytes = std::max(peak_allocated_.load(std::memory_order_relaxed), s.allocated_bytes);
   s.peak_active_bytes = s.peak_allocated_bytes;

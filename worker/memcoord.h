@@ -165,6 +165,11 @@ typedef struct memcoord_device_stats {
    * summed over pools as the byte peaks are (see above): at least live_blocks. A pool's is exact while one
    * thread allocates from it; with several, it may count blocks the other threads keep in their caches. */
   uint64_t peak_live_blocks;
+  /* Version 5. Rounded sizes of every successful allocation and of every free since the pool was made, as
+   * the caller sees them (PyTorch's "allocated_bytes.all.allocated" and ".freed"): their difference is
+   * allocated_bytes. Like the counts above, a capture pool's leave the sums when the pool is destroyed. */
+  uint64_t allocated_bytes_total;
+  uint64_t freed_bytes_total;
 } memcoord_device_stats;
 /* Bytes; sizeof(memcoord_device_stats) grows with later versions. A caller built against version 1 (192
  * bytes) gets version 1's fields; the library fills what struct_size covers. */
@@ -172,6 +177,7 @@ typedef struct memcoord_device_stats {
 #define MEMCOORD_DEVICE_STATS_V2_SIZE 208
 #define MEMCOORD_DEVICE_STATS_V3_SIZE 232
 #define MEMCOORD_DEVICE_STATS_V4_SIZE 240
+#define MEMCOORD_DEVICE_STATS_V5_SIZE 256
 
 /* Sums every pool on `device` (-1: primary): the default pool, named pools and capture pools. Most figures
  * are counters read without a lock, but it takes locks: the worker's pool list's (to copy the list), the

@@ -92,6 +92,7 @@ struct alignas(128) ThreadCacheSlot {
   std::vector<std::uintptr_t> freed_elsewhere;
   // Written by the owner (or an intruder); read by anyone (stats, peak checks) without a guard.
   Counter cached_bytes, cached_requested, cached_blocks, hits;
+  Counter hit_bytes;  // rounded sizes of the hits, in all
   // Floors: cached_bytes (cached_requested) never drops below floor_bytes (floor_requested) without the
   // floor being lowered first, and a floor is raised only to the least its figure was over the last
   // kFloorWindow changes, so in a steady loop it stops moving. The adaptor keeps the sum of all floors: one

@@ -76,6 +76,10 @@ def check_stats(quick):
     assert own["allocated_bytes"] >= 44 * MB, own
     stats = torch.cuda.memory_stats()
     assert stats["allocation.all.current"] == own["live_blocks"], (stats["allocation.all.current"], own)
+    # Bytes allocated and freed in all (PyTorch's thread-cache hits and frees into it included): their
+    # difference is what is allocated now.
+    total, freed = stats["allocated_bytes.all.allocated"], stats["allocated_bytes.all.freed"]
+    assert total >= 44 * MB and total - freed == stats["allocated_bytes.all.current"], (total, freed, stats)
     summary = torch.cuda.memory_summary()
     assert "Allocated memory" in summary, summary[:200]
     del tensors[2]

@@ -121,6 +121,8 @@ class DeviceStats(ctypes.Structure):
         ("miss_ns", ctypes.c_uint64),
         ("pack_wait_ns", ctypes.c_uint64),
         ("peak_live_blocks", ctypes.c_uint64),  # version 4
+        ("allocated_bytes_total", ctypes.c_uint64),  # version 5
+        ("freed_bytes_total", ctypes.c_uint64),
     ]
 
     def as_dict(self):

@@ -2,10 +2,11 @@
 torch.cuda.memory_stats, memory_allocated, max_memory_reserved and memory_summary read memcoord's numbers.
 
 PyTorch's key names are used for what memcoord has; the rest are present and 0 (memory_summary needs every
-key): memcoord keeps no small/large pool split (its arenas are one pool to PyTorch), no cumulative byte
-counts of blocks ("allocated_bytes.all.allocated"/"freed" stay 0; its cumulative counts are of blocks and of
-driver allocations), no count of blocks freed but awaiting other streams ("active" counts live blocks), and no
-peak of the segment count ("segment.all.peak" is the current count). memcoord's own figures sit under
+key): memcoord keeps no small/large pool split (its arenas are one pool to PyTorch), cumulative byte counts
+of allocated blocks only ("allocated_bytes.all.allocated"/"freed", from a library of memcoord_device_stats
+version 5; "requested_bytes" and "active_bytes" keep theirs 0), no count of blocks freed but awaiting other
+streams ("active" counts live blocks), and no peak of the segment count ("segment.all.peak" is the current
+count). memcoord's own figures sit under
 "memcoord" (flattened: "memcoord.cache_hits").
 Accumulated counts ("allocated"/"freed", num_ooms) can be reset only here: reset_accumulated() keeps a
 baseline per device (until memcoord.shutdown()) and later dicts subtract it. Not thread-safe for concurrent
@@ -27,6 +28,8 @@ _ARRAY_STATS = (
 _ACCUMULATED = (
     "allocations",
     "frees",
+    "allocated_bytes_total",
+    "freed_bytes_total",
     "ooms",
     "backend_allocations",
     "backend_frees",
@@ -81,7 +84,8 @@ def torch_stats(device, raw):
         "active": _stat(live_blocks, peak_blocks, acc["allocations"], acc["frees"]),
         "segment": _stat(segments_now, segments_peak, acc["backend_allocations"], acc["backend_frees"]),
         "inactive_split": _stat(),
-        "allocated_bytes": _stat(raw.get("allocated_bytes", 0), raw.get("peak_allocated_bytes", 0)),
+        "allocated_bytes": _stat(raw.get("allocated_bytes", 0), raw.get("peak_allocated_bytes", 0),
+                                 acc["allocated_bytes_total"], acc["freed_bytes_total"]),
         "requested_bytes": _stat(raw.get("requested_bytes", 0), raw.get("peak_requested_bytes", 0)),
         "active_bytes": _stat(raw.get("active_bytes", 0), raw.get("peak_active_bytes", 0)),
         "reserved_bytes": _stat(

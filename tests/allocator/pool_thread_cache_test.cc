@@ -37,6 +37,7 @@ class Model {
     }
     live_[a] = {size, requested};
     bytes_ += size;
+    allocated_total_ += size;
     requested_ += requested;
     peak_bytes_ = std::max(peak_bytes_, bytes_);
     peak_requested_ = std::max(peak_requested_, requested_);
@@ -46,6 +47,7 @@ class Model {
     auto it = live_.find(reinterpret_cast<std::uintptr_t>(p));
     ASSERT_NE(it, live_.end());
     bytes_ -= it->second.first;
+    freed_total_ += it->second.first;
     requested_ -= it->second.second;
     live_.erase(it);
   }
@@ -54,11 +56,14 @@ class Model {
   std::size_t blocks() const { return live_.size(); }
   std::uint64_t peak_bytes() const { return peak_bytes_; }
   std::uint64_t peak_requested() const { return peak_requested_; }
+  std::uint64_t allocated_total() const { return allocated_total_; }
+  std::uint64_t freed_total() const { return freed_total_; }
 
  private:
   std::mutex mu_;
   std::map<std::uintptr_t, std::pair<std::size_t, std::size_t>> live_;
   std::uint64_t bytes_ = 0, requested_ = 0, peak_bytes_ = 0, peak_requested_ = 0;
+  std::uint64_t allocated_total_ = 0, freed_total_ = 0;
 };
 
 // Sizes a training loop repeats (thread-cache hits), plus a few random ones (misses, larger blocks).
@@ -74,6 +79,10 @@ void ExpectFiguresMatch(const CachingPool& pool, const Model& model, int phase) 
   EXPECT_EQ(s.active_bytes, model.bytes()) << "phase " << phase;
   EXPECT_EQ(s.requested_bytes, model.requested()) << "phase " << phase;
   EXPECT_EQ(s.live_blocks, model.blocks()) << "phase " << phase;
+  // Bytes allocated and freed in all, as users see them: a free into a thread cache is a free, a hit an
+  // allocation, and a cached block's return to the pool (a trim, an eviction) neither.
+  EXPECT_EQ(s.allocated_bytes_total, model.allocated_total()) << "phase " << phase;
+  EXPECT_EQ(s.freed_bytes_total, model.freed_total()) << "phase " << phase;
   EXPECT_GE(s.peak_allocated_bytes, s.allocated_bytes);
   const Status inv = pool.check_invariants();
   EXPECT_TRUE(inv.ok()) << "phase " << phase << ": " << inv.ToString();

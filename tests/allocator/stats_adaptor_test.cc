@@ -33,6 +33,8 @@ TEST(StatsAdaptor, CountsLiveBytesBlocksAndPeaks) {
   EXPECT_EQ(s.peak_requested_bytes, 6000u);
   EXPECT_EQ(s.live_blocks, 1u);
   EXPECT_EQ(s.allocations, 2u);
+  EXPECT_EQ(s.allocated_bytes_total, 1024u + 5120u);
+  EXPECT_EQ(s.freed_bytes_total, 5120u);
   stats.reset_peaks();
   s = Read(stats);
   EXPECT_EQ(s.peak_allocated_bytes, 1024u);
@@ -57,6 +59,8 @@ TEST(StatsAdaptor, FailedCallsChangeNoFigure) {
   EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);
   EXPECT_EQ(after.live_blocks, before.live_blocks);
   EXPECT_EQ(after.allocations, before.allocations);
+  EXPECT_EQ(after.allocated_bytes_total, before.allocated_bytes_total);
+  EXPECT_EQ(after.freed_bytes_total, before.freed_bytes_total);
   ASSERT_TRUE(stats.deallocate(a.ptr).ok());
 }
 

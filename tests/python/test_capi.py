@@ -297,8 +297,9 @@ class AllocationTest(unittest.TestCase):
 
     def test_a_struct_of_an_earlier_version_gets_its_fields_only(self):
         # Version 4 added peak_live_blocks at the end; a caller of version 3 gets no byte past its struct.
-        self.assertEqual(ctypes.sizeof(_capi.DeviceStats), 240)  # MEMCOORD_DEVICE_STATS_V4_SIZE
+        self.assertEqual(ctypes.sizeof(_capi.DeviceStats), 256)  # MEMCOORD_DEVICE_STATS_V5_SIZE
         self.assertEqual(_capi.DeviceStats.peak_live_blocks.offset, 232)  # MEMCOORD_DEVICE_STATS_V3_SIZE
+        self.assertEqual(_capi.DeviceStats.allocated_bytes_total.offset, 240)  # MEMCOORD_DEVICE_STATS_V4_SIZE
         blocks = [memcoord.alloc(MIB) for _ in range(2)]
         try:
             out = _capi.DeviceStats()
@@ -312,6 +313,21 @@ class AllocationTest(unittest.TestCase):
         self.assertGreaterEqual(out.live_blocks, 2)
         flat = memcoord._stats.flatten(memcoord._stats.torch_stats(0, dict(out.as_dict(), peak_live_blocks=0)))
         self.assertEqual(flat["allocation.all.peak"], out.live_blocks)  # an older library's: the current count
+
+    def test_a_version_4_struct_gets_no_byte_totals(self):
+        # Version 5 added allocated_bytes_total and freed_bytes_total; a caller of version 4 gets neither, and
+        # reads 0 bytes allocated and freed in all (as memory_stats did before).
+        memcoord.free(memcoord.alloc(MIB))
+        out = _capi.DeviceStats()
+        out.struct_size = 240
+        out.allocated_bytes_total = out.freed_bytes_total = 0xDEAD
+        _capi.library().call("memcoord_device_stats_get", -1, ctypes.byref(out))
+        self.assertEqual((out.allocated_bytes_total, out.freed_bytes_total), (0xDEAD, 0xDEAD))
+        self.assertGreater(out.peak_live_blocks, 0)
+        raw = out.as_dict()
+        del raw["allocated_bytes_total"], raw["freed_bytes_total"]
+        flat = memcoord._stats.flatten(memcoord._stats.torch_stats(0, raw))
+        self.assertEqual((flat["allocated_bytes.all.allocated"], flat["allocated_bytes.all.freed"]), (0, 0))
 
     def test_empty_cache_returns_cached_memory(self):
         require(self, "memcoord_empty_cache")
@@ -429,6 +445,26 @@ class TorchNamesTest(unittest.TestCase):
         flat = memcoord.memory_stats()
         self.assertEqual(flat["allocation.all.allocated"], 1)
         self.assertEqual(flat["allocation.all.freed"], 1)
+
+    def test_bytes_allocated_and_freed_in_all_count_thread_cache_hits(self):
+        # The default pool keeps a thread cache: the second and third 1 MiB pairs are hits there, and the
+        # frees before them went into the cache, not the pool. Users see three of each all the same.
+        memcoord.reset_accumulated_stats()
+        before = memcoord.memory_stats()
+        self.assertEqual((before["allocated_bytes.all.allocated"], before["allocated_bytes.all.freed"]), (0, 0))
+        for _ in range(3):
+            memcoord.free(memcoord.alloc(MIB))
+        held = memcoord.alloc(2 * MIB)
+        flat = memcoord.memory_stats()
+        self.assertGreater(memcoord.stats()["cache_hits"], 0)
+        self.assertEqual(flat["allocated_bytes.all.allocated"], 5 * MIB)
+        self.assertEqual(flat["allocated_bytes.all.freed"], 3 * MIB)
+        self.assertEqual(flat["allocated_bytes.all.allocated"] - flat["allocated_bytes.all.freed"],
+                         flat["allocated_bytes.all.current"] - before["allocated_bytes.all.current"])
+        memcoord.free(held)
+        memcoord.empty_cache()  # the cache's blocks go back to the pool: no second count of their frees
+        flat = memcoord.memory_stats()
+        self.assertEqual(flat["allocated_bytes.all.freed"], 5 * MIB)
 
     def test_reset_accumulated_restarts_counts(self):
         memcoord.free(memcoord.alloc(MIB))

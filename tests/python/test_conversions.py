@@ -22,6 +22,7 @@ RAW = {
     "cache_hits": 6, "ooms": 1, "backend_allocations": 5, "backend_frees": 2,
     "backend_allocated_bytes": 20 << 20, "backend_released_bytes": 8 << 20, "trims": 1,
     "trimmed_bytes": 8 << 20, "device_total_bytes": 1 << 30, "peak_live_blocks": 5,
+    "allocated_bytes_total": 30 << 20, "freed_bytes_total": 24 << 20,
 }
 
 
@@ -39,6 +40,9 @@ class StatsMappingTest(unittest.TestCase):
         self.assertEqual(flat["allocation.all.current"], 3)
         self.assertEqual(flat["allocation.all.allocated"], 10)
         self.assertEqual(flat["allocation.all.freed"], 7)
+        self.assertEqual(flat["allocated_bytes.all.allocated"], 30 << 20)
+        self.assertEqual(flat["allocated_bytes.all.freed"], 24 << 20)
+        self.assertEqual(flat["requested_bytes.all.allocated"], 0)  # not kept
         self.assertEqual(flat["segment.all.current"], 3)
         # Count peaks were 0 while blocks were live (memory_summary printed "Allocations | 3 | 0 |").
         self.assertEqual(flat["allocation.all.peak"], 5)
@@ -65,10 +69,13 @@ class StatsMappingTest(unittest.TestCase):
 
     def test_accumulated_baseline(self):
         _stats.reset_accumulated(7, RAW)
-        later = dict(RAW, allocations=15, frees=11, ooms=1, backend_allocations=6)
+        later = dict(RAW, allocations=15, frees=11, ooms=1, backend_allocations=6,
+                     allocated_bytes_total=33 << 20, freed_bytes_total=26 << 20)
         flat = _stats.flatten(_stats.torch_stats(7, later))
         self.assertEqual(flat["allocation.all.allocated"], 5)
         self.assertEqual(flat["allocation.all.freed"], 4)
+        self.assertEqual(flat["allocated_bytes.all.allocated"], 3 << 20)
+        self.assertEqual(flat["allocated_bytes.all.freed"], 2 << 20)
         self.assertEqual(flat["num_ooms"], 0)
         self.assertEqual(flat["num_device_alloc"], 1)
         # current and peak values are never baselined

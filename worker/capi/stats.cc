@@ -16,7 +16,9 @@ static_assert(offsetof(memcoord_device_stats, pack_waits) == MEMCOORD_DEVICE_STA
 static_assert(offsetof(memcoord_device_stats, misses) == MEMCOORD_DEVICE_STATS_V2_SIZE, "v2 layout changed");
 static_assert(offsetof(memcoord_device_stats, peak_live_blocks) == MEMCOORD_DEVICE_STATS_V3_SIZE,
               "v3 layout changed");
-static_assert(sizeof(memcoord_device_stats) == MEMCOORD_DEVICE_STATS_V4_SIZE, "v4 layout changed");
+static_assert(offsetof(memcoord_device_stats, allocated_bytes_total) == MEMCOORD_DEVICE_STATS_V4_SIZE,
+              "v4 layout changed");
+static_assert(sizeof(memcoord_device_stats) == MEMCOORD_DEVICE_STATS_V5_SIZE, "v5 layout changed");
 static_assert(sizeof(memcoord_abort_info) == MEMCOORD_ABORT_INFO_V1_SIZE, "v1 layout changed");
 static_assert(std::is_standard_layout_v<memcoord_device_stats>);
 
@@ -61,6 +63,8 @@ void Add(memcoord_device_stats& s, const PoolStats& p) {
   s.peak_live_blocks += p.peak_live_blocks;
   s.allocations += p.allocations;
   s.frees += p.allocations - p.live_blocks;
+  s.allocated_bytes_total += p.allocated_bytes_total;
+  s.freed_bytes_total += p.freed_bytes_total;
   s.cache_hits += p.cache_hits;
   s.ooms += p.ooms;
   s.backend_allocations += p.backend_allocations;
