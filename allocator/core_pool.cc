@@ -71,6 +71,7 @@ detail::ArenaConfig CorePool::arena_config(bool small) const {
   c.map_unit_bytes = static_cast<std::size_t>(
       std::max<std::uint64_t>((unit + c.chunk_bytes - 1) / c.chunk_bytes * c.chunk_bytes, c.chunk_bytes));
   c.merge_unit_ends = !small && options_.merge_unit_ends;
+  c.grow_to_unit_end = !small && options_.grow_to_unit_end;
   return c;
 }
 
@@ -354,6 +355,7 @@ Result<detail::Block*> CorePool::grow_mapping(detail::Arena& arena, std::size_t 
                                               bool last_resort) {
   if (last_resort) release_everything_cached();
   MEMCOORD_ASSIGN_OR_RETURN(detail::Placement placement, arena.plan(size, stream));
+  if (!last_resort) widen_to_unit_end(arena, placement);
   // A marker per miss (an event, ~2 us beside the ~40 us a unit costs the driver): blocks freed before it
   // can later be waited for up to here instead of to the stream's end (stream_marks.h). Pools that must
   // not wait (capture pools) record none.
@@ -371,6 +373,16 @@ Result<detail::Block*> CorePool::grow_mapping(detail::Arena& arena, std::size_t 
   account_reserved_growth(arena.reserved_bytes() - before);
   high_water_ = std::max(high_water_, reserved_.current.load());
   return b;
+}
+
+// PoolOptions::grow_to_unit_end. The slack is a convenience: never where it would press on a budget or on the
+// device's free memory (the exact shortfall then goes on alone, as without the option).
+void CorePool::widen_to_unit_end(detail::Arena& arena, detail::Placement& placement) {
+  detail::Placement wide = placement;
+  arena.extend_to_unit_end(wide);
+  if (wide.map_bytes == placement.map_bytes) return;
+  if (backend_.bytes_over_budget(wide.map_bytes) > 0 || device_shortfall(wide.map_bytes) > 0) return;
+  placement = wide;
 }
 
 void CorePool::mark_large_free(std::size_t bytes, std::uint8_t stream) {

@@ -126,6 +126,7 @@ class CorePool final : public DirectHooks<CorePool, MemoryResource> {
   Result<detail::Block*> grow_mapping(detail::Arena& arena, std::size_t size, std::uint8_t stream,
                                       bool last_resort);
   void pack_for(detail::Arena& arena, const detail::Placement& placement, std::uint8_t stream);
+  void widen_to_unit_end(detail::Arena& arena, detail::Placement& placement);
   // After a free of `bytes` on `stream` (PoolOptions::large_free_marker_interval_us).
   void mark_large_free(std::size_t bytes, std::uint8_t stream);
   // On every call on `stream`: the marker a large free deferred, once its interval has passed.

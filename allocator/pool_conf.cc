@@ -25,6 +25,7 @@ enum class Key {
   kThreadCacheFence,
   kThreadCacheIdleMisses,
   kMergeUnitEnds,
+  kGrowToUnitEnd,
 };
 
 struct KeySpec {
@@ -38,7 +39,7 @@ constexpr std::uint64_t kMaxMarkerIntervalUs = 10'000'000;  // 10 s: a marker th
 
 constexpr std::uint64_t kMaxIdleMisses = 1'000'000;  // a thread idle that long is idle at any setting
 
-constexpr std::array<KeySpec, 10> kKeys{{
+constexpr std::array<KeySpec, 11> kKeys{{
     {"large_map_unit", Key::kLargeMapUnit, 64 * kGiB},
     {"thread_cache", Key::kThreadCache, kGiB},
     {"thread_cache_block", Key::kThreadCacheBlock, kGiB},
@@ -49,6 +50,7 @@ constexpr std::array<KeySpec, 10> kKeys{{
     {"thread_cache_fence", Key::kThreadCacheFence, 0},
     {"thread_cache_idle_misses", Key::kThreadCacheIdleMisses, kMaxIdleMisses},
     {"merge_unit_ends", Key::kMergeUnitEnds, 0},
+    {"grow_to_unit_end", Key::kGrowToUnitEnd, 0},
 }};
 
 std::string_view Trim(std::string_view s) {
@@ -138,6 +140,10 @@ Status ApplyWord(const KeySpec& spec, std::string_view entry, std::string_view v
     if (PickWord(value, kSwitchWords, out.merge_unit_ends)) return Status::Ok();
     return BadEntry(entry, "merge_unit_ends accepts on or off");
   }
+  if (spec.key == Key::kGrowToUnitEnd) {
+    if (PickWord(value, kSwitchWords, out.grow_to_unit_end)) return Status::Ok();
+    return BadEntry(entry, "grow_to_unit_end accepts on or off");
+  }
   if (PickWord(value, kGrowthWords, out.growth)) return Status::Ok();
   return BadEntry(entry, "growth accepts auto, mapping or segments");
 }
@@ -148,6 +154,7 @@ Status Apply(const KeySpec& spec, std::string_view entry, std::string_view value
     case Key::kGrowth:
     case Key::kThreadCacheFence:
     case Key::kMergeUnitEnds:
+    case Key::kGrowToUnitEnd:
       return ApplyWord(spec, entry, value, out);
     case Key::kFreeMarkerInterval:
     case Key::kThreadCacheIdleMisses:
@@ -161,7 +168,8 @@ Status Apply(const KeySpec& spec, std::string_view entry, std::string_view value
 
 std::string_view PoolConfKeys() {
   return "large_map_unit, thread_cache, thread_cache_block, device_reserve, remap, growth, "
-         "free_marker_interval_us, thread_cache_fence, thread_cache_idle_misses, merge_unit_ends";
+         "free_marker_interval_us, thread_cache_fence, thread_cache_idle_misses, merge_unit_ends, "
+         "grow_to_unit_end";
 }
 
 Result<PoolOptions> ApplyPoolConf(std::string_view conf, PoolOptions base) {

@@ -72,6 +72,19 @@ struct PoolOptions {
   // Llama's first step made 526 allocations against 578 and the same 264 cuMemSetAccess calls, 4 ms shorter
   // (medians of 3 processes), at 40 MB more device memory.
   bool merge_unit_ends = false;
+  // Mapping backends: a large-arena miss that grows a free run upward (or starts a segment) maps on to the
+  // next multiple of the unit from the segment's base, within the free address space there: expandable
+  // segments' rule, whose 20 MiB pages leave slack that the next requests take without a miss. By default a
+  // miss maps its exact shortfall; on an H100 (2026-12-06) the Llama's first step made 264 misses, each with
+  // a cuMemSetAccess call, against expandable segments' 156, and was 15 ms longer. Replays of bench/traces
+  // (--gpu-lag 0 and 200 alike) with it on, against off and against expandable segments' model
+  // (bench/allocator/expandable_model.py): misses 230 against 280 (the model's growths: 229) on
+  // alternating_threads, 206 against 258 (206) on GPT-2 fp32, 129 against 163 (118) on ResNet-50, 196 against
+  // 271 (183) on GPT-2 bf16, 79 against 464 (82) on GPT-2 generation; units 26-83% fewer; peaks +4, +2, +34,
+  // +14 and +14 MiB, which leaves them at the model's (alternating, to the byte) or below it (20 MiB, 4 MiB,
+  // 1.42 GiB, 60 MiB). On the GPU expandable segments reserved 18 MiB less than the model on ResNet-50, so
+  // this would likely put memcoord above them there. Off by default: not yet run on a GPU.
+  bool grow_to_unit_end = false;
   // Address space reserved per arena range on mapping backends; 0: twice the device's total memory.
   std::uint64_t address_range_bytes = 0;
   // A miss that would leave the device with less free memory than this packs the cache first (pressure);

@@ -171,6 +171,7 @@ Result<ReplayResult> Replay(const Trace& trace, CachingPool& pool, LaggingStream
   r.cache_hits = after.cache_hits - before.cache_hits;
   r.idle_cache_flushes = after.idle_cache_flushes - before.idle_cache_flushes;
   r.backend_allocations = after.backend_allocations - before.backend_allocations;
+  r.misses = after.misses - before.misses;
   r.backend_frees = after.backend_frees - before.backend_frees;
   r.backend_allocated_bytes = after.backend_allocated_bytes - before.backend_allocated_bytes;
   r.backend_released_bytes = after.backend_released_bytes - before.backend_released_bytes;

@@ -31,6 +31,9 @@ struct ReplayResult {
   double wall_ns_per_event = 0.0;  // wall-clock time per operation
   std::uint64_t cache_hits = 0;
   std::uint64_t backend_allocations = 0;
+  // Misses: allocations the cache could not serve, each growing the pool (on a GPU, one cuMemSetAccess
+  // call each on mapping backends, whatever the units it maps).
+  std::uint64_t misses = 0;
   std::uint64_t backend_frees = 0;            // unmap calls (mapping) or segment releases
   std::uint64_t backend_allocated_bytes = 0;  // what the map calls (or segment allocations) covered
   std::uint64_t backend_released_bytes = 0;   // what the unmap calls (or segment releases) covered

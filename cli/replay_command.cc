@@ -154,6 +154,7 @@ nlohmann::json ToJson(const ReplayArgs& args, const TraceOutcome& o) {
       // covered, and what they would cost on an H200 (driver_model names the model).
       {"maps", r.backend_allocations},
       {"unmaps", r.backend_frees},
+      {"misses", r.misses},
       {"mapped_bytes", r.backend_allocated_bytes},
       {"unmapped_bytes", r.backend_released_bytes},
       {"modeled_driver_ms", r.modeled_driver_ms},

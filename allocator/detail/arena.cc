@@ -307,6 +307,18 @@ Result<Placement> Arena::plan(std::size_t size, std::uint8_t stream) {
   return best;
 }
 
+void Arena::extend_to_unit_end(Placement& p) const {
+  const std::size_t unit = config_.map_unit_bytes;
+  if (!config_.grow_to_unit_end || unit == 0 || p.map_bytes == 0 || p.right != nullptr ||
+      p.map_address != p.hole->address) {
+    return;
+  }
+  const std::uintptr_t base = segments_[p.hole->segment].base;
+  const std::uintptr_t end = p.map_address + p.map_bytes;
+  const std::uintptr_t unit_end = base + (end - base + unit - 1) / unit * unit;
+  p.map_bytes = std::min<std::uintptr_t>(unit_end, p.hole->end()) - p.map_address;
+}
+
 Result<Block*> Arena::map_and_take(const Placement& p, std::size_t size, std::uint8_t stream) {
   if (p.map_bytes == 0) {
     Block* b = (p.left != nullptr && p.left->size >= size) ? p.left : p.right;

@@ -41,7 +41,10 @@ struct ArenaConfig {
   // twice its size between them.
   std::size_t map_unit_bytes = 0;
   bool merge_unit_ends = false;  // mapping: UnitPieces' merge_ends (PoolOptions::merge_unit_ends)
-  bool small = false;            // segment sizing: small arenas grow by 2 MiB segments
+  // mapping: a miss that grows a free run upward maps on to the next multiple of map_unit_bytes from the
+  // segment's base, within the hole (PoolOptions::grow_to_unit_end).
+  bool grow_to_unit_end = false;
+  bool small = false;  // segment sizing: small arenas grow by 2 MiB segments
 };
 
 // Where a mapping miss will go: `map_bytes` of new chunks at `map_address` inside `hole` (or a new
@@ -90,6 +93,11 @@ class Arena {
 
   // Mapping arenas: plans where a miss of `size` goes (reserving a new segment if no hole can take it).
   Result<Placement> plan(std::size_t size, std::uint8_t stream);
+  // With ArenaConfig::grow_to_unit_end: a placement that maps upward from its hole's start (the request's
+  // free run, if any, below it; a new segment's too) ends at the next multiple of the unit from the segment's
+  // base, or at the hole's end. The slack above the request is free memory the next requests take without a
+  // miss. Otherwise, or for any other placement, nothing changes.
+  void extend_to_unit_end(Placement& p) const;
   // Maps the placement's chunks and allocates `size` there. On failure nothing changes.
   Result<Block*> map_and_take(const Placement& placement, std::size_t size, std::uint8_t stream);
 

@@ -18,7 +18,7 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   Result<PoolOptions> o = ApplyPoolConf(
       " large_map_unit:40MiB, thread_cache:512KiB ,thread_cache_block:64KiB,device_reserve:2GiB,"
       "remap:every-miss,growth:segments,free_marker_interval_us:0,thread_cache_fence:off,"
-      "thread_cache_idle_misses:0,merge_unit_ends:on",
+      "thread_cache_idle_misses:0,merge_unit_ends:on,grow_to_unit_end:on",
       base);
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->large_map_unit_bytes, 40 * kMiB);
@@ -34,6 +34,8 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   EXPECT_EQ(o->thread_cache_idle_misses, 0u);
   EXPECT_FALSE(base.merge_unit_ends);  // the default
   EXPECT_TRUE(o->merge_unit_ends);
+  EXPECT_FALSE(base.grow_to_unit_end);  // the default
+  EXPECT_TRUE(o->grow_to_unit_end);
   EXPECT_EQ(o->name, "mine");
   EXPECT_EQ(o->small_block_limit, 4096u);
   EXPECT_EQ(o->pack_waits_for_streams, base.pack_waits_for_streams);
@@ -91,7 +93,8 @@ TEST(PoolConf, BadConfsNameTheEntryAndWhatIsAccepted) {
       {"thread_cache_idle_misses:16.5", {"whole number from 0 to 1000000"}},
       {"thread_cache_idle_misses:1000001", {"from 0 to 1000000"}},
       {"thread_cache:1MiB,bogus:1", {"thread_cache_idle_misses"}},
-      {"bogus:1", {"merge_unit_ends"}},
+      {"bogus:1", {"merge_unit_ends", "grow_to_unit_end"}},
+      {"grow_to_unit_end:true", {"'grow_to_unit_end:true'", "grow_to_unit_end accepts on or off"}},
   };
   PoolOptions base;
   for (const Case& c : cases) {

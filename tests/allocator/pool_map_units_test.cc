@@ -295,6 +295,67 @@ TEST(PoolMapUnits, MergedEndsMapFewerUnitsAndRandomTrafficNeverCutsOne) {
   EXPECT_EQ(backend.cut_units, 0);
 }
 
+// PoolOptions::grow_to_unit_end: a miss that grows upward maps on to the next multiple of the unit, so the
+// requests after it fit in the slack without a miss (expandable segments' rule); the next miss starts at that
+// multiple. Random traffic never cuts a unit, and everything goes back.
+TEST(PoolMapUnits, GrowingToTheUnitEndLeavesSlackTheNextRequestsTake) {
+  {
+    UnitCheckingBackend backend;
+    PoolOptions options = MappingOptions();
+    options.grow_to_unit_end = true;
+    CachingPool pool(backend, options);
+    void* first = *pool.allocate(6 * kMiB, kDefaultStream);
+    void* second = *pool.allocate(8 * kMiB, kDefaultStream);  // in the first unit's slack
+    void* third = *pool.allocate(10 * kMiB, kDefaultStream);  // 6 MiB left there: a miss
+    EXPECT_EQ(backend.map_sizes, (std::vector<std::size_t>{20 * kMiB, 20 * kMiB}));
+    EXPECT_EQ(pool.stats().misses, 2u);
+    EXPECT_EQ(pool.stats().reserved_bytes, 40 * kMiB);
+    ASSERT_TRUE(pool.deallocate(first).ok());
+    ASSERT_TRUE(pool.deallocate(second).ok());
+    ExpectEverythingGivenBack(pool, backend, third);
+  }
+  {
+    // Without it, each request maps its own shortfall: three misses, 24 MiB.
+    UnitCheckingBackend backend;
+    CachingPool pool(backend, MappingOptions());
+    void* first = *pool.allocate(6 * kMiB, kDefaultStream);
+    void* second = *pool.allocate(8 * kMiB, kDefaultStream);
+    void* third = *pool.allocate(10 * kMiB, kDefaultStream);
+    EXPECT_EQ(pool.stats().misses, 3u);
+    EXPECT_EQ(pool.stats().reserved_bytes, 24 * kMiB);
+    ASSERT_TRUE(pool.deallocate(first).ok());
+    ASSERT_TRUE(pool.deallocate(second).ok());
+    ExpectEverythingGivenBack(pool, backend, third);
+  }
+  {
+    // Slack never presses on a limit: at 24 MiB, the third request maps its 4 MiB shortfall alone, where
+    // the unit's end would have taken the pool to 40 MiB and failed it.
+    UnitCheckingBackend backend;
+    PoolOptions options = MappingOptions();
+    options.grow_to_unit_end = true;
+    options.limit_bytes = 24 * kMiB;
+    CachingPool pool(backend, options);
+    void* first = *pool.allocate(6 * kMiB, kDefaultStream);
+    void* second = *pool.allocate(8 * kMiB, kDefaultStream);
+    Result<void*> third = pool.allocate(10 * kMiB, kDefaultStream);
+    ASSERT_TRUE(third.ok()) << third.status().ToString();
+    EXPECT_EQ(backend.map_sizes, (std::vector<std::size_t>{20 * kMiB, 4 * kMiB}));
+    EXPECT_EQ(pool.stats().reserved_bytes, 24 * kMiB);
+    ASSERT_TRUE(pool.deallocate(first).ok());
+    ASSERT_TRUE(pool.deallocate(second).ok());
+    ExpectEverythingGivenBack(pool, backend, *third);
+  }
+  UnitCheckingBackend backend;
+  PoolOptions options = MappingOptions();
+  options.grow_to_unit_end = true;
+  options.limit_bytes = 1ULL << 30;
+  CachingPool pool(backend, options);
+  ASSERT_NO_FATAL_FAILURE(RandomTraffic(pool, 13));
+  EXPECT_EQ(pool.stats().reserved_bytes, 0u);
+  EXPECT_EQ(backend.used_bytes(), 0u);
+  EXPECT_EQ(backend.cut_units, 0);
+}
+
 // A map that fails part-way (the device is full) undoes the units it mapped: nothing stays mapped.
 TEST(PoolMapUnits, AFailedMissLeavesNoUnitMapped) {
   UnitCheckingBackend backend(100 * kMiB);
