@@ -295,61 +295,44 @@ TEST(PoolMapUnits, MergedEndsMapFewerUnitsAndRandomTrafficNeverCutsOne) {
   EXPECT_EQ(backend.cut_units, 0);
 }
 
+// Allocates 6, 8 and 10 MiB (a unit is 20 MiB) in a fresh pool of `options` and returns what the backend
+// mapped, after checking the pool's reserve and misses and giving everything back.
+std::vector<std::size_t> SixEightTen(PoolOptions options, std::uint64_t reserved, std::uint64_t misses) {
+  UnitCheckingBackend backend;
+  CachingPool pool(backend, options);
+  void* first = *pool.allocate(6 * kMiB, kDefaultStream);
+  void* second = *pool.allocate(8 * kMiB, kDefaultStream);
+  Result<void*> third = pool.allocate(10 * kMiB, kDefaultStream);
+  EXPECT_TRUE(third.ok()) << third.status().ToString();
+  EXPECT_EQ(pool.stats().reserved_bytes, reserved);
+  EXPECT_EQ(pool.stats().misses, misses);
+  EXPECT_TRUE(pool.deallocate(first).ok());
+  EXPECT_TRUE(pool.deallocate(second).ok());
+  if (third.ok()) ExpectEverythingGivenBack(pool, backend, *third);
+  return backend.map_sizes;
+}
+
 // PoolOptions::grow_to_unit_end: a miss that grows upward maps on to the next multiple of the unit, so the
 // requests after it fit in the slack without a miss (expandable segments' rule); the next miss starts at that
 // multiple. Random traffic never cuts a unit, and everything goes back.
 TEST(PoolMapUnits, GrowingToTheUnitEndLeavesSlackTheNextRequestsTake) {
-  {
-    UnitCheckingBackend backend;
-    PoolOptions options = MappingOptions();
-    options.grow_to_unit_end = true;
-    CachingPool pool(backend, options);
-    void* first = *pool.allocate(6 * kMiB, kDefaultStream);
-    void* second = *pool.allocate(8 * kMiB, kDefaultStream);  // in the first unit's slack
-    void* third = *pool.allocate(10 * kMiB, kDefaultStream);  // 6 MiB left there: a miss
-    EXPECT_EQ(backend.map_sizes, (std::vector<std::size_t>{20 * kMiB, 20 * kMiB}));
-    EXPECT_EQ(pool.stats().misses, 2u);
-    EXPECT_EQ(pool.stats().reserved_bytes, 40 * kMiB);
-    ASSERT_TRUE(pool.deallocate(first).ok());
-    ASSERT_TRUE(pool.deallocate(second).ok());
-    ExpectEverythingGivenBack(pool, backend, third);
-  }
-  {
-    // Without it, each request maps its own shortfall: three misses, 24 MiB.
-    UnitCheckingBackend backend;
-    CachingPool pool(backend, MappingOptions());
-    void* first = *pool.allocate(6 * kMiB, kDefaultStream);
-    void* second = *pool.allocate(8 * kMiB, kDefaultStream);
-    void* third = *pool.allocate(10 * kMiB, kDefaultStream);
-    EXPECT_EQ(pool.stats().misses, 3u);
-    EXPECT_EQ(pool.stats().reserved_bytes, 24 * kMiB);
-    ASSERT_TRUE(pool.deallocate(first).ok());
-    ASSERT_TRUE(pool.deallocate(second).ok());
-    ExpectEverythingGivenBack(pool, backend, third);
-  }
-  {
-    // Slack never presses on a limit: at 24 MiB, the third request maps its 4 MiB shortfall alone, where
-    // the unit's end would have taken the pool to 40 MiB and failed it.
-    UnitCheckingBackend backend;
-    PoolOptions options = MappingOptions();
-    options.grow_to_unit_end = true;
-    options.limit_bytes = 24 * kMiB;
-    CachingPool pool(backend, options);
-    void* first = *pool.allocate(6 * kMiB, kDefaultStream);
-    void* second = *pool.allocate(8 * kMiB, kDefaultStream);
-    Result<void*> third = pool.allocate(10 * kMiB, kDefaultStream);
-    ASSERT_TRUE(third.ok()) << third.status().ToString();
-    EXPECT_EQ(backend.map_sizes, (std::vector<std::size_t>{20 * kMiB, 4 * kMiB}));
-    EXPECT_EQ(pool.stats().reserved_bytes, 24 * kMiB);
-    ASSERT_TRUE(pool.deallocate(first).ok());
-    ASSERT_TRUE(pool.deallocate(second).ok());
-    ExpectEverythingGivenBack(pool, backend, *third);
-  }
+  PoolOptions grow = MappingOptions();
+  grow.grow_to_unit_end = true;
+  // The 8 MiB request fits in the first unit's slack; 6 MiB are left there for the 10 MiB one: a miss.
+  EXPECT_EQ(SixEightTen(grow, 40 * kMiB, 2), (std::vector<std::size_t>{20 * kMiB, 20 * kMiB}));
+  // Without it, each request maps its own shortfall (the third cut at the unit's boundary): three misses,
+  // 24 MiB.
+  EXPECT_EQ(SixEightTen(MappingOptions(), 24 * kMiB, 3),
+            (std::vector<std::size_t>{6 * kMiB, 8 * kMiB, 6 * kMiB, 4 * kMiB}));
+  // Slack never presses on a limit: at 24 MiB, the third request maps its 4 MiB shortfall alone, where the
+  // unit's end would have taken the pool to 40 MiB and failed it.
+  PoolOptions limited = grow;
+  limited.limit_bytes = 24 * kMiB;
+  EXPECT_EQ(SixEightTen(limited, 24 * kMiB, 2), (std::vector<std::size_t>{20 * kMiB, 4 * kMiB}));
+
   UnitCheckingBackend backend;
-  PoolOptions options = MappingOptions();
-  options.grow_to_unit_end = true;
-  options.limit_bytes = 1ULL << 30;
-  CachingPool pool(backend, options);
+  grow.limit_bytes = 1ULL << 30;
+  CachingPool pool(backend, grow);
   ASSERT_NO_FATAL_FAILURE(RandomTraffic(pool, 13));
   EXPECT_EQ(pool.stats().reserved_bytes, 0u);
   EXPECT_EQ(backend.used_bytes(), 0u);
