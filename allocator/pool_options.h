@@ -80,7 +80,7 @@ struct PoolOptions {
   // (--gpu-lag 0 and 200 alike) with it on, against off and against expandable segments' model
   // (bench/allocator/expandable_model.py): misses 230 against 280 (the model's growths: 229) on
   // alternating_threads, 206 against 258 (206) on GPT-2 fp32, 129 against 163 (118) on ResNet-50, 196 against
-  // 271 (183) on GPT-2 bf16, 79 against 464 (82) on GPT-2 generation; units 26-83% fewer; peaks +4, +2, +34,
+  // 271 (183) on GPT-2 bf16, 79 against 464 (82) on GPT-2 generation; units 22-83% fewer; peaks +4, +2, +34,
   // +14 and +14 MiB, which leaves them at the model's (alternating, to the byte) or below it (20 MiB, 4 MiB,
   // 1.42 GiB, 60 MiB). On the GPU expandable segments reserved 18 MiB less than the model on ResNet-50, so
   // this would likely put memcoord above them there. Off by default: not yet run on a GPU.
