@@ -77,7 +77,7 @@ struct PoolOptions {
   // segments' rule, whose 20 MiB pages leave slack that the next requests take without a miss. By default a
   // miss maps its exact shortfall; on an H100 (2026-12-06) the Llama's first step made 264 misses, each with
   // a cuMemSetAccess call, against expandable segments' 156, and was 15 ms longer. Replays of bench/traces
-  // (--gpu-lag 0 and 200 alike) with it on, against off and against expandable segments' model
+  // (--gpu-lag 200) with it on, against off and against expandable segments' model
   // (bench/allocator/expandable_model.py): misses 230 against 280 (the model's growths: 229) on
   // alternating_threads, 206 against 258 (206) on GPT-2 fp32, 129 against 163 (118) on ResNet-50, 196 against
   // 271 (183) on GPT-2 bf16, 79 against 464 (82) on GPT-2 generation; units 22-83% fewer; peaks +4, +2, +34,
