@@ -38,7 +38,8 @@
 #   variants bench_allocators.py: alternating and gpt2_fp32 under expandable, memcoord and memcoord with
 #            MEMCOORD_ALLOC_CONF thread_cache_idle_misses:0, thread_cache_fence:off, thread_cache:512KiB,
 #            large_map_unit:40MiB and free_marker_interval_us:0, 2 processes each (device memory and first-step
-#            driver calls of each setting; 28 processes of 16-17 s, ~490 s, an estimate: not yet run as one part)
+#            driver calls of each setting; 16 steps a process, as before the pair's 48; 28 processes of 16-17 s,
+#            ~490 s, an estimate: not yet run as one part)
 # Exits non-zero when a part failed (each part's last lines say why).
 set -uo pipefail
 usage() { sed -n '2,/^set -uo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; }
@@ -140,7 +141,7 @@ part_traces() {
   tar czf "$out/traces.tgz" -C "$out" traces && rm -rf "$out/traces" && ls -l "$out/traces.tgz"
 }
 part_variants() {
-  python3 examples/pytorch/bench_allocators.py --workloads alternating,gpt2_fp32 --repeat 2 "${timer_args[@]}" "${pin_args[@]}" \
+  python3 examples/pytorch/bench_allocators.py --workloads alternating,gpt2_fp32 --steps 16 --repeat 2 "${timer_args[@]}" "${pin_args[@]}" \
     --allocators "expandable,memcoord,memcoord[thread_cache_idle_misses:0],memcoord[thread_cache_fence:off],memcoord[thread_cache:512KiB],memcoord[large_map_unit:40MiB],memcoord[free_marker_interval_us:0]" \
     --json "$out/variants.json" 2>&1 | tee "$out/variants.log" | sed -n '/== allocators/,/== targets/p'
 }
