@@ -2,7 +2,7 @@
 """The first-step comparison of memcoord and expandable segments over several runs of bench_allocators.py
 (each run's --json), where one run's few processes cannot tell the two apart.
 
-    first_steps_pooled.py BENCH_JSON... [--json OUT]      (BENCH_JSON plain or gzipped: NAME.json.gz)
+    first_steps_pooled.py BENCH_JSON... [--memcoord NAME] [--json OUT]   (BENCH_JSON plain or gzipped)
 
 A fresh process's first training step spends most of its time outside the allocator (cuDNN's plans, loading
 kernels), and that part varies by 100 ms and more from process to process and from hour to hour on the same
@@ -24,7 +24,9 @@ it prints, per workload:
     "not resolved";
   - each allocator's own memory calls in the first step (the driver timer's milliseconds, median over the
     processes; absent without the timer): the part of the difference that is the allocators' driver work.
-Rows of other allocators (native, memcoord[CONF]) and failed processes are skipped; a file's workload without
+--memcoord NAME compares a variant's processes instead of plain memcoord's (NAME as bench_allocators.py writes
+it: memcoord[grow_to_unit_end:on]); the summary still calls them "memcoord". Rows of other allocators (native,
+the variants not named) and failed processes are skipped; a file's workload without
 processes of both allocators is left out, and said so. Exits 2 naming the file when one cannot be read as
 bench_allocators.py's JSON.
 """
@@ -61,8 +63,9 @@ def processes(row):
     return out
 
 
-def load(path):
-    """{workload: {allocator: [(first ms, memory ms)]}} of one bench JSON; ValueError naming what is wrong."""
+def load(path, mine="memcoord"):
+    """{workload: {allocator: [(first ms, memory ms)]}} of one bench JSON, `mine`'s rows under "memcoord";
+    ValueError naming what is wrong."""
     try:
         with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
             data = json.load(f)
@@ -75,9 +78,10 @@ def load(path):
     for row in rows:
         if not isinstance(row, dict) or "workload" not in row or "allocator" not in row:
             raise ValueError(f"{path}: a row without 'workload' and 'allocator'")
-        if row["allocator"] in PAIR:
+        if row["allocator"] in (mine, "expandable"):
+            key = "expandable" if row["allocator"] == "expandable" else "memcoord"
             try:
-                out.setdefault(row["workload"], {})[row["allocator"]] = processes(row)
+                out.setdefault(row["workload"], {})[key] = processes(row)
             except (TypeError, ValueError, AttributeError) as error:
                 raise ValueError(f"{path}: {row['workload']} {row['allocator']}: a process's figures are not "
                                  f"numbers ({error})") from None
@@ -183,8 +187,8 @@ def pooled(files):
     return summary, notes
 
 
-def print_summary(summary, notes):
-    print("== first steps, memcoord against expandable segments, pairs of processes within each run ==")
+def print_summary(summary, notes, mine="memcoord"):
+    print(f"== first steps, {mine} against expandable segments, pairs of processes within each run ==")
     for workload, s in summary.items():
         mc, ex = s["median_first_ms"]["memcoord"], s["median_first_ms"]["expandable"]
         low, high = s["interval_ms"]
@@ -204,19 +208,26 @@ def print_summary(summary, notes):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", help="bench_allocators.py --json outputs, one per run")
+    parser.add_argument("--memcoord", default="memcoord", metavar="NAME",
+                        help="the configuration compared with expandable segments: memcoord (the default) or a "
+                             "variant as bench_allocators.py names it, memcoord[CONF]")
     parser.add_argument("--json", help="also write the summary here")
     args = parser.parse_args(argv)
+    if args.memcoord != "memcoord" and not (args.memcoord.startswith("memcoord[") and args.memcoord.endswith("]")):
+        print(f"first_steps_pooled: --memcoord {args.memcoord!r}: give memcoord or memcoord[CONF], as "
+              "bench_allocators.py names its configurations", file=sys.stderr)
+        return 2
     try:
-        files = [(path, load(path)) for path in args.files]
+        files = [(path, load(path, args.memcoord)) for path in args.files]
     except ValueError as error:
         print(f"first_steps_pooled: {error}", file=sys.stderr)
         return 2
     summary, notes = pooled(files)
     if not summary:
-        print("first_steps_pooled: no workload with both memcoord and expandable processes in these files",
+        print(f"first_steps_pooled: no workload with both {args.memcoord} and expandable processes in these files",
               file=sys.stderr)
         return 2
-    print_summary(summary, notes)
+    print_summary(summary, notes, args.memcoord)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"workloads": summary, "left_out": notes}, f, indent=1)

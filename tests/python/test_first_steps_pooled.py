@@ -133,6 +133,25 @@ class PooledTest(unittest.TestCase):
         self.assertEqual(len(notes), 1)
         self.assertIn("alone left out", notes[0])
 
+    def test_a_variant_named_with_memcoord_is_compared_in_plain_memcoords_place(self):
+        path = self.write("v.json", [row("memcoord", [500, 510]), row("expandable", [520, 530]),
+                                     row("memcoord[grow_to_unit_end:on]", [480, 490])])
+        summary, _ = pooled.pooled([(path, pooled.load(path, "memcoord[grow_to_unit_end:on]"))])
+        self.assertEqual(summary["w"]["shift_ms"], -40)
+        code, out, _ = self.run_main(path, "--memcoord", "memcoord[grow_to_unit_end:on]")
+        self.assertEqual(code, 0)
+        self.assertIn("memcoord[grow_to_unit_end:on] against expandable segments", out)
+        self.assertIn("shift -40 ms", out)
+        code, out, _ = self.run_main(path)
+        self.assertIn("shift -20 ms", out)  # plain memcoord's by default
+        for name in ("expandable", "native", "memcoord[oops"):
+            code, _, err = self.run_main(path, "--memcoord", name)
+            self.assertEqual(code, 2, name)
+            self.assertIn("give memcoord or memcoord[CONF]", err)
+        code, _, err = self.run_main(path, "--memcoord", "memcoord[merge_unit_ends:on]")
+        self.assertEqual(code, 2)
+        self.assertIn("no workload with both memcoord[merge_unit_ends:on] and expandable", err)
+
     def test_a_one_process_row_counts_its_own_first_step(self):
         path = self.write("one.json", [{"workload": "w", "allocator": "memcoord", "first_step_ms": 400.0},
                                        {"workload": "w", "allocator": "expandable", "first_step_ms": 450.0}])
