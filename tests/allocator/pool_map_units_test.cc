@@ -266,6 +266,20 @@ TEST(PoolMapUnits, RandomTrafficWithMissesOfMoreThanTheMostUnitsNeverCutsAUnit) 
   EXPECT_EQ(backend.cut_units, 0);
 }
 
+// RandomTraffic on a pool of `options` under a 1 GiB limit: it ends with everything given back and no unit
+// ever cut. Returns what the backend mapped.
+std::vector<std::size_t> RandomTrafficMaps(PoolOptions options, std::uint64_t seed) {
+  UnitCheckingBackend backend;
+  options.limit_bytes = 1ULL << 30;
+  CachingPool pool(backend, options);
+  RandomTraffic(pool, seed);
+  if (::testing::Test::HasFatalFailure()) return backend.map_sizes;
+  EXPECT_EQ(pool.stats().reserved_bytes, 0u);
+  EXPECT_EQ(backend.used_bytes(), 0u);
+  EXPECT_EQ(backend.cut_units, 0);
+  return backend.map_sizes;
+}
+
 // PoolOptions::merge_unit_ends: a miss's partial end pieces join their whole-unit neighbours, so a 50 MiB
 // miss from a 16 MiB offset maps two units where the grid maps four; packing, trims and reuse under random
 // traffic never cut one, and the invariants (small units stay on the grid) hold throughout.
@@ -281,18 +295,11 @@ TEST(PoolMapUnits, MergedEndsMapFewerUnitsAndRandomTrafficNeverCutsOne) {
     ASSERT_TRUE(pool.deallocate(first).ok());
     ExpectEverythingGivenBack(pool, backend, second);
   }
-  UnitCheckingBackend backend;
   PoolOptions options = MappingOptions();
   options.merge_unit_ends = true;
-  options.limit_bytes = 1ULL << 30;
-  CachingPool pool(backend, options);
-  ASSERT_NO_FATAL_FAILURE(RandomTraffic(pool, 11));
   std::size_t merged = 0;
-  for (std::size_t s : backend.map_sizes) merged += s > 20 * kMiB ? 1 : 0;
+  for (std::size_t s : RandomTrafficMaps(options, 11)) merged += s > 20 * kMiB ? 1 : 0;
   EXPECT_GT(merged, 0u) << "no end piece was merged";
-  EXPECT_EQ(pool.stats().reserved_bytes, 0u);
-  EXPECT_EQ(backend.used_bytes(), 0u);
-  EXPECT_EQ(backend.cut_units, 0);
 }
 
 // Allocates 6, 8 and 10 MiB (a unit is 20 MiB) in a fresh pool of `options` and returns what the backend
@@ -330,13 +337,7 @@ TEST(PoolMapUnits, GrowingToTheUnitEndLeavesSlackTheNextRequestsTake) {
   limited.limit_bytes = 24 * kMiB;
   EXPECT_EQ(SixEightTen(limited, 24 * kMiB, 2), (std::vector<std::size_t>{20 * kMiB, 4 * kMiB}));
 
-  UnitCheckingBackend backend;
-  grow.limit_bytes = 1ULL << 30;
-  CachingPool pool(backend, grow);
-  ASSERT_NO_FATAL_FAILURE(RandomTraffic(pool, 13));
-  EXPECT_EQ(pool.stats().reserved_bytes, 0u);
-  EXPECT_EQ(backend.used_bytes(), 0u);
-  EXPECT_EQ(backend.cut_units, 0);
+  RandomTrafficMaps(grow, 13);
 }
 
 // A map that fails part-way (the device is full) undoes the units it mapped: nothing stays mapped.

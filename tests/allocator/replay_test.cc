@@ -49,6 +49,20 @@ TEST(Replay, DefaultPoolBeatsPyTorchOnEveryRealTrace) {
   EXPECT_LE(std::exp(log_sum / 4), 1.025);
 }
 
+// `trace` replayed on a fresh default pool with `set` applied to its options; the pool's invariants hold
+// after.
+template <typename Set>
+ReplayResult ReplayWith(const Trace& trace, Set set) {
+  VirtualBackend backend;
+  PoolOptions options;
+  set(options);
+  CachingPool pool(backend, options);
+  Result<ReplayResult> r = Replay(trace, pool);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
+  return r.ok() ? *r : ReplayResult{};
+}
+
 // PoolOptions::merge_unit_ends on the shared traces: a fifth fewer driver allocations or more where misses
 // start or end between multiples of the unit (GPT-2 fp32 646 against 827, bf16 788 against 1,010, ResNet-50
 // 330 against 442); generation's misses are mostly single units (488 against 490). Its cost is the footprint,
@@ -59,14 +73,8 @@ TEST(Replay, MergedUnitEndsMapFewerUnits) {
     Result<Trace> trace = ReadTrace(std::string(MEMCOORD_TRACE_DIR) + "/" + a.trace + ".trace.gz");
     ASSERT_TRUE(trace.ok()) << trace.status().ToString();
     auto replay = [&](bool merge) {
-      VirtualBackend backend;
-      PoolOptions options;
-      options.merge_unit_ends = merge;
-      CachingPool pool(backend, options);
-      Result<ReplayResult> r = Replay(*trace, pool);
-      EXPECT_TRUE(r.ok()) << r.status().ToString();
-      EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
-      return std::make_tuple(r.ok() ? r->ratio : 0.0, pool.stats().backend_allocations);
+      const ReplayResult r = ReplayWith(*trace, [merge](PoolOptions& o) { o.merge_unit_ends = merge; });
+      return std::make_tuple(r.ratio, r.backend_allocations);
     };
     const auto [grid_ratio, grid_units] = replay(false);
     const auto [merged_ratio, merged_units] = replay(true);
@@ -87,18 +95,8 @@ TEST(Replay, GrowingToTheUnitEndMissesLessWithinPyTorchsBest) {
   for (const Anchor& a : kAnchors) {
     Result<Trace> trace = ReadTrace(std::string(MEMCOORD_TRACE_DIR) + "/" + a.trace + ".trace.gz");
     ASSERT_TRUE(trace.ok()) << trace.status().ToString();
-    auto replay = [&](bool grow) {
-      VirtualBackend backend;
-      PoolOptions options;
-      options.grow_to_unit_end = grow;
-      CachingPool pool(backend, options);
-      Result<ReplayResult> r = Replay(*trace, pool);
-      EXPECT_TRUE(r.ok()) << r.status().ToString();
-      EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
-      return r.ok() ? *r : ReplayResult{};
-    };
-    const ReplayResult exact = replay(false);
-    const ReplayResult grown = replay(true);
+    const ReplayResult exact = ReplayWith(*trace, [](PoolOptions&) {});
+    const ReplayResult grown = ReplayWith(*trace, [](PoolOptions& o) { o.grow_to_unit_end = true; });
     // The anchors are rounded to 4 decimals: GPT-2 fp32 and generation replay at PyTorch's best (1.00433,
     // 1.07372), as expandable segments' own rule would.
     EXPECT_LE(grown.ratio, a.pytorch_best_ratio + 5e-5) << a.trace;

@@ -18,6 +18,7 @@ import textwrap
 import types
 import unittest
 import warnings
+from unittest import mock
 
 EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pytorch"))
 sys.path.insert(0, EXAMPLES)
@@ -563,18 +564,10 @@ class ChildTest(unittest.TestCase):
         fake_torch = types.SimpleNamespace(cuda=cuda)
         workload = types.SimpleNamespace(step=step, parts=["gpt", "resnet"])
         fake_workloads = types.SimpleNamespace(make=lambda name: workload, STEPS={"alternating": 6})
-        saved = {k: sys.modules.get(k) for k in ("torch", "workloads")}
-        sys.modules.update(torch=fake_torch, workloads=fake_workloads)
         out = io.StringIO()
-        try:
+        with mock.patch.dict(sys.modules, torch=fake_torch, workloads=fake_workloads):
             with contextlib.redirect_stdout(out):
                 self.assertEqual(bench.child("alternating", "native", 6), 0)
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    sys.modules.pop(k, None)
-                else:
-                    sys.modules[k] = v
         line = next(l for l in out.getvalue().splitlines() if l.startswith("RESULT "))
         result = json.loads(line[len("RESULT "):])
         self.assertEqual(result["device_bytes"], 2 * GB)  # above the context, the highest at a step's end
@@ -591,9 +584,7 @@ class EnvironmentTest(unittest.TestCase):
         shell = {"PYTORCH_ALLOC_CONF": "expandable_segments:True", "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64",
                  "PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "MEMCOORD_ALLOC_CONF": "thread_cache:0",
                  "MEMCOORD_TRACE_DIR": "/tmp/t"}
-        saved = {k: os.environ.get(k) for k in shell}
-        os.environ.update(shell)
-        try:
+        with mock.patch.dict(os.environ, shell):
             for allocator in ("native", "expandable", "memcoord"):
                 _, _, env = RunConfigTest.launch(self, allocator)
                 for name in ("PYTORCH_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING", "MEMCOORD_ALLOC_CONF",
@@ -601,12 +592,6 @@ class EnvironmentTest(unittest.TestCase):
                     self.assertNotIn(name, env, (allocator, name))
                 self.assertEqual(env.get("PYTORCH_CUDA_ALLOC_CONF"),
                                  "expandable_segments:True" if allocator == "expandable" else None)
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
 
 
 class ProcessOrderTest(unittest.TestCase):
