@@ -283,5 +283,37 @@ class CommittedRunsTest(unittest.TestCase):
                     self.assertTrue(s["verdict"].startswith("not resolved"), s["verdict"])
 
 
+    def test_grow_to_unit_ends_runs_on_the_h100(self):
+        # 2026-12-06b (36133cf): the option that is now the default, against the pool without it and expandable
+        # segments. Device memory is an exact count in every process; first steps resolve nothing on that machine.
+        runs = os.path.join(RUNS_ROOT, "2026-12-06b")
+        paths = sorted(os.path.join(runs, n) for n in os.listdir(runs) if n.endswith(".json.gz"))
+        self.assertEqual(len(paths), 2)
+        device = {}
+        for path in paths:
+            with gzip.open(path, "rt") as f:
+                for r in json.load(f)["runs"]:
+                    device.setdefault((r["workload"], r["allocator"]), []).extend(
+                        p["device_bytes"] for p in r["runs"])
+        grow = "memcoord[grow_to_unit_end:on]"
+        for workload in ("resnet50_amp", "alternating"):
+            self.assertEqual(set(device[(workload, grow)]), set(device[(workload, "expandable")]), workload)
+            self.assertLess(max(device[(workload, "memcoord")]), min(device[(workload, "expandable")]), workload)
+        self.assertEqual((min(device[("llama_1b", grow)]), max(device[("llama_1b", grow)])),
+                         (10007609344, 10162798592))
+        self.assertEqual(set(device[("llama_1b", "expandable")]), {11100225536})
+        quoted = {  # memory calls (the variant, expandable segments), as the README rounds them
+            grow: {"llama_1b": (25.3, 27.5), "alternating": (37.5, 49.4), "resnet50_amp": (20.5, 24.3)},
+            "memcoord": {"llama_1b": (38.6, 27.5), "alternating": (45.3, 49.4), "resnet50_amp": (29.7, 24.3)},
+        }
+        for mine, calls in quoted.items():
+            summary, _ = pooled.pooled([(p, pooled.load(p, mine)) for p in paths])
+            for workload, figures in calls.items():
+                s = summary[workload]
+                with self.subTest(mine=mine, workload=workload):
+                    mc, ex = s["memory_call_ms"]["memcoord"], s["memory_call_ms"]["expandable"]
+                    self.assertEqual((round(mc, 1), round(ex, 1)), figures)
+                    self.assertTrue(s["verdict"].startswith("not resolved"), s["verdict"])
+
 if __name__ == "__main__":
     unittest.main()
