@@ -67,24 +67,28 @@ struct PoolOptions {
   // (memcoord replay) of the traces recorded on the GPUs under memcoord map 22%, 21%, 24% and 9% fewer units
   // (GPT-2 fp32, the alternating pair, ResNet-50, the Llama) at peaks of +0, -2, -4 and +63 MiB, and
   // bench/traces' GPT-2 bf16 replays at 1.0128 of its peak request against 1.0079 (ResNet-50: 1.0020 against
-  // 1.0037). The misses, and with them the cuMemSetAccess calls that cost most of a first step's driver time,
-  // stay as many. For runs whose first steps matter more than those megabytes. On an H100 (2026-12-06) the
-  // Llama's first step made 526 allocations against 578 and the same 264 cuMemSetAccess calls, 4 ms shorter
-  // (medians of 3 processes), at 40 MB more device memory.
+  // 1.0037; those figures with grow_to_unit_end off). The misses, and with them the cuMemSetAccess calls that
+  // cost most of a first step's driver time, stay as many. For runs whose first steps matter more than those
+  // megabytes. On an H100 (2026-12-06) the Llama's first step made 526 allocations against 578 and the same
+  // 264 cuMemSetAccess calls, 4 ms shorter (medians of 3 processes), at 40 MB more device memory.
   bool merge_unit_ends = false;
   // Mapping backends: a large-arena miss that grows a free run upward (or starts a segment) maps on to the
   // next multiple of the unit from the segment's base, within the free address space there: expandable
-  // segments' rule, whose 20 MiB pages leave slack that the next requests take without a miss. By default a
-  // miss maps its exact shortfall; on an H100 (2026-12-06) the Llama's first step made 264 misses, each with
-  // a cuMemSetAccess call, against expandable segments' 156, and was 15 ms longer. Replays of bench/traces
-  // (--gpu-lag 200) with it on, against off and against expandable segments' model
-  // (bench/allocator/expandable_model.py): misses 230 against 280 (the model's growths: 229) on
-  // alternating_threads, 206 against 258 (206) on GPT-2 fp32, 129 against 163 (118) on ResNet-50, 196 against
-  // 271 (183) on GPT-2 bf16, 79 against 464 (82) on GPT-2 generation; units 22-83% fewer; peaks +4, +2, +34,
-  // +14 and +14 MiB, which leaves them at the model's (alternating, to the byte) or below it (20 MiB, 4 MiB,
-  // 1.42 GiB, 60 MiB). On the GPU expandable segments reserved 18 MiB less than the model on ResNet-50, so
-  // this would likely put memcoord above them there. Off by default: not yet run on a GPU.
-  bool grow_to_unit_end = false;
+  // segments' rule, whose 20 MiB pages leave slack that the next requests take without a miss. Never where
+  // the slack would press on a limit or on the device's free memory. Off, a miss maps its exact shortfall:
+  // less memory, more misses (one cuMemSetAccess call each). On by default since an H100 run (2026-12-06,
+  // bench/pytorch_runs/2026-12-06b, 3-6 processes each): with it, device memory equal to expandable
+  // segments' to the byte on ResNet-50 and the alternating GPT-2/ResNet-50 pair and 10.01-10.16 GB against
+  // 11.10 on the Llama (off: 12-16 MiB, 4 MiB and 1.0-1.1 GB below them); first-step misses 97 against
+  // expandable segments' 97 cuMemSetAccess calls, 183 against 182 and 182-186 against 156 (off: 120, 200
+  // and 262-264); first-step memory calls 20.5, 37.5 and 25.3 ms against their 24.3, 49.4 and 27.5 (off:
+  // 29.7, 45.3 and 38.6; medians over the processes). Replays of bench/traces (--gpu-lag 200), on against
+  // off: misses 230/280 (alternating_threads), 206/258 (GPT-2 fp32), 129/163 (ResNet-50), 196/271 (GPT-2
+  // bf16), 79/464 (GPT-2 generation), 254/375 (the Llama); peaks +4, +2, +34, +14, +14 and +144 MiB, at or
+  // below expandable segments' model (bench/allocator/expandable_model.py) on all six. Over 24 copies of
+  // each with every size but powers of two scaled by a random 0.9-1.1, the median peak against the model
+  // was +2 MiB on the alternating pair (-10 off), at or below it on the other four.
+  bool grow_to_unit_end = true;
   // Address space reserved per arena range on mapping backends; 0: twice the device's total memory.
   std::uint64_t address_range_bytes = 0;
   // A miss that would leave the device with less free memory than this packs the cache first (pressure);

@@ -18,7 +18,7 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   Result<PoolOptions> o = ApplyPoolConf(
       " large_map_unit:40MiB, thread_cache:512KiB ,thread_cache_block:64KiB,device_reserve:2GiB,"
       "remap:every-miss,growth:segments,free_marker_interval_us:0,thread_cache_fence:off,"
-      "thread_cache_idle_misses:0,merge_unit_ends:on,grow_to_unit_end:on",
+      "thread_cache_idle_misses:0,merge_unit_ends:on,grow_to_unit_end:off",
       base);
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->large_map_unit_bytes, 40 * kMiB);
@@ -34,8 +34,8 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   EXPECT_EQ(o->thread_cache_idle_misses, 0u);
   EXPECT_FALSE(base.merge_unit_ends);  // the default
   EXPECT_TRUE(o->merge_unit_ends);
-  EXPECT_FALSE(base.grow_to_unit_end);  // the default
-  EXPECT_TRUE(o->grow_to_unit_end);
+  EXPECT_TRUE(base.grow_to_unit_end);  // the default
+  EXPECT_FALSE(o->grow_to_unit_end);
   EXPECT_EQ(o->name, "mine");
   EXPECT_EQ(o->small_block_limit, 4096u);
   EXPECT_EQ(o->pack_waits_for_streams, base.pack_waits_for_streams);

@@ -16,9 +16,11 @@ namespace {
 
 constexpr std::size_t kMiB = 1 << 20;
 
+// Exact shortfalls (grow_to_unit_end off): the layouts below are Arena::fit's alone.
 PoolOptions MappingOptions() {
   PoolOptions options;
   options.growth = PoolGrowth::kMapping;
+  options.grow_to_unit_end = false;
   options.thread_cache_bytes = 0;
   return options;
 }

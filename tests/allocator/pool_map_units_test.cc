@@ -65,9 +65,12 @@ class UnitCheckingBackend final : public testing::ForwardingBackend<VirtualBacke
   std::map<std::uintptr_t, std::size_t> mapped_;
 };
 
+// Exact shortfalls (grow_to_unit_end off): the tests below count the units of each miss's own grid;
+// GrowingToTheUnitEndLeavesSlackTheNextRequestsTake turns the rule (the default) back on.
 PoolOptions MappingOptions(std::size_t unit = 0) {
   PoolOptions options;
   options.growth = PoolGrowth::kMapping;
+  options.grow_to_unit_end = false;
   options.large_map_unit_bytes = unit;
   options.thread_cache_bytes = 0;
   return options;
@@ -323,6 +326,7 @@ std::vector<std::size_t> SixEightTen(PoolOptions options, std::uint64_t reserved
 // requests after it fit in the slack without a miss (expandable segments' rule); the next miss starts at that
 // multiple. Random traffic never cuts a unit, and everything goes back.
 TEST(PoolMapUnits, GrowingToTheUnitEndLeavesSlackTheNextRequestsTake) {
+  EXPECT_TRUE(PoolOptions{}.grow_to_unit_end);  // the default
   PoolOptions grow = MappingOptions();
   grow.grow_to_unit_end = true;
   // The 8 MiB request fits in the first unit's slack; 6 MiB are left there for the 10 MiB one: a miss.

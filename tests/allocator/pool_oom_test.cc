@@ -19,10 +19,12 @@ constexpr StreamId kStreamT = 0x52;
 // whole chunks wrapped to 0, so it released nothing (and left zero-size holes), and a pool at its quota
 // whose cache sat on a busy stream reported OOM while holding the memory it needed.
 // No marker at frees (testing::kNoFreeMarkers): no marker covers the cached block, as when its free follows
-// the pool's last miss within the interval.
+// the pool's last miss within the interval. Exact shortfalls (grow_to_unit_end off): with it the 30 MiB miss
+// maps to its unit's end, 40 MiB, and the 36 MiB request is a cache hit on that block instead.
 TEST(PoolOom, AtItsLimitWithCacheOnABusyStreamTheLastResortFreesIt) {
   testing::StreamTestBackend backend;
   CachingPool pool(backend, PoolOptions{.limit_bytes = 40 * kMiB,
+                                        .grow_to_unit_end = false,
                                         .large_free_marker_interval_us = testing::kNoFreeMarkers});
   void* a = *pool.allocate(30 * kMiB, kStreamS);
   ASSERT_TRUE(pool.deallocate(a).ok());

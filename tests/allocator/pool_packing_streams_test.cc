@@ -40,6 +40,7 @@ struct TwoBlocksAtTheMark {
     backend.markers = backend_markers;  // read when the allocations below record their markers
     PoolOptions options;
     options.growth = PoolGrowth::kMapping;
+    options.grow_to_unit_end = false;  // exact shortfalls: the figures below count units miss by miss
     options.pack_waits_for_streams = pack_waits_for_streams;
     options.large_free_marker_interval_us = free_markers ? 0 : testing::kNoFreeMarkers;
     options.free_marker_growing_window_ms = growing_window_ms;
@@ -152,6 +153,7 @@ TEST(PoolPackingStreams, ALargeShortfallAtTheMarkWaitsForTheMissesOwnMarkerInste
   testing::StreamTestBackend backend;
   PoolOptions options;
   options.growth = PoolGrowth::kMapping;
+  options.grow_to_unit_end = false;  // exact shortfalls, as in TwoBlocksAtTheMark
   options.large_free_marker_interval_us = testing::kNoFreeMarkers;
   CachingPool pool(backend, options);
   void* a = *pool.allocate(200 * kMiB, kTrainingStream);  // marker 1, reached: the stream is idle
@@ -179,6 +181,7 @@ TEST(PoolPackingStreams, ABusyFreeBlockWithoutAWholeUnitIsNotWaitedFor) {
   testing::StreamTestBackend backend;
   PoolOptions options;
   options.growth = PoolGrowth::kMapping;
+  options.grow_to_unit_end = false;           // exact shortfalls, as in TwoBlocksAtTheMark
   options.large_free_marker_interval_us = 0;  // every large free records a marker: Y's is older than Z's
   CachingPool pool(backend, options);
   void* u = *pool.allocate(30 * kMiB, kTrainingStream);  // units [0, 20) and [20, 30)
@@ -206,6 +209,7 @@ TEST(PoolPackingStreams, ALargeShortfallIsNotDrainedForWithAnotherStreamsFreeUni
   testing::StreamTestBackend backend;
   PoolOptions options;
   options.growth = PoolGrowth::kMapping;
+  options.grow_to_unit_end = false;  // exact shortfalls, as in TwoBlocksAtTheMark
   options.large_free_marker_interval_us = testing::kNoFreeMarkers;
   CachingPool pool(backend, options);
   void* a = *pool.allocate(200 * kMiB, kOtherStream);
@@ -276,6 +280,7 @@ TEST(PoolPackingStreams, IdleBlocksArePackedBeforeABusyBlockIsWaitedFor) {
   testing::StreamTestBackend backend;
   PoolOptions options;
   options.growth = PoolGrowth::kMapping;
+  options.grow_to_unit_end = false;  // exact shortfalls, as in TwoBlocksAtTheMark
   options.large_free_marker_interval_us = 0;
   CachingPool pool(backend, options);
   void* a = *pool.allocate(64 * kMiB, kTrainingStream);
@@ -416,6 +421,7 @@ DeferredMarkerOutcome RunDeferredMarker(bool trigger_is_allocation) {
   testing::StreamTestBackend backend(8ULL << 30);
   PoolOptions options;
   options.growth = PoolGrowth::kMapping;
+  options.grow_to_unit_end = false;                 // exact shortfalls, as in TwoBlocksAtTheMark
   options.large_free_marker_interval_us = 300'000;  // a wide interval: A's free comes well within it
   options.free_marker_growing_window_ms = 600'000;  // growing throughout: the interval itself applies
   options.thread_cache_bytes = 0;                   // the small block's calls reach the pool

@@ -146,7 +146,8 @@ TEST(Packing, ATradeThatComesBackAtTheSameMarkEndsAtOnce) {
   const PoolStats after = pool.stats();
   EXPECT_EQ(after.backend_allocations, settled.backend_allocations) << "maps after three rounds";
   EXPECT_EQ(after.backend_frees, settled.backend_frees) << "unmaps after three rounds";
-  EXPECT_LE(after.peak_reserved_bytes, 4 * kGiB + 16 * kMiB + 40 * kMiB);
+  // The held 4 GiB mapped on to its 20 MiB unit's end (grow_to_unit_end): 4 MiB of slack.
+  EXPECT_LE(after.peak_reserved_bytes, 4 * kGiB + 4 * kMiB + 16 * kMiB + 40 * kMiB);
   EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
   ASSERT_TRUE(pool.deallocate(*held).ok());
 }

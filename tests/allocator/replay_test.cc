@@ -28,7 +28,10 @@ constexpr Anchor kAnchors[] = {
     {"gpt2_generate", 1.0737},
 };
 
-TEST(Replay, DefaultPoolBeatsPyTorchOnEveryRealTrace) {
+// The default pool at or below PyTorch's best configuration on each: at it on GPT-2 fp32 and generation
+// (1.00433 and 1.07372 against anchors rounded to 4 decimals), where expandable segments' rule, which the
+// default shares (grow_to_unit_end), sets the peak; below it on GPT-2 bf16 and ResNet-50.
+TEST(Replay, DefaultPoolMatchesOrBeatsPyTorchOnEveryRealTrace) {
   double log_sum = 0;
   for (const Anchor& a : kAnchors) {
     Result<Trace> trace = ReadTrace(std::string(MEMCOORD_TRACE_DIR) + "/" + a.trace + ".trace.gz");
@@ -38,14 +41,14 @@ TEST(Replay, DefaultPoolBeatsPyTorchOnEveryRealTrace) {
     Result<ReplayResult> r = Replay(*trace, pool);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(r->events, trace->allocations + trace->frees);
-    EXPECT_LE(r->ratio, a.pytorch_best_ratio) << a.trace;
+    EXPECT_LE(r->ratio, a.pytorch_best_ratio + 5e-5) << a.trace;
     EXPECT_GE(r->ratio, 1.0) << a.trace;
     log_sum += std::log(r->ratio);
     EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
     EXPECT_EQ(pool.stats().allocated_bytes, 0u);  // the replay frees what it allocated
   }
-  // 1.0208 (README's table): GPT-2 generation's 1.0686 weighs most. Before Arena::fit ranked a block before a
-  // hole by its reach it was 1.0304 and the mean 1.0123 (bf16 and ResNet-50 fell, GPT-2 fp32 rose 4 MiB).
+  // 1.0236 (README's table): GPT-2 generation's 1.0737 weighs most. With grow_to_unit_end off it was 1.0208
+  // (generation 1.0686); before Arena::fit ranked a block before a hole by its reach, 1.0123.
   EXPECT_LE(std::exp(log_sum / 4), 1.025);
 }
 
@@ -73,7 +76,10 @@ TEST(Replay, MergedUnitEndsMapFewerUnits) {
     Result<Trace> trace = ReadTrace(std::string(MEMCOORD_TRACE_DIR) + "/" + a.trace + ".trace.gz");
     ASSERT_TRUE(trace.ok()) << trace.status().ToString();
     auto replay = [&](bool merge) {
-      const ReplayResult r = ReplayWith(*trace, [merge](PoolOptions& o) { o.merge_unit_ends = merge; });
+      const ReplayResult r = ReplayWith(*trace, [merge](PoolOptions& o) {
+        o.merge_unit_ends = merge;
+        o.grow_to_unit_end = false;  // merging's own effect; growing to the unit's end cuts fewer pieces
+      });
       return std::make_tuple(r.ratio, r.backend_allocations);
     };
     const auto [grid_ratio, grid_units] = replay(false);
@@ -88,15 +94,16 @@ TEST(Replay, MergedUnitEndsMapFewerUnits) {
   }
 }
 
-// PoolOptions::grow_to_unit_end on the shared traces: a miss that grows maps on to the unit's end, so the
-// requests after it take the slack: fewer misses (one cuMemSetAccess call each on a GPU) and fewer units,
-// at a footprint still under PyTorch's best on each (pool_options.h has the figures).
+// PoolOptions::grow_to_unit_end (the default) on the shared traces: a miss that grows maps on to the unit's
+// end, so the requests after it take the slack: fewer misses (one cuMemSetAccess call each on a GPU) and
+// fewer units than mapping each miss's exact shortfall, at a footprint still under PyTorch's best on each
+// (pool_options.h has the figures).
 TEST(Replay, GrowingToTheUnitEndMissesLessWithinPyTorchsBest) {
   for (const Anchor& a : kAnchors) {
     Result<Trace> trace = ReadTrace(std::string(MEMCOORD_TRACE_DIR) + "/" + a.trace + ".trace.gz");
     ASSERT_TRUE(trace.ok()) << trace.status().ToString();
-    const ReplayResult exact = ReplayWith(*trace, [](PoolOptions&) {});
-    const ReplayResult grown = ReplayWith(*trace, [](PoolOptions& o) { o.grow_to_unit_end = true; });
+    const ReplayResult exact = ReplayWith(*trace, [](PoolOptions& o) { o.grow_to_unit_end = false; });
+    const ReplayResult grown = ReplayWith(*trace, [](PoolOptions&) {});
     // The anchors are rounded to 4 decimals: GPT-2 fp32 and generation replay at PyTorch's best (1.00433,
     // 1.07372), as expandable segments' own rule would.
     EXPECT_LE(grown.ratio, a.pytorch_best_ratio + 5e-5) << a.trace;

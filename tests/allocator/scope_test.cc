@@ -23,8 +23,10 @@ TEST(MemoryScope, ReportsWhatTheScopeLeftAndTrims) {
   }
   EXPECT_EQ(seen.name, "eval");
   EXPECT_EQ(seen.left_allocated_bytes, static_cast<std::int64_t>(3 * kMiB));
-  EXPECT_GE(seen.trimmed_bytes, 250 * kMiB);
-  EXPECT_LE(seen.reserved_on_exit_bytes, 16 * kMiB);
+  // The 256 MiB miss mapped on to its 20 MiB unit's end (grow_to_unit_end), and the leaked 3 MiB block sits
+  // in that slack: its unit stays, with the small arena's chunk.
+  EXPECT_GE(seen.trimmed_bytes, 240 * kMiB);
+  EXPECT_LE(seen.reserved_on_exit_bytes, 20 * kMiB + 2 * kMiB);
   ASSERT_TRUE(pool.deallocate(leaked).ok());
 
   MemoryScope clean(pool, {.name = "clean", .on_exit = [](const ScopeReport&) {}});

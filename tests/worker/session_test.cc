@@ -407,10 +407,11 @@ TEST(CoordinatorSession, AnAbortArrivesWhileAnImmediateTrimIsBlocked) {
   ASSERT_TRUE(WaitFor([&] { return (*blocked)->attached() && failing->attached(); }, milliseconds(5000)));
   auto pool = (*blocked)->device_pool(-1);
   ASSERT_TRUE(pool.ok()) << pool.status().ToString();
-  auto block = (*pool)->allocate(std::size_t{64} << 20);
+  // 80 MiB: a multiple of the 20 MiB unit, so the miss maps exactly it (PoolOptions::grow_to_unit_end).
+  auto block = (*pool)->allocate(std::size_t{80} << 20);
   ASSERT_TRUE(block.ok()) << block.status().ToString();
   ASSERT_TRUE((*pool)->deallocate(*block).ok());  // cached: a trim has something to release
-  ASSERT_EQ((*pool)->stats().largest_free_bytes, std::size_t{64} << 20);
+  ASSERT_EQ((*pool)->stats().largest_free_bytes, std::size_t{80} << 20);
   {
     std::lock_guard lock(gate->mu);
     gate->hold = true;
@@ -441,7 +442,7 @@ TEST(CoordinatorSession, AnAbortArrivesWhileAnImmediateTrimIsBlocked) {
   gate->cv.notify_all();
   trim.join();
   ASSERT_TRUE(read) << "stats_without_waiting() waited for the pool's lock";
-  EXPECT_EQ(figures.get().largest_free_bytes, std::size_t{64} << 20);  // as the last stats() left it
+  EXPECT_EQ(figures.get().largest_free_bytes, std::size_t{80} << 20);  // as the last stats() left it
   ASSERT_TRUE(view.ok()) << view.status().ToString();
   const coordinator::WorkerRecord* record = Rank(*view, 0);
   ASSERT_NE(record, nullptr);
