@@ -5,8 +5,9 @@
 # figure too); the same workload untraced, before idle threads gave their caches back
 # (thread_cache_idle_misses), mapped 60 MiB (small) and 15,262 MiB (large); expandable_segments reserved
 # 16,059,990,016 bytes at its peak (15,316 MiB: 56 small, 15,260 large). Replayed with its threads:
-#   - the defaults must peak no higher than expandable_segments (replayed: 16,055,795,712 bytes, ending with
-#     56 + 15,256 MiB, since Arena::fit ranks a block before a hole by its reach; one chunk above it, 16,062,087,168
+#   - the defaults must peak no higher than expandable_segments (replayed: 16,059,990,016 bytes, its peak to the
+#     byte, ending with 56 + 15,260 MiB, since grow_to_unit_end is the default; 16,055,795,712 with 56 + 15,256
+#     MiB before, since Arena::fit ranks a block before a hole by its reach; one chunk above it, 16,062,087,168
 #     with a large arena of 15,262 MiB, before that, as the H100 runs of that pool were, 16,315,842,560 bytes
 #     against 16,313,745,408), and end with no more in the two arenas together than expandable_segments' pools
 #     at their peak (56 + 15,260 MiB);
