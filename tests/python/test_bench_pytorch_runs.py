@@ -34,19 +34,30 @@ def rows(runs=RUNS, names=("693c4d5-bench1.json.gz", "693c4d5-bench2.json.gz")):
     return out
 
 
+def assert_table(test, rows, table, also=lambda row: None):
+    """Each cell of a README table (device GB, median step ms, first step ms per allocator) against its row, then
+    `also(row)`, in one subTest per row. A median given as a tuple is the alternating pair's, one per model
+    (part_median_step_ms)."""
+    for workload, (device, median, first) in table.items():
+        for i, allocator in enumerate(ALLOCATORS):
+            row = rows[(workload, allocator)]
+            with test.subTest(workload=workload, allocator=allocator):
+                test.assertEqual(round(row["device_bytes"] / 1e9, 2), device[i])
+                if isinstance(median[i], tuple):
+                    test.assertEqual(tuple(round(m, 1) for m in row["part_median_step_ms"]), median[i])
+                else:
+                    test.assertEqual(round(row["median_step_ms"], 1), median[i])
+                test.assertEqual(round(row["first_step_ms"]), first[i])
+                also(row)
+
+
 class TableTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.rows = rows()
 
     def test_the_table_is_the_runs_figures(self):
-        for workload, (device, median, first) in TABLE.items():
-            for i, allocator in enumerate(ALLOCATORS):
-                row = self.rows[(workload, allocator)]
-                with self.subTest(workload=workload, allocator=allocator):
-                    self.assertEqual(round(row["device_bytes"] / 1e9, 2), device[i])
-                    self.assertEqual(round(row["median_step_ms"], 1), median[i])
-                    self.assertEqual(round(row["first_step_ms"]), first[i])
+        assert_table(self, self.rows, TABLE)
 
     def test_each_row_is_its_three_processes_combined(self):
         for (workload, allocator), row in self.rows.items():
@@ -105,20 +116,12 @@ class TableNowTest(unittest.TestCase):
         cls.rows = rows(RUNS_NOW, ("35357e5-bench1.json.gz", "35357e5-bench2.json.gz"))
 
     def test_the_table_is_the_runs_figures(self):
-        for workload, (device, median, first) in TABLE_NOW.items():
-            for i, allocator in enumerate(ALLOCATORS):
-                row = self.rows[(workload, allocator)]
-                with self.subTest(workload=workload, allocator=allocator):
-                    self.assertEqual(round(row["device_bytes"] / 1e9, 2), device[i])
-                    if workload == "alternating":
-                        self.assertEqual(tuple(round(m, 1) for m in row["part_median_step_ms"]), median[i])
-                    else:
-                        self.assertEqual(round(row["median_step_ms"], 1), median[i])
-                    self.assertEqual(round(row["first_step_ms"]), first[i])
-                    # Three processes, none failed, each at the row's device memory (README: "equal in every
-                    # configuration").
-                    self.assertEqual(len(row["runs"]), 3)
-                    self.assertEqual({r["device_bytes"] for r in row["runs"]}, {row["device_bytes"]})
+        assert_table(self, self.rows, TABLE_NOW, self.assert_three_processes_at_the_rows_memory)
+
+    def assert_three_processes_at_the_rows_memory(self, row):
+        # Three processes, none failed, each at the row's device memory (README: "equal in every configuration").
+        self.assertEqual(len(row["runs"]), 3)
+        self.assertEqual({r["device_bytes"] for r in row["runs"]}, {row["device_bytes"]})
 
     def test_memory_at_or_below_expandable_segments_on_all_five(self):
         below = {w: self.rows[(w, "expandable")]["device_bytes"] - self.rows[(w, "memcoord")]["device_bytes"]
