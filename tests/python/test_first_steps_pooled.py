@@ -315,5 +315,57 @@ class CommittedRunsTest(unittest.TestCase):
                     self.assertEqual((round(mc, 1), round(ex, 1)), figures)
                     self.assertTrue(s["verdict"].startswith("not resolved"), s["verdict"])
 
+    def test_the_default_pools_first_steps_on_the_h100(self):
+        # 2026-12-06c (8a79c39, grow_to_unit_end on by default): bench1, bench2 and two firststep runs pooled.
+        # No workload resolved either way; memory calls shorter under memcoord on all five.
+        runs = os.path.join(RUNS_ROOT, "2026-12-06c")
+        paths = sorted(os.path.join(runs, n) for n in os.listdir(runs)
+                       if n.endswith(".json.gz") and ("bench" in n or "firststep" in n))
+        self.assertEqual(len(paths), 4)
+        summary, _ = pooled.pooled([(p, pooled.load(p)) for p in paths])
+        quoted = {  # shift, permutation p, (memcoord shorter, pairs), memory calls (memcoord, expandable)
+            "llama_1b": (-2, 0.97, (23, 45), (18.2, 19.9)),
+            "alternating": (4, 0.32, (19, 61), (23.5, 31.2)),
+            "resnet50_amp": (-6, 0.86, (32, 61), (13.4, 15.0)),
+            "gpt2_fp32": (-51, 0.1, (9, 9), (22.6, 35.6)),
+            "gpt2_bf16_varlen": (-34, 0.6, (7, 9), (16.9, 21.8)),
+        }
+        self.assertEqual(set(summary), set(quoted))
+        for workload, (shift, p, pairs, calls) in quoted.items():
+            s = summary[workload]
+            with self.subTest(workload=workload):
+                self.assertEqual(round(s["shift_ms"]), shift)
+                self.assertEqual(round(s["permutation_p"], len(str(p)) - 2), p)
+                self.assertEqual((s["memcoord_shorter"], s["pairs"]), pairs)
+                mc, ex = s["memory_call_ms"]["memcoord"], s["memory_call_ms"]["expandable"]
+                self.assertEqual((round(mc, 1), round(ex, 1)), calls)
+                self.assertTrue(s["verdict"].startswith("not resolved"), s["verdict"])
+
+    def test_the_alternating_pairs_first_step_made_one_pack_wait(self):
+        # README: in every process the pair's first step made one pack wait at the mark, 6.9-17.9 ms, unmapping
+        # one unit, and step 2 one of 40-55 ms; GPT-2 fp32 alone made none.
+        runs = os.path.join(RUNS_ROOT, "2026-12-06c")
+        firsts, seconds, fp32 = [], [], []
+        for name in sorted(os.listdir(runs)):
+            if not name.endswith(".json.gz") or not ("bench" in name or "firststep" in name):
+                continue
+            with gzip.open(os.path.join(runs, name), "rt") as f:
+                for r in json.load(f)["runs"]:
+                    if r["allocator"] != "memcoord":
+                        continue
+                    for proc in r["runs"]:
+                        steps = proc["memcoord_steps"]
+                        if r["workload"] == "alternating":
+                            self.assertEqual((steps[0]["pack_waits"], steps[0]["units_unmapped"]), (1, 1))
+                            firsts.append(steps[0]["pack_wait_ms"])
+                            seconds.append(max(s["pack_wait_ms"] for s in steps[1:6]))
+                        if r["workload"] == "gpt2_fp32":
+                            fp32.append(sum(s["pack_waits"] for s in steps))
+        self.assertEqual(len(firsts), 13)
+        self.assertEqual((round(min(firsts), 1), round(max(firsts), 1)), (6.9, 17.9))
+        self.assertTrue(all(40 <= w <= 56 for w in seconds), seconds)
+        self.assertEqual(fp32, [0, 0, 0])
+
+
 if __name__ == "__main__":
     unittest.main()
