@@ -426,8 +426,9 @@ std::chrono::microseconds CorePool::marker_interval(std::chrono::steady_clock::t
 //   under pressure (the backend's budget, or a device nearly full) it takes chunks from both arenas, as
 //     many as the placement needs to fit, waiting up to the chunk's marker or, with none, for the stream;
 //   otherwise only at the pool's own high-water mark, waiting only for a marker older than the one this
-//     miss recorded (a wait for that one would drain the GPU's queue: the pool grows instead, unless it
-//     would grow by kDrainShortfallUnits units or more: drain_for_large_shortfall), from the request's
+//     miss recorded, or for none with PoolOptions::pack_waits_at_mark off (a wait for the miss's own marker
+//     would drain the GPU's queue: the pool grows instead, unless it would grow by kDrainShortfallUnits
+//     units or more: drain_for_large_shortfall, which waits either way), from the request's
 //     arena first and then (RemapPolicy::kUnderPressure: until the pool has moved 1/kFreeRemapDivisor of
 //     the mark this way in all) from the other one: idle small-block chunks can hold a large miss at the
 //     peak, and the other way round. Past that 1/16, every byte moved raises the mark by 1/64 of a byte, up
@@ -457,8 +458,10 @@ void CorePool::pack_for(detail::Arena& arena, const detail::Placement& placement
     if (got < pressure) release_cached(other, pressure - got, wait, nullptr, nullptr, stream);
     return;
   }
-  const detail::ReleaseWait wait =
-      waits ? detail::ReleaseWait::kWaitForOlderMarker : detail::ReleaseWait::kIdleOnly;
+  // PoolOptions::pack_waits_at_mark off: only chunks whose work is done; drains (below) still wait.
+  const detail::ReleaseWait wait = waits && options_.pack_waits_at_mark
+                                       ? detail::ReleaseWait::kWaitForOlderMarker
+                                       : detail::ReleaseWait::kIdleOnly;
   const std::uint64_t mark = high_water_ + headroom_;
   if (reserved + need <= mark) return;
   const std::uint64_t want = reserved + need - mark;

@@ -26,6 +26,7 @@ enum class Key {
   kThreadCacheIdleMisses,
   kMergeUnitEnds,
   kGrowToUnitEnd,
+  kMarkWaits,
 };
 
 struct KeySpec {
@@ -39,7 +40,7 @@ constexpr std::uint64_t kMaxMarkerIntervalUs = 10'000'000;  // 10 s: a marker th
 
 constexpr std::uint64_t kMaxIdleMisses = 1'000'000;  // a thread idle that long is idle at any setting
 
-constexpr std::array<KeySpec, 11> kKeys{{
+constexpr std::array<KeySpec, 12> kKeys{{
     {"large_map_unit", Key::kLargeMapUnit, 64 * kGiB},
     {"thread_cache", Key::kThreadCache, kGiB},
     {"thread_cache_block", Key::kThreadCacheBlock, kGiB},
@@ -51,6 +52,7 @@ constexpr std::array<KeySpec, 11> kKeys{{
     {"thread_cache_idle_misses", Key::kThreadCacheIdleMisses, kMaxIdleMisses},
     {"merge_unit_ends", Key::kMergeUnitEnds, 0},
     {"grow_to_unit_end", Key::kGrowToUnitEnd, 0},
+    {"mark_waits", Key::kMarkWaits, 0},
 }};
 
 std::string_view Trim(std::string_view s) {
@@ -144,6 +146,10 @@ Status ApplyWord(const KeySpec& spec, std::string_view entry, std::string_view v
     if (PickWord(value, kSwitchWords, out.grow_to_unit_end)) return Status::Ok();
     return BadEntry(entry, "grow_to_unit_end accepts on or off");
   }
+  if (spec.key == Key::kMarkWaits) {
+    if (PickWord(value, kSwitchWords, out.pack_waits_at_mark)) return Status::Ok();
+    return BadEntry(entry, "mark_waits accepts on or off");
+  }
   if (PickWord(value, kGrowthWords, out.growth)) return Status::Ok();
   return BadEntry(entry, "growth accepts auto, mapping or segments");
 }
@@ -155,6 +161,7 @@ Status Apply(const KeySpec& spec, std::string_view entry, std::string_view value
     case Key::kThreadCacheFence:
     case Key::kMergeUnitEnds:
     case Key::kGrowToUnitEnd:
+    case Key::kMarkWaits:
       return ApplyWord(spec, entry, value, out);
     case Key::kFreeMarkerInterval:
     case Key::kThreadCacheIdleMisses:
@@ -169,7 +176,7 @@ Status Apply(const KeySpec& spec, std::string_view entry, std::string_view value
 std::string_view PoolConfKeys() {
   return "large_map_unit, thread_cache, thread_cache_block, device_reserve, remap, growth, "
          "free_marker_interval_us, thread_cache_fence, thread_cache_idle_misses, merge_unit_ends, "
-         "grow_to_unit_end";
+         "grow_to_unit_end, mark_waits";
 }
 
 Result<PoolOptions> ApplyPoolConf(std::string_view conf, PoolOptions base) {

@@ -13,6 +13,7 @@
 //                            large free while the pool grows)
 //   merge_unit_ends:on|off   PoolOptions::merge_unit_ends
 //   grow_to_unit_end:on|off  PoolOptions::grow_to_unit_end
+//   mark_waits:on|off        PoolOptions::pack_waits_at_mark
 // SIZE as common/bytes.h reads it ("20MiB", "512KiB", "0"). The worker applies $MEMCOORD_ALLOC_CONF to every
 // pool it makes for the C ABI and PyTorch (WorkerOptions::alloc_conf); `memcoord replay --alloc-conf` replays
 // a trace with the same options, so a setting can be judged on a recorded trace before a run uses it.

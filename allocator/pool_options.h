@@ -100,19 +100,35 @@ struct PoolOptions {
   // when the miss's own stream is the one stream that used the chunk, the host waits for that work: up to the
   // first marker (an event the pool records on its misses, and on its large frees at most once an interval:
   // large_free_marker_interval_us) after the chunk's last free. Without pressure only when that marker is
-  // older than the miss's own (so the GPU keeps the work queued after it; otherwise the pool grows a little,
-  // or, when it would grow by 4 units or more and the stream's free units hold that much, waits for the
-  // miss's own marker: CorePool::drain_for_large_shortfall);
-  // under pressure for any marker, or for the whole stream when no marker covers the chunk. One exception to
-  // "keeps the work queued after it": when the miss is the first call on its stream after a large free left a
-  // marker owed (see large_free_marker_interval_us), that call records the owed marker just before the miss's
-  // own, and waiting for it waits for all the work queued before the call (once per owed marker at most).
-  // Idle chunks are always taken first, and chunks of other busy streams are skipped, so an allocation never
-  // waits for another stream's work. (On a GPU the training stream is almost never idle, so a pool that
-  // packed only idle chunks would grow in real training while packing in a replay of the same events, where
-  // streams are always idle.) False: busy chunks are always skipped (pools whose streams must never be waited
-  // for, such as capture pools); no markers are recorded.
+  // older than the miss's own and pack_waits_at_mark is on (so the GPU keeps the work queued after it;
+  // otherwise the pool grows a little, or, when it would grow by 4 units or more and the stream's free units
+  // hold that much, waits for the miss's own marker: CorePool::drain_for_large_shortfall); under pressure for
+  // any marker, or for the whole stream when no marker covers the chunk. One exception to "keeps the work
+  // queued after it": when the miss is the first call on its stream after a large free left a marker owed
+  // (see large_free_marker_interval_us), that call records the owed marker just before the miss's own, and
+  // waiting for it waits for all the work queued before the call (once per owed marker at most). Idle chunks
+  // are always taken first, and chunks of other busy streams are skipped, so an allocation never waits for
+  // another stream's work. (On a GPU the training stream is almost never idle, so a pool that packed only
+  // idle chunks would grow in real training while packing in a replay of the same events, where streams are
+  // always idle.) False: busy chunks are always skipped (pools whose streams must never be waited for, such
+  // as capture pools); no markers are recorded.
   bool pack_waits_for_streams = true;
+  // With pack_waits_for_streams: whether packing at the high-water mark without pressure waits for a marker
+  // older than the miss's own. False: it takes only chunks whose work is done, and grows otherwise; the drain
+  // for a shortfall of 4 units or more (CorePool::drain_for_large_shortfall) and the waits under pressure
+  // stay, and markers are recorded as before (those use them). On an H100 under PyTorch (2026-12-06,
+  // bench/pytorch_runs) the alternating GPT-2/ResNet-50 pair's first step made one such wait, 6.9-17.9 ms in
+  // 13 processes (median 15.1), to unmap one 20 MiB unit, and step 2 (in one process step 4) one of 40-55 ms;
+  // memcoord's first step there was +4 ms against expandable segments' (not significant) though its driver
+  // memory calls took 23.5 ms against 31.2. Replays of bench/traces (--gpu-lag 200), off against on: the same
+  // peaks on alternating, alternating_threads, GPT-2 fp32, GPT-2 bf16 and GPT-2 generation; the Llama 9,338
+  // MiB against 9,526; ResNet-50 5,832 against 5,830 (small arena 56 against 54); pack waits 0/1
+  // (alternating, GPT-2 generation), 0/4 (alternating_threads), 0/2 (GPT-2 fp32), 4/24 (the Llama; the 4 are
+  // drains), 0/10 (ResNet-50), 6/6 (GPT-2 bf16: drains). At --gpu-lag 1000 and 4000 ResNet-50 peaks at 5,836
+  // against 5,830, 2 MiB above expandable segments' model (5,834), and the Llama at 9,338 and 9,358 against
+  // 9,526 and 9,598; the others unchanged. A candidate for off by default, pending an H100 A/B of first steps
+  // (FIRSTSTEP_ALLOCATORS=expandable,memcoord,memcoord[mark_waits:off]). Conf key mark_waits.
+  bool pack_waits_at_mark = true;
   // A free of a block of at least a chunk records a marker on its stream when the stream's newest is at
   // least this old (microseconds; 0: at every such free) while the pool is growing (a miss within the last
   // free_marker_growing_window_ms), and ten times this old otherwise, so that blocks freed before a miss can

@@ -18,7 +18,7 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   Result<PoolOptions> o = ApplyPoolConf(
       " large_map_unit:40MiB, thread_cache:512KiB ,thread_cache_block:64KiB,device_reserve:2GiB,"
       "remap:every-miss,growth:segments,free_marker_interval_us:0,thread_cache_fence:off,"
-      "thread_cache_idle_misses:0,merge_unit_ends:on,grow_to_unit_end:off",
+      "thread_cache_idle_misses:0,merge_unit_ends:on,grow_to_unit_end:off,mark_waits:off",
       base);
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->large_map_unit_bytes, 40 * kMiB);
@@ -36,6 +36,8 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   EXPECT_TRUE(o->merge_unit_ends);
   EXPECT_TRUE(base.grow_to_unit_end);  // the default
   EXPECT_FALSE(o->grow_to_unit_end);
+  EXPECT_TRUE(base.pack_waits_at_mark);  // the default
+  EXPECT_FALSE(o->pack_waits_at_mark);
   EXPECT_EQ(o->name, "mine");
   EXPECT_EQ(o->small_block_limit, 4096u);
   EXPECT_EQ(o->pack_waits_for_streams, base.pack_waits_for_streams);
@@ -52,6 +54,11 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   o = ApplyPoolConf("thread_cache_idle_misses:1000000", base);
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->thread_cache_idle_misses, 1'000'000u);
+  PoolOptions waits_off = base;
+  waits_off.pack_waits_at_mark = false;
+  o = ApplyPoolConf("mark_waits:on", waits_off);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_TRUE(o->pack_waits_at_mark);
 
   for (const char* nothing : {"", " ", ",", " , ,"}) {
     Result<PoolOptions> same = ApplyPoolConf(nothing, base);
@@ -93,8 +100,9 @@ TEST(PoolConf, BadConfsNameTheEntryAndWhatIsAccepted) {
       {"thread_cache_idle_misses:16.5", {"whole number from 0 to 1000000"}},
       {"thread_cache_idle_misses:1000001", {"from 0 to 1000000"}},
       {"thread_cache:1MiB,bogus:1", {"thread_cache_idle_misses"}},
-      {"bogus:1", {"merge_unit_ends", "grow_to_unit_end"}},
+      {"bogus:1", {"merge_unit_ends", "grow_to_unit_end", "mark_waits"}},
       {"grow_to_unit_end:true", {"'grow_to_unit_end:true'", "grow_to_unit_end accepts on or off"}},
+      {"mark_waits:no", {"'mark_waits:no'", "mark_waits accepts on or off"}},
   };
   PoolOptions base;
   for (const Case& c : cases) {

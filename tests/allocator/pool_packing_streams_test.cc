@@ -32,10 +32,11 @@ struct TwoBlocksAtTheMark {
   // `free_markers`: large frees record markers (at each, as PoolOptions::large_free_marker_interval_us 0
   // does); else never (an interval of an hour). `capacity`: the device's bytes (small ones make pressure).
   // `growing_window_ms`: PoolOptions::free_marker_growing_window_ms (0: the pool never counts as growing, as
-  // in a steady loop whose misses are seconds apart).
+  // in a steady loop whose misses are seconds apart). `pack_waits_at_mark`, `limit_bytes`: PoolOptions'.
   explicit TwoBlocksAtTheMark(bool backend_markers = true, bool pack_waits_for_streams = true,
                               bool free_markers = false, std::uint64_t capacity = 8ULL << 30,
-                              std::uint32_t growing_window_ms = 1000)
+                              std::uint32_t growing_window_ms = 1000, bool pack_waits_at_mark = true,
+                              std::uint64_t limit_bytes = 0)
       : backend(capacity) {
     backend.markers = backend_markers;  // read when the allocations below record their markers
     PoolOptions options;
@@ -44,6 +45,8 @@ struct TwoBlocksAtTheMark {
     options.pack_waits_for_streams = pack_waits_for_streams;
     options.large_free_marker_interval_us = free_markers ? 0 : testing::kNoFreeMarkers;
     options.free_marker_growing_window_ms = growing_window_ms;
+    options.pack_waits_at_mark = pack_waits_at_mark;
+    options.limit_bytes = limit_bytes;
     pool.emplace(backend, options);
     a = *pool->allocate(64 * kMiB, kTrainingStream);
     b = *pool->allocate(64 * kMiB, kTrainingStream);
@@ -87,11 +90,13 @@ struct HighWaterMiss {
   bool free_markers = false;
   std::uint64_t capacity = 8ULL << 30;
   std::uint32_t growing_window_ms = 1000;
+  bool pack_waits_at_mark = true;
+  std::uint64_t limit_bytes = 0;
 };
 
 Outcome RunHighWaterMiss(const HighWaterMiss& how) {
   TwoBlocksAtTheMark scene(how.backend_markers, how.pack_waits_for_streams, how.free_markers, how.capacity,
-                           how.growing_window_ms);
+                           how.growing_window_ms, how.pack_waits_at_mark, how.limit_bytes);
   scene.backend.busy.insert(kTrainingStream);  // the kernels that used A are still queued
   EXPECT_TRUE(scene.pool->deallocate(scene.a).ok());
   auto d = scene.allocate_d();
@@ -235,6 +240,41 @@ TEST(PoolPackingStreams, UnderPressureABlockCoveredOnlyByTheMissesMarkerIsWaited
   EXPECT_EQ(packed.synchronizations, 0u);
   EXPECT_EQ(packed.pack_waits, 1u);
   EXPECT_EQ(packed.pack_stream_syncs, 0u);
+}
+
+// PoolOptions::pack_waits_at_mark off: at the mark a busy block is not waited for even behind a marker older
+// than the miss's own (A's free records 3, D's miss 4), so the pool grows where it packed A after a wait for
+// 3; the markers are recorded as before, since drains and pressure still wait for them. (On an H100 the one
+// such wait in the alternating pair's first step cost 7-18 ms of host time for one 20 MiB unit.)
+TEST(PoolPackingStreams, WithoutMarkWaitsABusyBlockBehindAnOlderMarkerIsNotWaitedForAndThePoolGrows) {
+  const Outcome waited = RunHighWaterMiss({.free_markers = true});
+  EXPECT_EQ(waited.peak_reserved, 160 * kMiB);  // A's 64 MiB unmapped, then 96 MiB mapped
+  EXPECT_EQ(waited.marker_waits, std::vector<MarkerId>{3});
+  EXPECT_EQ(waited.pack_waits, 1u);
+  const Outcome grown = RunHighWaterMiss({.free_markers = true, .pack_waits_at_mark = false});
+  EXPECT_EQ(grown.peak_reserved, 224 * kMiB);  // B 64 + A's 64 still mapped + D 96
+  EXPECT_TRUE(grown.marker_waits.empty());
+  EXPECT_EQ(grown.synchronizations, 0u);
+  EXPECT_EQ(grown.pack_waits, 0u);
+  EXPECT_EQ(grown.pack_stream_syncs, 0u);
+  EXPECT_EQ(grown.markers_recorded, 6u);
+  EXPECT_EQ(grown.markers_recorded, waited.markers_recorded);
+  EXPECT_EQ(grown.markers_released, grown.markers_recorded);
+}
+
+// Under a limit D's 96 MiB would pass (200 MiB: 224 with A's memory still mapped) the option changes
+// nothing: running out is worse than a wait, so the pool still waits for D's own marker and packs A.
+TEST(PoolPackingStreams, WithoutMarkWaitsUnderALimitABusyBlockIsStillWaitedFor) {
+  for (const bool at_mark : {true, false}) {
+    SCOPED_TRACE(at_mark ? "mark_waits on" : "mark_waits off");
+    const Outcome packed = RunHighWaterMiss({.pack_waits_at_mark = at_mark, .limit_bytes = 200 * kMiB});
+    EXPECT_EQ(packed.peak_reserved, 200 * kMiB);  // 24 of A's MiB (its 4 MiB end and a unit) unmapped
+    EXPECT_EQ(packed.marker_waits, std::vector<MarkerId>{3});
+    EXPECT_EQ(packed.synchronizations, 0u);
+    EXPECT_EQ(packed.pack_waits, 1u);
+    EXPECT_EQ(packed.pack_stream_syncs, 0u);
+    EXPECT_EQ(packed.pack_drains, 0u);
+  }
 }
 
 TEST(PoolPackingStreams, UnderPressureWithoutBackendMarkersTheStreamIsSynchronized) {
