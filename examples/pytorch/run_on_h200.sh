@@ -20,7 +20,8 @@
 #   benches  bench1 and bench2 at once, each on its own GPU, when the machine has two (nvidia-h200-x2: ~460 s,
 #            bench1's estimate); one after the other otherwise (two calls' worth: run bench1 and bench2 apart)
 #   gtests   the bundle's GPU suites (allocator_gpu_tests, worker_c_abi_gpu_tests: cacheInfo, the C ABI on the
-#            device) and capi_bench on cuda-vmm at 1 and 4 threads beside the C library's malloc/free
+#            device) and capi_bench on cuda-vmm at 1 and 4 threads beside the C library's malloc/free, unpinned
+#            and with each thread on its own physical core
 #   firststep bench_allocators.py: gpt2_fp32, resnet50_amp, alternating x {expandable, memcoord}, 6 fresh processes
 #            each in alternating order, pinned, driver timer: the first-step target with each allocator's spread
 #            between processes (~380 s: FIRSTSTEP_REPEAT=4 took 251 s on an H100, 2026-12-06); FIRSTSTEP_WORKLOADS=a,b names others,
@@ -132,7 +133,28 @@ part_gtests() {
   "$bundle/bin/capi_bench" --lib "$bundle/lib/libmemcoord_capi.so" --backend cuda-vmm --threads 1 4 --control \
     > "$out/capi_bench.json" 2> "$out/capi_bench.log" || rc=1
   tail -c 1500 "$out/capi_bench.json"
+  # Again with each thread on its own physical core (no two on one core's SMT siblings): 2026-12-06's
+  # unpinned run took 70.3 ns a pair at 4 threads against 45.0 at 1, where earlier runs were level.
+  local cores
+  cores=$(distinct_core_cpus 4)
+  echo "capi_bench pinned to CPUs $cores (one per physical core; $(lscpu 2>/dev/null | grep -E '^Thread\(s\) per core' | tr -s ' '))"
+  "$bundle/bin/capi_bench" --lib "$bundle/lib/libmemcoord_capi.so" --backend cuda-vmm --threads 1 4 --control \
+    --cpus "$cores" > "$out/capi_bench_pinned.json" 2> "$out/capi_bench_pinned.log" || rc=1
+  tail -c 1500 "$out/capi_bench_pinned.json"
   return $rc
+}
+# The first CPU of each of the first N physical cores (package and core id from sysfs, $SYSFS_CPU in tests),
+# comma-separated.
+distinct_core_cpus() {
+  local n=$1 root=${SYSFS_CPU:-/sys/devices/system/cpu} cpu key seen=" " list=""
+  for cpu in $(find "$root" -maxdepth 1 -name 'cpu[0-9]*' | sed 's/.*cpu//' | sort -n); do
+    key=$(cat "$root/cpu$cpu/topology/physical_package_id" 2>/dev/null)-$(cat "$root/cpu$cpu/topology/core_id" 2>/dev/null)
+    case "$seen" in *" $key "*) continue ;; esac
+    seen="$seen$key "
+    list="$list${list:+,}$cpu"
+    [ "$(echo "$list" | tr ',' '\n' | wc -l)" -ge "$n" ] && break
+  done
+  echo "$list"
 }
 part_traces() {
   rm -rf "$out/traces"

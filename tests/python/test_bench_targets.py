@@ -720,6 +720,33 @@ class RunOnH200Test(unittest.TestCase):
                     done = subprocess.run(["bash", "-c", f"site={site}\n{function}shim_built"], cwd=tmp)
                     self.assertEqual(done.returncode == 0, built)
 
+    def test_capi_bench_pins_one_thread_per_physical_core(self):
+        # The gtests part's second capi_bench run: the first CPU of each physical core, never two SMT siblings,
+        # over a made-up sysfs (siblings n and n+4 as on most x86 servers, adjacent ones, two packages).
+        with open(self.SCRIPT) as f:
+            function = re.search(r"^distinct_core_cpus\(\) \{\n.*?^\}\n", f.read(), re.S | re.M).group(0)
+        layouts = {
+            "siblings n and n+4": ([(0, c % 4) for c in range(8)], 4, "0,1,2,3"),
+            "adjacent siblings": ([(0, c // 2) for c in range(8)], 4, "0,2,4,6"),
+            "two packages, same core ids": ([(c // 4, (c % 4) // 2) for c in range(8)], 4, "0,2,4,6"),
+            "fewer cores than asked": ([(0, c // 2) for c in range(4)], 4, "0,2"),
+            "ten CPUs sort numerically": ([(0, c) for c in range(10)], 10, ",".join(str(c) for c in range(10))),
+        }
+        for name, (topology, n, want) in layouts.items():
+            with self.subTest(layout=name), tempfile.TemporaryDirectory() as root:
+                for cpu, (package, core) in enumerate(topology):
+                    folder = os.path.join(root, f"cpu{cpu}", "topology")
+                    os.makedirs(folder)
+                    with open(os.path.join(folder, "physical_package_id"), "w") as f:
+                        f.write(f"{package}\n")
+                    with open(os.path.join(folder, "core_id"), "w") as f:
+                        f.write(f"{core}\n")
+                os.makedirs(os.path.join(root, "cpufreq"))  # not a CPU
+                done = subprocess.run(["bash", "-c", f"{function}distinct_core_cpus {n}"], capture_output=True,
+                                      text=True, env=dict(os.environ, SYSFS_CPU=root))
+                self.assertEqual(done.returncode, 0, done.stderr)
+                self.assertEqual(done.stdout.strip(), want)
+
     def test_no_part_or_an_unknown_one_runs_nothing(self):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "out")
