@@ -126,8 +126,16 @@ struct PoolOptions {
   // (alternating, GPT-2 generation), 0/4 (alternating_threads), 0/2 (GPT-2 fp32), 4/24 (the Llama; the 4 are
   // drains), 0/10 (ResNet-50), 6/6 (GPT-2 bf16: drains). At --gpu-lag 1000 and 4000 ResNet-50 peaks at 5,836
   // against 5,830, 2 MiB above expandable segments' model (5,834), and the Llama at 9,338 and 9,358 against
-  // 9,526 and 9,598; the others unchanged. A candidate for off by default, pending an H100 A/B of first steps
-  // (FIRSTSTEP_ALLOCATORS=expandable,memcoord,memcoord[mark_waits:off]). Conf key mark_waits.
+  // 9,526 and 9,598; the others unchanged. Over 24 copies of each with every size but powers of two scaled by
+  // a random 0.9-1.1 (perturbed_side_by_side.py --gpu-lag 200), off against on, peak minus expandable
+  // segments' model: median 0 against +1 MiB on alternating_threads (no more than the model in 13 copies
+  // against 12), ResNet-50 -2 against -13 (range -4..0 against -44..+18; 24 against 20), the Llama -36
+  // against -24 (max +152 against +264; 16 against 14), GPT-2 fp32, bf16 and generation within 14 MiB of
+  // on; at --gpu-lag 1000 ResNet-50 0 against -22 (range -2..+2 against -44..+38; 15 against 21), the
+  // others as at 200. Mean pack waits a copy: none off but the drains (GPT-2 bf16 2.8 against 6.9, the
+  // Llama 4.2 against 14.0), on 0.4-14.5. A candidate for off by default, pending an H100 A/B of first steps
+  // and of ResNet-50's memory (FIRSTSTEP_ALLOCATORS=expandable,memcoord,memcoord[mark_waits:off]). Conf key
+  // mark_waits.
   bool pack_waits_at_mark = true;
   // A free of a block of at least a chunk records a marker on its stream when the stream's newest is at
   // least this old (microseconds; 0: at every such free) while the pool is growing (a miss within the last
