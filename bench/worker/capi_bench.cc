@@ -4,7 +4,7 @@
 // process: both register the same protobuf descriptors), so one run compares builds side by side (e.g. the
 // current library against one built from an older commit). Prints one JSON document:
 //   {"backend":..,"pairs_per_thread":..,"results":[{"lib":..,"threads":t,"median_ns_per_pair":..,
-//     "p90_ns_per_pair":..,"runs":[..]}]}
+//     "p90_ns_per_pair":..,"runs":[..],"run_cpus":[[..],..],"runs_sharing_a_core":n}]}
 // The median is over runs of each thread's mean ns per pair (every thread of every run counts once); runs go
 // round the thread counts (1, N, 1, N, ...) so that a machine whose speed drifts slows every count alike.
 // cpu_ns figures use the thread's CPU time instead of the wall clock: on a shared, oversubscribed machine
@@ -19,6 +19,9 @@
 // cost grows no more than the control's scales as well as the machine allows.
 // --cpus LIST pins thread t of every run to CPU LIST[t % size] (thread 0 on the same CPU at every thread
 // count), so that 1 and N threads are compared on the same cores rather than wherever the scheduler put them.
+// Each result also says where its threads ran: "run_cpus" (per run, the CPU each thread ended its loop on)
+// and "runs_sharing_a_core" (runs in which two of them ended on one physical core, SMT siblings, from
+// sysfs): an unpinned run at N threads that shares cores is slower for reasons that are not memcoord's.
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
@@ -117,7 +120,37 @@ void PinThisThread(int thread_index) {
 struct PerPair {
   double wall_ns = 0;
   double cpu_ns = 0;
+  int cpu = -1;  // where the thread ended its loop (sched_getcpu)
 };
+
+// "package-core" of a CPU from sysfs, empty when unreadable: CPUs with the same key are SMT siblings.
+std::string PhysicalCore(int cpu) {
+  const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+  std::string key;
+  for (const char* name : {"physical_package_id", "core_id"}) {
+    std::FILE* f = std::fopen((base + name).c_str(), "r");
+    if (f == nullptr) return {};
+    char text[32] = {};
+    const bool read = std::fgets(text, sizeof(text), f) != nullptr;
+    std::fclose(f);
+    if (!read) return {};
+    key += std::string(key.empty() ? "" : "-") + std::to_string(std::atoi(text));
+  }
+  return key;
+}
+
+// Whether two of the threads of one run ended on one physical core.
+bool SharesACore(const std::vector<PerPair>& threads) {
+  std::vector<std::string> cores;
+  for (const PerPair& p : threads) {
+    if (p.cpu < 0) continue;
+    const std::string core = PhysicalCore(p.cpu);
+    if (core.empty()) continue;
+    if (std::find(cores.begin(), cores.end(), core) != cores.end()) return true;
+    cores.push_back(core);
+  }
+  return false;
+}
 
 double ThreadCpuNs() {
   timespec ts{};
@@ -145,7 +178,7 @@ PerPair ThreadNsPerPair(const Library& lib, long pairs, int device, std::atomic<
   }
   const auto ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
   const double n = static_cast<double>(pairs);
-  return {ns / n, (ThreadCpuNs() - cpu_start) / n};
+  return {ns / n, (ThreadCpuNs() - cpu_start) / n, ::sched_getcpu()};
 }
 
 std::vector<PerPair> Run(const Library& lib, int threads, long pairs) {
@@ -217,19 +250,25 @@ std::string Measure(const Library& lib, const std::vector<int>& thread_counts, l
   // measurement (a shared host's neighbours, frequency) falls on every thread count alike.
   struct Figures {
     std::vector<double> wall, cpu;
-    std::string run_text;
+    std::string run_text, cpus_text;
+    int runs_sharing_a_core = 0;
   };
   std::vector<Figures> figures(thread_counts.size());
   for (int r = 0; r < runs; ++r) {
     for (std::size_t c = 0; c < thread_counts.size(); ++c) {
       Figures& f = figures[c];
       std::vector<double> run_wall;
-      for (const PerPair& p : Run(lib, thread_counts[c], pairs)) {
+      std::vector<int> run_cpus;
+      const std::vector<PerPair> threads = Run(lib, thread_counts[c], pairs);
+      for (const PerPair& p : threads) {
         f.wall.push_back(p.wall_ns);
         f.cpu.push_back(p.cpu_ns);
         run_wall.push_back(p.wall_ns);
+        run_cpus.push_back(p.cpu);
       }
       f.run_text += (r ? "," : "") + std::to_string(Quantile(run_wall, 0.5));
+      f.cpus_text += std::string(r ? "," : "") + "[" + JoinInts(run_cpus) + "]";
+      f.runs_sharing_a_core += SharesACore(threads) ? 1 : 0;
     }
   }
   std::string out;
@@ -240,7 +279,8 @@ std::string Measure(const Library& lib, const std::vector<int>& thread_counts, l
            ",\"median_ns_per_pair\":" + std::to_string(Quantile(f.wall, 0.5)) +
            ",\"p90_ns_per_pair\":" + std::to_string(Quantile(f.wall, 0.9)) +
            ",\"median_cpu_ns_per_pair\":" + std::to_string(Quantile(f.cpu, 0.5)) + ",\"runs\":[" +
-           f.run_text + "]}";
+           f.run_text + "],\"run_cpus\":[" + f.cpus_text +
+           "],\"runs_sharing_a_core\":" + std::to_string(f.runs_sharing_a_core) + "}";
   }
   return out;
 }

@@ -1,0 +1,56 @@
+"""bench/worker/capi_bench on host memory: its JSON names where each run's threads ran ("run_cpus") and counts the
+runs in which two of them shared a physical core ("runs_sharing_a_core"), so that an unpinned run slowed by SMT
+siblings is told from the C ABI's own cost; and bad --cpus are refused with a reason."""
+
+import json
+import os
+import subprocess
+import unittest
+
+BENCH = os.environ.get("MEMCOORD_CAPI_BENCH", "")
+
+
+def bench(*args):
+    return subprocess.run([BENCH, "--backend", "host", "--pairs", "2000", *args], capture_output=True, text=True,
+                          timeout=100)
+
+
+class CapiBenchTest(unittest.TestCase):
+    def setUp(self):
+        # ctest sets it (bench/worker/CMakeLists.txt registers this test where capi_bench is built).
+        self.assertTrue(BENCH, "MEMCOORD_CAPI_BENCH must name the built capi_bench")
+
+    def test_each_run_says_where_its_threads_ran(self):
+        done = bench("--threads", "1,2", "--runs", "3", "--control")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        report = json.loads(done.stdout)
+        cpus = report["hardware_threads"]
+        self.assertEqual([(r["lib"] == "control: C library malloc/free", r["threads"]) for r in report["results"]],
+                         [(False, 1), (False, 2), (True, 1), (True, 2)])
+        for r in report["results"]:
+            with self.subTest(lib=r["lib"], threads=r["threads"]):
+                self.assertEqual(len(r["runs"]), 3)
+                self.assertEqual([len(run) for run in r["run_cpus"]], [r["threads"]] * 3)
+                self.assertTrue(all(0 <= c < cpus for run in r["run_cpus"] for c in run), r["run_cpus"])
+                self.assertIn(r["runs_sharing_a_core"], range(0, 4))
+                if r["threads"] == 1:
+                    self.assertEqual(r["runs_sharing_a_core"], 0)
+
+    def test_two_threads_pinned_to_one_cpu_share_its_core_in_every_run(self):
+        if not os.path.exists("/sys/devices/system/cpu/cpu0/topology/core_id"):
+            self.skipTest("no CPU topology in sysfs")
+        done = bench("--threads", "2", "--runs", "2", "--cpus", "0")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        (result,) = json.loads(done.stdout)["results"]
+        self.assertEqual(result["run_cpus"], [[0, 0], [0, 0]])
+        self.assertEqual(result["runs_sharing_a_core"], 2)
+
+    def test_a_cpu_the_machine_lacks_is_refused(self):
+        done = bench("--threads", "1", "--cpus", "100000")
+        self.assertNotEqual(done.returncode, 0)
+        self.assertIn("--cpus: Value 100000 not in range 0 to", done.stderr)
+        self.assertNotIn("results", done.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
