@@ -10,15 +10,15 @@ uniformly from [1 - F, 1 + F] (default 0.1; copy k seeded with k, so runs repeat
 repeated, as in a model a few percent wider or a batch a little larger. With --keep-powers-of-two, sizes that
 are a power of two keep their size in every copy: real models allocate many (a 1024x256 fp32 weight is exactly
 1 MiB, the pool's small-block limit), and scaling them moves blocks across that limit, which no real model of
-those shapes does. Every copy is replayed by
-`memcoord replay --json --repeat 1` (the virtual backend: the default pool users get, or each --alloc-conf as
-MEMCOORD_ALLOC_CONF would set it; --alloc-conf '' is the defaults; --gpu-lag N as `memcoord replay --gpu-lag`:
-blocks freed in the last N events still in use, so that packing may wait, default 0: idle streams, no waits) and by
-expandable_model.py (what expandable_segments:True reserves for the same events). Prints, per trace and conf, over the copies: the
-median and mean of memcoord's peak reserved minus the model's (MiB; negative: memcoord reserves less), the
-range, the copies where memcoord reserves no more, and the mean driver allocations of each (memcoord's maps;
-the model's pages, which it never unmaps), and memcoord's mean pack waits (host waits for the GPU before an
-unmap). --json keeps every copy's figures.
+those shapes does. Every copy is replayed by `memcoord replay --json --repeat 1` (the virtual backend: the
+default pool users get, or each --alloc-conf as MEMCOORD_ALLOC_CONF would set it; --alloc-conf '' is the
+defaults; --gpu-lag N as `memcoord replay --gpu-lag`: blocks freed in the last N events still in use, so that
+packing may wait; default 0: idle streams, no waits) and by expandable_model.py (what expandable_segments:True
+reserves for the same events). Prints, per trace and conf, over the copies: the median and mean of memcoord's
+peak reserved minus the model's (MiB; negative: memcoord reserves less), the range, the copies where memcoord
+reserves no more, the mean driver allocations of each (memcoord's maps; the model's pages, which it never
+unmaps), and memcoord's mean pack waits (host waits for the GPU before an unmap). --json keeps every copy's
+figures.
 """
 
 import argparse
