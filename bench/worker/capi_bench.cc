@@ -17,8 +17,10 @@
 // threads): how much slower each thread gets at N threads on this machine for reasons that are not
 // memcoord's (frequency falling as more cores run, shared caches, SMT siblings). A C ABI whose per-thread
 // cost grows no more than the control's scales as well as the machine allows.
-// --cpus LIST pins thread t of every run to CPU LIST[t % size] (thread 0 on the same CPU at every thread
-// count), so that 1 and N threads are compared on the same cores rather than wherever the scheduler put them.
+// --cpus LIST pins thread t of run r to CPU LIST[(r + t) % size], so that 1 and N threads are compared on the
+// same cores rather than wherever the scheduler put them: the one-thread runs go round the listed CPUs as the
+// N-thread runs use them all (a shared host's vCPUs differ: on an H100 machine of 2026-12-06 one thread took
+// 70 ns a pair on CPU 8 and 41 on CPU 5, the C library's malloc/free 50 and 32).
 // Each result also says where its threads ran: "run_cpus" (per run, the CPU each thread ended its loop on)
 // and "runs_sharing_a_core" (runs in which two of them ended on one physical core, SMT siblings, from
 // sysfs): an unpinned run at N threads that shares cores is slower for reasons that are not memcoord's.
@@ -103,14 +105,15 @@ std::vector<std::string> LibrariesToMeasure(std::vector<std::string> given) {
   return {};
 }
 
-// --cpus, set once by main before any measurement: thread t runs on g_pin_cpus[t % size] (empty: unpinned).
+// --cpus, set once by main before any measurement: thread t of run r runs on g_pin_cpus[(r + t) % size]
+// (empty: unpinned).
 std::vector<int> g_pin_cpus;
 
-void PinThisThread(int thread_index) {
+void PinThisThread(int run_index, int thread_index) {
   if (g_pin_cpus.empty()) return;
   cpu_set_t set;
   CPU_ZERO(&set);
-  CPU_SET(g_pin_cpus[static_cast<std::size_t>(thread_index) % g_pin_cpus.size()], &set);
+  CPU_SET(g_pin_cpus[static_cast<std::size_t>(run_index + thread_index) % g_pin_cpus.size()], &set);
   if (::pthread_setaffinity_np(::pthread_self(), sizeof(set), &set) != 0) {
     std::fprintf(stderr, "capi_bench: cannot pin thread %d\n", thread_index);
     std::exit(1);
@@ -181,13 +184,13 @@ PerPair ThreadNsPerPair(const Library& lib, long pairs, int device, std::atomic<
   return {ns / n, (ThreadCpuNs() - cpu_start) / n, ::sched_getcpu()};
 }
 
-std::vector<PerPair> Run(const Library& lib, int threads, long pairs) {
+std::vector<PerPair> Run(const Library& lib, int run_index, int threads, long pairs) {
   std::vector<PerPair> per_thread(static_cast<std::size_t>(threads));
   std::atomic<int> ready{0};
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
-      PinThisThread(t);
+      PinThisThread(run_index, t);
       per_thread[static_cast<std::size_t>(t)] = ThreadNsPerPair(lib, pairs, 0, ready, threads);
     });
   }
@@ -259,7 +262,7 @@ std::string Measure(const Library& lib, const std::vector<int>& thread_counts, l
       Figures& f = figures[c];
       std::vector<double> run_wall;
       std::vector<int> run_cpus;
-      const std::vector<PerPair> threads = Run(lib, thread_counts[c], pairs);
+      const std::vector<PerPair> threads = Run(lib, r, thread_counts[c], pairs);
       for (const PerPair& p : threads) {
         f.wall.push_back(p.wall_ns);
         f.cpu.push_back(p.cpu_ns);
@@ -329,7 +332,8 @@ int main(int argc, char** argv) {
                "also measure the same loop over the C library's malloc/free: the machine's own per-thread "
                "slowdown at N threads");
   const int cpus_online = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
-  app.add_option("--cpus", g_pin_cpus, "pin thread t to CPU LIST[t % size] (comma-separated CPU numbers)")
+  app.add_option("--cpus", g_pin_cpus,
+                 "pin thread t of run r to CPU LIST[(r + t) % size] (comma-separated CPU numbers)")
       ->delimiter(',')
       ->check(
           CLI::Range(0, cpus_online - 1).description("a CPU number below " + std::to_string(cpus_online)));

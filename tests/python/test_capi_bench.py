@@ -1,6 +1,7 @@
 """bench/worker/capi_bench on host memory: its JSON names where each run's threads ran ("run_cpus") and counts the
 runs in which two of them shared a physical core ("runs_sharing_a_core"), so that an unpinned run slowed by SMT
-siblings is told from the C ABI's own cost; and bad --cpus are refused with a reason."""
+siblings is told from the C ABI's own cost; pinned runs go round the listed CPUs; and bad --cpus are refused with a
+reason."""
 
 import json
 import os
@@ -44,6 +45,19 @@ class CapiBenchTest(unittest.TestCase):
         (result,) = json.loads(done.stdout)["results"]
         self.assertEqual(result["run_cpus"], [[0, 0], [0, 0]])
         self.assertEqual(result["runs_sharing_a_core"], 2)
+
+    def test_pinned_one_thread_runs_go_round_the_listed_cpus(self):
+        # Thread t of run r on LIST[(r + t) % size]: one thread visits every listed CPU in turn, as two threads use
+        # both in every run (a shared host's CPUs differ in speed, so one thread on the first alone is unfair).
+        allowed = sorted(os.sched_getaffinity(0))
+        if len(allowed) < 2:
+            self.skipTest("one CPU allowed")
+        a, b = allowed[:2]
+        done = bench("--threads", "1,2", "--runs", "3", "--cpus", f"{a},{b}")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        one, two = json.loads(done.stdout)["results"]
+        self.assertEqual(one["run_cpus"], [[a], [b], [a]])
+        self.assertEqual(two["run_cpus"], [[a, b], [b, a], [a, b]])
 
     def test_a_cpu_the_machine_lacks_is_refused(self):
         done = bench("--threads", "1", "--cpus", "100000")
