@@ -146,10 +146,14 @@ class MarkWaitsRunsTest(unittest.TestCase):
         self.assertEqual(medians, {"memcoord": [159.4, 166.0], OFF: [185.7, 192.5]})
         step1 = {a: sorted(round(p["step_ms"][1]) for p in procs[("gpt2_bf16_varlen", a)]) for a in ("memcoord", OFF)}
         self.assertEqual(step1, {"memcoord": [146, 161], OFF: [192, 196]})
-        for a in ("memcoord", OFF):
+        # Up to step 1's end the two settings' pools counted the same; in step 2 the default waited twice, off once.
+        def counted(p, step):
+            s = p["memcoord_steps"][step]
+            return (s["misses"], s["units_mapped"], s["units_unmapped"], s["pack_waits"], s["pack_stream_syncs"])
+        for a, step2_waits in (("memcoord", 2), (OFF, 1)):
             for p in procs[("gpt2_bf16_varlen", a)]:
-                self.assertEqual(p["memcoord_steps"][1]["misses"], 0)
-                self.assertEqual(p["memcoord_steps"][1]["pack_waits"], 0)
+                self.assertEqual([counted(p, 0), counted(p, 1)], [(109, 380, 17, 0, 0), (0, 0, 0, 0, 0)])
+                self.assertEqual(counted(p, 2), (27, 207, 19, step2_waits, 0))
 
     def test_capi_bench_per_cpu(self):
         with open(os.path.join(RUNS, "d2e5571-capi_bench.json")) as f:
