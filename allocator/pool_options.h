@@ -116,25 +116,12 @@ struct PoolOptions {
   // With pack_waits_for_streams: whether packing at the high-water mark without pressure waits for a marker
   // older than the miss's own. False: it takes only chunks whose work is done, and grows otherwise; the drain
   // for a shortfall of 4 units or more (CorePool::drain_for_large_shortfall) and the waits under pressure
-  // stay, and markers are recorded as before (those use them). On an H100 under PyTorch (2026-12-06,
-  // bench/pytorch_runs) the alternating GPT-2/ResNet-50 pair's first step made one such wait, 6.9-17.9 ms in
-  // 13 processes (median 15.1), to unmap one 20 MiB unit, and step 2 (in one process step 4) one of 40-55 ms;
-  // memcoord's first step there was +4 ms against expandable segments' (not significant) though its driver
-  // memory calls took 23.5 ms against 31.2. Replays of bench/traces (--gpu-lag 200), off against on: the same
-  // peaks on alternating, alternating_threads, GPT-2 fp32, GPT-2 bf16 and GPT-2 generation; the Llama 9,338
-  // MiB against 9,526; ResNet-50 5,832 against 5,830 (small arena 56 against 54); pack waits 0/1
-  // (alternating, GPT-2 generation), 0/4 (alternating_threads), 0/2 (GPT-2 fp32), 4/24 (the Llama; the 4 are
-  // drains), 0/10 (ResNet-50), 6/6 (GPT-2 bf16: drains). At --gpu-lag 1000 and 4000 ResNet-50 peaks at 5,836
-  // against 5,830, 2 MiB above expandable segments' model (5,834), and the Llama at 9,338 and 9,358 against
-  // 9,526 and 9,598; the others unchanged. Over 24 copies of each with every size but powers of two scaled by
-  // a random 0.9-1.1 (perturbed_side_by_side.py --gpu-lag 200), off against on, peak minus expandable
-  // segments' model: median 0 against +1 MiB on alternating_threads (no more than the model in 13 copies
-  // against 12), ResNet-50 -2 against -13 (range -4..0 against -44..+18; 24 against 20), the Llama -36
-  // against -24 (max +152 against +264; 16 against 14), GPT-2 fp32, bf16 and generation within 14 MiB of
-  // on; at --gpu-lag 1000 ResNet-50 0 against -22 (range -2..+2 against -44..+38; 15 against 21), the
-  // others as at 200. Mean pack waits a copy: none off but the drains (GPT-2 bf16 2.8 against 6.9, the
-  // Llama 4.2 against 14.0), on 0.4-14.5. A candidate for off by default, pending an H100 A/B of first steps
-  // and of ResNet-50's memory (FIRSTSTEP_ALLOCATORS=expandable,memcoord,memcoord[mark_waits:off]). Conf key
+  // stay, and markers are recorded as before (those use them). Why on by default: on an H100 under PyTorch
+  // (bench/pytorch_runs/2026-12-06d) off used the same device memory as on in every process of five workloads
+  // and removed the alternating GPT-2/ResNet-50 pair's waits (one of 1.4-16 ms in its first step, one of
+  // 33-55 ms in step 2), but no first step was told apart, and GPT-2 bf16's two processes under off ran
+  // slower from step 1 on, before the two settings had acted differently; the waits stay until more
+  // processes settle that. Replays and perturbed copies: README, "Measured under PyTorch". Conf key
   // mark_waits.
   bool pack_waits_at_mark = true;
   // A free of a block of at least a chunk records a marker on its stream when the stream's newest is at
