@@ -326,6 +326,8 @@ def record_history(enabled=True, max_entries=100_000, device=None):
     does; `enabled` False stops recording and keeps what was recorded. Turning it on starts an empty history
     and turns the pools' per-thread caches off meanwhile (every call is recorded)."""
     lib = _lib()
+    if enabled not in (True, False):  # not bool(): "no" would start recording
+        raise TypeError(f"record_history(enabled={enabled!r}): accepted: True or False")
     # Read only when recording starts (stopping keeps what was recorded).
     entries = _integer("record_history", "max_entries", max_entries, 1, HISTORY_MAX_ENTRIES,
                        f"an int from 1 to {HISTORY_MAX_ENTRIES}") if enabled else 0
@@ -421,7 +423,10 @@ def step_count():
 
 
 def abort_info():
-    """AbortFacts (dead_rank, reason) when the coordinator aborted this process's group, else None."""
+    """AbortFacts (dead_rank, reason) when the coordinator aborted this process's group, else None (also before
+    init(), when there is no group to abort)."""
+    if step_count() < 0:
+        return None
     return _abort.abort_facts()
 
 

@@ -240,6 +240,17 @@ def answer_abort(facts):
     exit_aborted(facts)
 
 
+def _attached_to_a_coordinator():
+    """Whether the live worker was made with a coordinator: a standalone worker is never aborted, so an exception
+    that ends it has no abort to wait for."""
+    import memcoord  # the package imports this module
+
+    settings = memcoord.initialized_settings()
+    if settings is not None:
+        return bool(settings.get("MEMCOORD_COORDINATOR"))
+    return bool(os.environ.get("MEMCOORD_COORDINATOR"))  # a C call made the worker, from the environment
+
+
 def _install_excepthook(grace_ms):
     """A collective that fails because a peer died (gloo: "connection closed by peer") raises in the training
     thread, often a few milliseconds before the coordinator's abort arrives. An exception that ends the
@@ -249,7 +260,7 @@ def _install_excepthook(grace_ms):
     Installed once per process (caller holds _watcher_lock): the watcher restarts after every shutdown(),
     and each install wrapped the previous hook, so an uncaught exception waited `grace_ms` once per install.
     While the user's on_abort handler is set (watch_aborts(on_abort=...)), the hook only passes the
-    exception on: the abort is the handler's to answer."""
+    exception on: the abort is the handler's to answer; and a worker with no coordinator waits for nothing."""
     _excepthook["grace_ms"] = int(grace_ms)
     if _excepthook["installed"]:
         return
@@ -261,7 +272,7 @@ def _install_excepthook(grace_ms):
         try:
             lib = _capi.library()
             if (not issubclass(exc_type, KeyboardInterrupt) and not _custom_handler_set()
-                    and lib.has("memcoord_wait_abort")):
+                    and _attached_to_a_coordinator() and lib.has("memcoord_wait_abort")):
                 code = lib.function("memcoord_wait_abort")(int(_excepthook["grace_ms"]))
                 if code == _capi.ABORTED:
                     facts = abort_facts(lib) or AbortFacts(-1, lib.last_error(), 0)

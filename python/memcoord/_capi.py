@@ -86,7 +86,7 @@ class AbortedError(MemcoordError):
 
 
 class DeviceStats(ctypes.Structure):
-    """memcoord_device_stats, version 4 (see worker/memcoord.h for each field). A library of an earlier
+    """memcoord_device_stats, version 5 (see worker/memcoord.h for each field). A library of an earlier
     version fills only the fields it knows (it copies what its own struct holds): the later ones read 0."""
 
     _fields_ = [

@@ -31,7 +31,7 @@ from pathlib import Path
 from . import _abort, _capi
 
 _lock = threading.Lock()
-_state = {"enabled": False, "shim": None, "hooks": {}, "patched": [], "watch_aborts": True}
+_state = {"enabled": False, "shim": None, "hooks": {}, "patched": [], "watch_aborts": True, "options": {}}
 
 
 def is_enabled():
@@ -318,21 +318,155 @@ def _capi_addresses(lib):
     return {name: (lib.address(name) if lib.has(name) else 0) for name in names}
 
 
-def enable(coordinator=None, backend=None, shim=None, watch_aborts=True, patch_memory_api=True, alloc_conf=None):
+# Backends whose memory a GPU kernel cannot use (host pages, or addresses with no memory behind them): for
+# memcoord's API without a GPU, never for PyTorch's CUDA tensors.
+_NON_DEVICE_BACKENDS = ("host", "virtual")
+# Set only by tests that stand a fake torch in for the real one (tests/python/test_enable_fake_torch.py).
+_allow_non_device_backends = False
+
+# enable()'s options for the worker, the variables memcoord_init() reads them from, and what each accepts.
+_WORKER_OPTIONS = {"alloc_conf": ("MEMCOORD_ALLOC_CONF", "a str such as 'thread_cache:0,large_map_unit:40MiB'"),
+                   "coordinator": ("MEMCOORD_COORDINATOR", "a str 'HOST:PORT'"),
+                   "backend": ("MEMCOORD_BACKEND", "a str: 'cuda-vmm', 'cuda' or 'auto'")}
+
+
+def _check_option_types(given):
+    for option, value in given.items():
+        if option in _WORKER_OPTIONS and value is not None and not isinstance(value, str):
+            raise TypeError(f"memcoord.enable({option}={value!r}): {_WORKER_OPTIONS[option][1]} or None, not "
+                            f"{type(value).__name__}")
+
+
+def _resolve_shim(shim):
+    if not shim and "MEMCOORD_TORCH_SHIM" in os.environ:
+        shim = os.environ["MEMCOORD_TORCH_SHIM"]
+        if shim not in ("auto", "required", "off"):
+            raise ValueError(f"memcoord.enable(): MEMCOORD_TORCH_SHIM={shim!r} in the environment; accepted: "
+                             "auto, required, off")
+    shim = shim or "auto"
+    if shim not in ("auto", "required", "off"):
+        raise ValueError(f"memcoord.enable(shim={shim!r}): accepted: 'auto', 'required', 'off'")
+    return shim
+
+
+def _worker_settings(memcoord):
+    """{variable: value} the live worker was made with, or None when there is none."""
+    made_with = memcoord.initialized_settings()
+    if made_with is None and memcoord.step_count() >= 0:  # a C call made the worker, from the environment
+        made_with = {variable: os.environ.get(variable, "") for variable, _ in _WORKER_OPTIONS.values()}
+    return made_with
+
+
+def _refuse_what_the_worker_cannot_take(given, made_with):
+    """A worker that exists already read its settings from the environment: another value now would be silently
+    ignored, so it is an error that says so. None (and "" for coordinator and backend) means "not given";
+    alloc_conf="" asks for the defaults."""
+    if made_with is None:
+        return
+    for option, (variable, _) in _WORKER_OPTIONS.items():
+        value = given[option]
+        if value is None or (value == "" and option != "alloc_conf"):
+            continue
+        had = made_with.get(variable, "")
+        if option == "backend" and value == "auto" and had in ("", "auto"):
+            continue  # unset means auto
+        if value != had:
+            raise RuntimeError(
+                f"memcoord.enable({option}={value!r}): the worker already exists, made with "
+                f"{variable}={had!r} (by memcoord.init() or another memcoord call before enable()), and "
+                f"cannot take another; pass {option} to the first call, or call memcoord.shutdown() first")
+
+
+def _refuse_a_non_device_backend(backend, made_with):
+    """PyTorch would place CUDA tensors in whatever the pool hands out: on the host or virtual backend that is
+    no GPU memory, and the first kernel to touch it faults far from the cause (MEMCOORD_BACKEND=host left set
+    from a CPU-only test, say)."""
+    if backend:
+        kind, source = backend, f"backend={backend!r}"
+    elif made_with is not None:
+        kind, source = made_with.get("MEMCOORD_BACKEND", ""), "the existing worker's MEMCOORD_BACKEND"
+    else:
+        kind, source = os.environ.get("MEMCOORD_BACKEND", ""), "MEMCOORD_BACKEND in the environment"
+    if kind in _NON_DEVICE_BACKENDS and not _allow_non_device_backends:
+        raise RuntimeError(
+            f"memcoord.enable(): {source} is {kind!r}, whose memory is not the GPU's, so CUDA tensors placed "
+            "there would fault; PyTorch's allocator needs 'cuda-vmm', 'cuda' or 'auto' (MEMCOORD_BACKEND unset). "
+            "memcoord's API without PyTorch (memcoord.init(), alloc(), stats(), step()) works on it")
+
+
+def _init_with(given, memcoord):
+    """Sets the given options' variables and makes the worker; a failure leaves the environment as it was, so
+    neither a later memcoord.init() nor a child process inherits a setting that was refused."""
+    before = {}
+    for option, (variable, _) in _WORKER_OPTIONS.items():
+        if given[option] is not None and (given[option] != "" or option == "alloc_conf"):
+            before[variable] = os.environ.get(variable)
+            os.environ[variable] = given[option]
+    try:
+        memcoord.init()  # torchrun's RANK/WORLD_SIZE/LOCAL_RANK count as memcoord's when those are unset
+    except BaseException:
+        for variable, value in before.items():
+            if value is None:
+                os.environ.pop(variable, None)
+            else:
+                os.environ[variable] = value
+        raise
+
+
+def _refuse_other_options(given):
+    """A second enable() returns at once: an option it is given that differs from the first call's cannot take
+    effect, so it is an error rather than a setting silently ignored."""
+    first = _state["options"]
+    for option, value in given.items():
+        if value is None or (value == "" and option in ("coordinator", "backend")):
+            continue
+        had = first.get(option)
+        if option == "backend" and value == "auto" and had in ("", "auto"):
+            continue
+        if value != had:
+            raise RuntimeError(
+                f"memcoord.enable({option}={value!r}): memcoord is PyTorch's allocator already, enabled with "
+                f"{option}={had!r}; a second enable() cannot change that (pass it to the first call)")
+
+
+def _install(torch, lib, shim, patch_memory_api):
+    module = _load_shim(shim)
+    if module is not None:
+        _state["hooks"] = dict(module.install(_capi_addresses(lib)))
+        _state["shim"] = module
+    else:
+        allocator = torch.cuda.memory.CUDAPluggableAllocator(
+            str(lib.path), "memcoord_torch_malloc", "memcoord_torch_free"
+        )
+        torch.cuda.memory.change_current_allocator(allocator)
+        _state["allocator"] = allocator
+        if lib.has("memcoord_record_stream"):
+            _python_record_stream(torch, lib)
+        _refuse_graph_capture(torch)
+        _state["hooks"] = {"record_stream": lib.has("memcoord_record_stream"), "empty_cache": False,
+                           "graph_pools": False}
+    if patch_memory_api:
+        _patch_memory_api(torch, _state["hooks"])
+
+
+def enable(coordinator=None, backend=None, shim=None, watch_aborts=None, patch_memory_api=None, alloc_conf=None):
     """Makes memcoord PyTorch's CUDA allocator. Call it before the first CUDA allocation.
 
     coordinator: "HOST:PORT" to attach to (default: $MEMCOORD_COORDINATOR; unset: standalone).
-    backend: memcoord's backend ("cuda-vmm", "cuda", ...; default: $MEMCOORD_BACKEND or auto).
+    backend: memcoord's backend: "cuda-vmm", "cuda" or "auto" (default: $MEMCOORD_BACKEND, unset: auto). The
+      host and virtual backends, whose memory is not the GPU's, are refused.
     alloc_conf: the pools' options, as PYTORCH_CUDA_ALLOC_CONF sets PyTorch's ("thread_cache:0,
       large_map_unit:40MiB"; default: $MEMCOORD_ALLOC_CONF; see memcoord.init).
     A worker that memcoord.init() (or another memcoord call) already made with another coordinator, backend or
     alloc_conf is an error (RuntimeError naming both values), not a setting silently ignored.
     shim: "auto" (default, or $MEMCOORD_TORCH_SHIM), "required" or "off" (see _load_shim).
-    watch_aborts: start the abort watcher (an abort ends the process with EXIT_ABORTED, naming the dead rank).
-        False: you handle aborts; memcoord.step() and the integrations raise AbortedError at a step's end and
-        do not end the process (until a watcher is started, memcoord.watch_aborts()).
-    patch_memory_api: point torch.cuda's statistics and snapshot functions at memcoord.
-    Returns enabled_details(). A second call returns at once."""
+    watch_aborts: start the abort watcher (default True: an abort ends the process with EXIT_ABORTED, naming the
+        dead rank). False: you handle aborts; memcoord.step() and the integrations raise AbortedError at a
+        step's end and do not end the process (until a watcher is started, memcoord.watch_aborts()).
+    patch_memory_api: point torch.cuda's statistics and snapshot functions at memcoord (default True).
+    Returns enabled_details(). A second call returns at once; an option it is given that differs from the first
+    call's is an error (RuntimeError naming both), since it could not take effect. A call that raises leaves
+    the environment variables it would have set as they were."""
     try:
         import torch
     except ImportError as error:
@@ -341,17 +475,15 @@ def enable(coordinator=None, backend=None, shim=None, watch_aborts=True, patch_m
             "without torch, memcoord.init(), alloc(), stats(), step() and snapshot() work"
         ) from error
 
+    given = {"coordinator": coordinator, "backend": backend, "alloc_conf": alloc_conf, "shim": shim,
+             "watch_aborts": None if watch_aborts is None else bool(watch_aborts),
+             "patch_memory_api": None if patch_memory_api is None else bool(patch_memory_api)}
+    _check_option_types(given)
     with _lock:
         if _state["enabled"]:
+            _refuse_other_options(given)
             return enabled_details()
-        if not shim and "MEMCOORD_TORCH_SHIM" in os.environ:
-            shim = os.environ["MEMCOORD_TORCH_SHIM"]
-            if shim not in ("auto", "required", "off"):
-                raise ValueError(f"memcoord.enable(): MEMCOORD_TORCH_SHIM={shim!r} in the environment; accepted: "
-                                 "auto, required, off")
-        shim = shim or "auto"
-        if shim not in ("auto", "required", "off"):
-            raise ValueError(f"memcoord.enable(shim={shim!r}): accepted: 'auto', 'required', 'off'")
+        shim = _resolve_shim(shim)
         if not torch.cuda.is_available():
             raise RuntimeError(
                 "memcoord.enable(): torch.cuda is not available (no GPU or a CPU-only torch); memcoord's Python "
@@ -360,53 +492,22 @@ def enable(coordinator=None, backend=None, shim=None, watch_aborts=True, patch_m
         _check_not_initialized(torch)
         import memcoord
 
-        # A worker that exists already read these from the environment: another value now would be silently
-        # ignored, so it is an error that says so. Checked before anything is set: a refusal changes nothing.
-        # None (and "" for coordinator and backend) means "not given"; alloc_conf="" asks for the defaults.
-        wanted = {"MEMCOORD_ALLOC_CONF": ("alloc_conf", alloc_conf),
-                  "MEMCOORD_COORDINATOR": ("coordinator", coordinator or None),
-                  "MEMCOORD_BACKEND": ("backend", backend or None)}
-        made_with = memcoord.initialized_settings()
-        if made_with is None and memcoord.step_count() >= 0:  # a C call made the worker, from the environment
-            made_with = {variable: os.environ.get(variable, "") for variable in wanted}
-        for variable, (option, value) in wanted.items():
-            if value is None or made_with is None:
-                continue
-            had = made_with.get(variable, "")
-            if variable == "MEMCOORD_BACKEND" and value == "auto" and had in ("", "auto"):
-                continue  # unset means auto
-            if value != had:
-                raise RuntimeError(
-                    f"memcoord.enable({option}={value!r}): the worker already exists, made with "
-                    f"{variable}={had!r} (by memcoord.init() or another memcoord call before enable()), and "
-                    f"cannot take another; pass {option} to the first call, or call memcoord.shutdown() first"
-                )
-        for variable, (_, value) in wanted.items():
-            if value is not None:
-                os.environ[variable] = value
+        # Checked before anything is set: a refusal changes nothing.
+        made_with = _worker_settings(memcoord)
+        _refuse_what_the_worker_cannot_take(given, made_with)
+        _refuse_a_non_device_backend(backend, made_with)
         lib = _capi.library()
-
-        memcoord.init()  # torchrun's RANK/WORLD_SIZE/LOCAL_RANK count as memcoord's when those are unset
-        module = _load_shim(shim)
-        if module is not None:
-            _state["hooks"] = dict(module.install(_capi_addresses(lib)))
-            _state["shim"] = module
-        else:
-            allocator = torch.cuda.memory.CUDAPluggableAllocator(
-                str(lib.path), "memcoord_torch_malloc", "memcoord_torch_free"
-            )
-            torch.cuda.memory.change_current_allocator(allocator)
-            _state["allocator"] = allocator
-            if lib.has("memcoord_record_stream"):
-                _python_record_stream(torch, lib)
-            _refuse_graph_capture(torch)
-            _state["hooks"] = {"record_stream": lib.has("memcoord_record_stream"), "empty_cache": False,
-                               "graph_pools": False}
-        if patch_memory_api:
-            _patch_memory_api(torch, _state["hooks"])
-        if watch_aborts and lib.has("memcoord_wait_abort"):
+        _init_with(given, memcoord)
+        watch = watch_aborts is None or bool(watch_aborts)
+        patch = patch_memory_api is None or bool(patch_memory_api)
+        _install(torch, lib, shim, patch)
+        if watch and lib.has("memcoord_wait_abort"):
             _abort.start_watcher(keep_running=True)  # a watcher (and handler) watch_aborts() started stays
-        _state["watch_aborts"] = bool(watch_aborts)  # the integrations' steps respect a "no" here
+        made_with = _worker_settings(memcoord) or {}
+        _state["options"] = {option: made_with.get(variable, "")
+                             for option, (variable, _) in _WORKER_OPTIONS.items()}
+        _state["options"].update(shim=shim, watch_aborts=watch, patch_memory_api=patch)
+        _state["watch_aborts"] = watch  # the integrations' steps respect a "no" here
         _state["enabled"] = True
         return enabled_details()
 

@@ -203,12 +203,33 @@ class WatcherSettingsTest(unittest.TestCase):
         for _ in range(3):
             _abort.start_watcher(poll_ms=20, excepthook_grace_ms=300)
             _abort.stop_watcher()
+        # This worker is standalone: as one attached to a coordinator (only those are ever aborted) it waits.
+        attached = _abort._attached_to_a_coordinator
+        self.addCleanup(setattr, _abort, "_attached_to_a_coordinator", attached)
+        self.assertFalse(attached())
+        _abort._attached_to_a_coordinator = lambda: True
         started = time.monotonic()
         sys.excepthook(ValueError, ValueError("the training loop's error"), None)
         elapsed = time.monotonic() - started
         self.assertEqual(seen, [ValueError])
         self.assertGreaterEqual(elapsed, 0.25)  # the hook is there, and waited once
         self.assertLess(elapsed, 0.6, "the exception waited for an abort more than once")
+
+    def test_a_standalone_workers_exception_waits_for_no_abort(self):
+        # No coordinator, no abort can come: an uncaught exception used to be held back grace_ms anyway.
+        saved_hook = sys.excepthook
+        self.addCleanup(setattr, sys, "excepthook", saved_hook)
+        state = getattr(_abort, "_excepthook", {})
+        self.addCleanup(state.update, dict(state))
+        state["installed"] = False
+        seen = []
+        sys.excepthook = lambda exc_type, exc, tb: seen.append(exc_type)
+        _abort.start_watcher(poll_ms=20, excepthook_grace_ms=1500)
+        _abort.stop_watcher()
+        started = time.monotonic()
+        sys.excepthook(ValueError, ValueError("a typo in the training script"), None)
+        self.assertEqual(seen, [ValueError])
+        self.assertLess(time.monotonic() - started, 0.5)
 
     def test_exit_aborted_answers_once_when_two_callers_race(self):
         # The watcher and the exception hook may call exit_aborted at once; its check of "handled" and the

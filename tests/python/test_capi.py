@@ -176,6 +176,9 @@ class ArgumentCheckTest(unittest.TestCase):
                                "record_history: max_entries must be an integer")
             self.assertRefused(ValueError, lambda: memcoord.record_history(True, max_entries=2**64 + 5),
                                "max_entries 18446744073709551621 is out of range")
+            # Not its truth value: "no" would start recording.
+            self.assertRefused(TypeError, lambda: memcoord.record_history("no"),
+                               "record_history(enabled='no'): accepted: True or False")
         if memcoord._lib().has("memcoord_set_memory_fraction"):
             self.assertRefused(ValueError, lambda: memcoord.set_memory_fraction(0.5, device=2**32),
                                "set_memory_fraction: device")
@@ -208,6 +211,15 @@ class ArgumentCheckTest(unittest.TestCase):
         ptr = memcoord.alloc(Index(MIB), device=Index(0), stream=Index(0))
         memcoord.free(Index(ptr), device=Index(0))
         self.assertEqual(memcoord.stats(Index(0))["device"], 0)
+
+
+class AbortInfoTest(unittest.TestCase):
+    def test_none_before_init_and_when_no_abort_came(self):
+        memcoord.shutdown()
+        self.addCleanup(memcoord.init)
+        self.assertIsNone(memcoord.abort_info())  # no worker, no group to abort: not an error
+        memcoord.init()
+        self.assertIsNone(memcoord.abort_info())
 
 
 class EnableWithoutTorchTest(unittest.TestCase):

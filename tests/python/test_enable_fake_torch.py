@@ -64,6 +64,8 @@ class EnableTest(unittest.TestCase):
         self.saved = sys.modules.get("torch")
         self.addCleanup(self.restore)
         _torch._state.update({"enabled": False, "shim": None, "hooks": {}, "patched": []})
+        # These tests run on the host backend (support.py), which enable() refuses for a real torch.
+        _torch._allow_non_device_backends = True
 
     def restore(self):
         if self.saved is None:
@@ -71,6 +73,75 @@ class EnableTest(unittest.TestCase):
         else:
             sys.modules["torch"] = self.saved
         _torch._state.update({"enabled": False, "shim": None, "hooks": {}, "patched": []})
+        _torch._allow_non_device_backends = False
+
+    def test_a_backend_whose_memory_is_not_the_gpus_is_refused(self):
+        _torch._allow_non_device_backends = False
+        memcoord.shutdown()
+        sys.modules["torch"], calls = fake_torch()
+        for option, expected in ((None, "MEMCOORD_BACKEND in the environment is 'host'"),
+                                 ("virtual", "backend='virtual' is 'virtual'")):
+            with self.subTest(backend=option):
+                with self.assertRaises(RuntimeError) as caught:
+                    memcoord.enable(shim="off", watch_aborts=False, patch_memory_api=False, backend=option)
+                self.assertIn(expected, str(caught.exception))
+                self.assertIn("whose memory is not the GPU's", str(caught.exception))
+                self.assertIn("needs 'cuda-vmm', 'cuda' or 'auto'", str(caught.exception))
+                self.assertEqual(os.environ["MEMCOORD_BACKEND"], "host")  # a refusal changes nothing
+                self.assertEqual(memcoord.step_count(), -1)  # no worker made
+        # A worker made on the host backend before enable() is refused the same way.
+        memcoord.init()
+        with self.assertRaises(RuntimeError) as caught:
+            memcoord.enable(shim="off", watch_aborts=False, patch_memory_api=False)
+        self.assertIn("the existing worker's MEMCOORD_BACKEND is 'host'", str(caught.exception))
+        self.assertEqual(calls["changed"], [])
+        self.assertFalse(memcoord.is_enabled())
+
+    def test_options_of_the_wrong_type_are_named(self):
+        sys.modules["torch"], _ = fake_torch()
+        for option, value, accepted in (("alloc_conf", {"thread_cache": 0}, "a str such as 'thread_cache:0"),
+                                        ("coordinator", ("127.0.0.1", 9), "a str 'HOST:PORT' or None, not tuple"),
+                                        ("backend", 1, "a str: 'cuda-vmm', 'cuda' or 'auto' or None, not int")):
+            with self.subTest(option=option):
+                with self.assertRaises(TypeError) as caught:
+                    memcoord.enable(shim="off", watch_aborts=False, **{option: value})
+                self.assertIn(f"memcoord.enable({option}={value!r})", str(caught.exception))
+                self.assertIn(accepted, str(caught.exception))
+        self.assertFalse(memcoord.is_enabled())
+
+    def test_an_enable_that_fails_leaves_the_environment_as_it_was(self):
+        memcoord.shutdown()
+        self.addCleanup(os.environ.pop, "MEMCOORD_ALLOC_CONF", None)
+        os.environ.pop("MEMCOORD_ALLOC_CONF", None)
+        sys.modules["torch"], _ = fake_torch()
+        with self.assertRaises(memcoord.MemcoordError) as caught:
+            memcoord.enable(shim="off", watch_aborts=False, patch_memory_api=False, alloc_conf="bogus:1")
+        self.assertIn("bogus", str(caught.exception))
+        self.assertNotIn("MEMCOORD_ALLOC_CONF", os.environ)
+        self.assertFalse(memcoord.is_enabled())
+        memcoord.init()  # the refused conf is not read again
+        self.assertEqual(memcoord.initialized_alloc_conf(), "")
+
+    def test_a_second_enable_with_other_options_is_refused(self):
+        memcoord.shutdown()
+        self.addCleanup(os.environ.pop, "MEMCOORD_ALLOC_CONF", None)
+        sys.modules["torch"], _ = fake_torch()
+        details = memcoord.enable(shim="off", watch_aborts=False, patch_memory_api=False,
+                                  alloc_conf="thread_cache:0")
+        for options, named in (({"alloc_conf": "thread_cache:1MiB"}, "alloc_conf='thread_cache:0'"),
+                               ({"watch_aborts": True}, "watch_aborts=False"),
+                               ({"patch_memory_api": True}, "patch_memory_api=False"),
+                               ({"shim": "auto"}, "shim='off'"),
+                               ({"coordinator": "127.0.0.1:9"}, "coordinator=''")):
+            with self.subTest(options=options):
+                with self.assertRaises(RuntimeError) as caught:
+                    memcoord.enable(**options)
+                self.assertIn("memcoord is PyTorch's allocator already, enabled with " + named, str(caught.exception))
+        # The first call's options, or none, are no conflict.
+        self.assertEqual(memcoord.enable(), details)
+        self.assertEqual(memcoord.enable(shim="off", watch_aborts=False, alloc_conf="thread_cache:0", backend="host"),
+                         details)
+        self.assertEqual(memcoord.initialized_alloc_conf(), "thread_cache:0")
 
     def test_refuses_after_cuda_was_initialised(self):
         sys.modules["torch"], calls = fake_torch(initialized=True)
