@@ -24,8 +24,11 @@
  * NULL, memcoord_wait_abort() returns at once), then waits for the calls in flight to leave, then destroys
  * the worker and releases every pool. Blocks still live then are lost (their memory goes back to the
  * device); freeing them afterwards is an error, not a crash. memcoord_shutdown() must not be called from the
- * abort callback (MEMCOORD_ERR_FAILED_PRECONDITION). The allocation hot path (memcoord_torch_malloc/free,
- * memcoord_alloc/free with a NULL pool) takes no global lock. */
+ * abort callback (MEMCOORD_ERR_FAILED_PRECONDITION). memcoord_init() called from inside another memcoord call
+ * (a stream filter) or the abort callback returns 0 while memcoord is initialized, and
+ * MEMCOORD_ERR_FAILED_PRECONDITION while a shutdown runs (which waits for that very call to return). The
+ * allocation hot path (memcoord_torch_malloc/free, memcoord_alloc/free with a NULL pool) takes no
+ * process-wide lock: a hit in the thread's cache takes none, and a miss takes the device pool's mutex. */
 #ifndef MEMCOORD_WORKER_MEMCOORD_H_
 #define MEMCOORD_WORKER_MEMCOORD_H_
 
@@ -87,7 +90,8 @@ int memcoord_shutdown(void);
  * MEMCOORD_ERR_FAILED_PRECONDITION before memcoord_init(), after memcoord_shutdown(), or from inside the
  * abort callback. */
 int memcoord_fail(const char* reason);
-/* The last error on this thread ("" when none). Valid until the next memcoord call on this thread. */
+/* The last error on this thread ("" when none). Valid until the next memcoord call on this thread, also in
+ * the thread's pthread key destructors; at most 4095 bytes (a longer text ends in "... (truncated)"). */
 const char* memcoord_last_error(void);
 
 /* --- devices and streams ---------------------------------------------------------------------------- */
@@ -247,9 +251,10 @@ int memcoord_abort_info_get(memcoord_abort_info* out);
 int memcoord_wait_abort(int timeout_ms);
 /* Sets (NULL: clears) the function called once when the group is aborted, on a memcoord thread, with the
  * same facts as memcoord_abort_info_get(); `user` is passed back. When the group was already aborted, it is
- * called at once on the calling thread before this returns. It must not block for long nor call
- * memcoord_shutdown(). Setting another callback, or NULL, first waits for a call of the one it replaces
- * that is running on another thread, so `user` may be freed once this returns. */
+ * called at once on the calling thread before this returns. It must not block for long, call
+ * memcoord_shutdown(), nor let a C++ exception out (that ends the process: std::terminate). Setting another
+ * callback, or NULL, first waits for a call of the one it replaces that is running on another thread, so
+ * `user` may be freed once this returns. */
 typedef void (*memcoord_abort_callback)(const memcoord_abort_info* info, void* user);
 int memcoord_set_abort_callback(memcoord_abort_callback callback, void* user);
 /* A backstop for a process whose own abort handling may not run in time (a Python watcher thread waits for
@@ -282,8 +287,9 @@ typedef int (*memcoord_stream_filter)(uintptr_t stream, void* user);
 int memcoord_begin_allocate_to_pool(int device, uint64_t pool_id_hi, uint64_t pool_id_lo,
                                     memcoord_stream_filter filter, void* user);
 int memcoord_end_allocate_to_pool(int device, uint64_t pool_id_hi, uint64_t pool_id_lo);
-/* One user fewer (see above). NOT_FOUND for a pool this device never made; FAILED_PRECONDITION for one
- * whose users are all released already. */
+/* One user fewer (see above). NOT_FOUND for a pool this device never made, or made and destroyed already (a
+ * pool with no users and no live blocks goes at once); FAILED_PRECONDITION for one whose users are all
+ * released but whose live blocks keep it. */
 int memcoord_release_pool(int device, uint64_t pool_id_hi, uint64_t pool_id_lo);
 
 #ifdef __cplusplus

@@ -146,6 +146,11 @@ TEST_F(CAbiCapture, AReleaseOfAnUnknownPoolIsNotFoundAndOneTooManyIsRefused) {
   EXPECT_EQ(memcoord_release_pool(0, 1, 61), MEMCOORD_ERR_FAILED_PRECONDITION);
   memcoord_torch_free(live, 4 * kMiB, 0, Stream(7));
   EXPECT_EQ(Stats().pools, 1);
+  // A pool with no users and no live block goes at once: another release finds no pool (memcoord.h).
+  ASSERT_EQ(memcoord_begin_allocate_to_pool(0, 1, 62, OnlyStream7, nullptr), 0) << memcoord_last_error();
+  ASSERT_EQ(memcoord_end_allocate_to_pool(0, 1, 62), 0) << memcoord_last_error();
+  ASSERT_EQ(memcoord_release_pool(0, 1, 62), 0) << memcoord_last_error();
+  EXPECT_EQ(memcoord_release_pool(0, 1, 62), MEMCOORD_ERR_NOT_FOUND);
 }
 
 // A pool whose users all released it, kept by a live block, gives its free memory to empty_cache; a begin
@@ -291,6 +296,56 @@ TEST_F(CAbiCapture, EndWaitsForAFilterCallInProgress) {
   ASSERT_EQ(memcoord_release_pool(0, 1, 65), 0) << memcoord_last_error();
   EXPECT_EQ(Stats().pools, 1);
   EXPECT_EQ(Stats().allocated_bytes, 0u);
+}
+
+// memcoord_init() from a filter: 0 while memcoord is initialized; FAILED_PRECONDITION, not a deadlock, while
+// a shutdown waits for the very call the filter runs in (the shutdown held the init lock while it waited).
+std::atomic<int> g_init_in_filter{-1};
+std::string g_init_in_filter_error;
+int InitThenStream7(std::uintptr_t stream, void*) {
+  g_in_filter = true;
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!g_let_filter_go.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  g_init_in_filter = memcoord_init();
+  g_init_in_filter_error = memcoord_last_error();
+  return stream == 7 ? 1 : 0;
+}
+
+TEST_F(CAbiCapture, InitFromAFilterWhileInitializedDoesNothing) {
+  g_in_filter = false;
+  g_let_filter_go = true;
+  g_init_in_filter = -1;
+  ASSERT_EQ(memcoord_begin_allocate_to_pool(0, 1, 67, InitThenStream7, nullptr), 0) << memcoord_last_error();
+  void* p = nullptr;
+  FinishesWithin(5000ms, "an allocation whose filter calls memcoord_init",
+                 [&] { p = memcoord_torch_malloc(4 * kMiB, 0, Stream(7)); });
+  ASSERT_NE(p, nullptr) << memcoord_last_error();
+  EXPECT_EQ(g_init_in_filter.load(), 0) << g_init_in_filter_error;
+  memcoord_torch_free(p, 4 * kMiB, 0, Stream(7));
+  ASSERT_EQ(memcoord_end_allocate_to_pool(0, 1, 67), 0) << memcoord_last_error();
+  ASSERT_EQ(memcoord_release_pool(0, 1, 67), 0) << memcoord_last_error();
+}
+
+TEST_F(CAbiCapture, InitFromAFilterWhileAShutdownWaitsForItFailsInsteadOfDeadlocking) {
+  g_in_filter = false;
+  g_let_filter_go = false;
+  g_init_in_filter = -1;
+  ASSERT_EQ(memcoord_begin_allocate_to_pool(0, 1, 68, InitThenStream7, nullptr), 0) << memcoord_last_error();
+  std::thread allocating(
+      [] { (void)memcoord_torch_malloc(4 * kMiB, 0, Stream(7)); });  // gone with the worker
+  while (!g_in_filter.load()) std::this_thread::yield();
+  FinishesWithin(5000ms, "a shutdown while a filter calls memcoord_init", [] {
+    std::thread letting_go([] {
+      while (memcoord::capi::guard::g_runtime.load() != nullptr) std::this_thread::yield();  // shutdown began
+      g_let_filter_go = true;
+    });
+    EXPECT_EQ(memcoord_shutdown(), 0) << memcoord_last_error();
+    letting_go.join();
+  });
+  allocating.join();
+  EXPECT_EQ(g_init_in_filter.load(), MEMCOORD_ERR_FAILED_PRECONDITION);
+  EXPECT_NE(g_init_in_filter_error.find("while memcoord_shutdown() runs"), std::string::npos)
+      << g_init_in_filter_error;
 }
 
 // A filter that ends its own route does not wait for the call it is made from.

@@ -1,6 +1,7 @@
 // Allocation entry points (memcoord.h): one CallGuard, one acquire load for the device's pool, then the
-// pool. No global lock; a named pool is found by comparing the names the C ABI made (NamedPoolTable), also
-// without a lock. Allocations and frees
+// pool. No process-wide lock (a miss in the thread's cache takes the device pool's mutex); a named pool is
+// found by comparing the names the C ABI made (NamedPoolTable), also without a lock, but for pools beyond the
+// table's (runtime.h), which the Worker's list finds under its lock. Allocations and frees
 // on a device's default pool (PyTorch's malloc and free among them) try the thread cache first
 // (CachingPool::allocate_cached, free_cached: no Result or Status built) and take the full path only when
 // it declines.

@@ -1,14 +1,16 @@
 // CallGuard: per-thread hazard slots protecting the published Runtime (runtime.h states the contract).
-// A thread claims one cache-line slot on its first call and gives it back when it exits. Entering a call
-// stores the Runtime into the slot (seq_cst) and re-reads the published pointer (seq_cst): either shutdown's
-// exchange comes first and the call sees no Runtime, or the slot's store does and shutdown's scan sees it.
-// Threads beyond kSlots share one counted overflow slot (correct, only slower).
+// A thread claims one cache-line slot on its first call and gives it back when it exits (a pthread key).
+// Entering a call stores the Runtime into the slot (seq_cst) and re-reads the published pointer (seq_cst):
+// either shutdown's exchange comes first and the call sees no Runtime, or the slot's store does and
+// shutdown's scan sees it. Threads beyond kSlots share one counted overflow slot (correct, only slower).
 //
 // Asymmetric fence. Where Linux offers MEMBARRIER_CMD_PRIVATE_EXPEDITED, the call side's store-load pair
 // needs no hardware fence: shutdown issues membarrier() after its exchange, which runs a full barrier on
 // every running thread of the process, so each call either has made its slot store visible before the scan
 // or will load the null pointer. Without membarrier (old kernels, seccomp) and under ThreadSanitizer (which
 // cannot see membarrier) both sides use seq_cst.
+#include <pthread.h>
+
 #include <chrono>
 #include <thread>
 
@@ -41,17 +43,30 @@ void FenceEveryThread() noexcept {
   if (guard::g_asymmetric) memcoord::MembarrierEveryThread();
 }
 
-// Gives the thread's slot back when it exits; touched only when the slot is claimed (its destructor makes
-// it a guarded thread_local, kept off the hot path).
-struct SlotReleaser {
-  HazardSlot* slot = nullptr;
-  ~SlotReleaser() {
-    if (slot != nullptr) slot->owned.store(false, std::memory_order_release);
-    guard::t_hazard = nullptr;
+__attribute__((tls_model("initial-exec"))) thread_local bool t_tried = false;
+
+// Gives the thread's slot back when it exits, through a pthread key rather than a thread_local's destructor:
+// a thread whose first call comes from a pthread key destructor (freeing a per-thread block at exit) claims
+// its slot after the thread_local destructors have run, so one registered then never ran and the slot was
+// lost for good (past kSlots lost, every thread takes the overflow path). A key set during the key
+// destructors' pass is destroyed in a further pass. Unclaiming lets a call in a later key destructor of the
+// same thread claim a slot again.
+void GiveSlotBack(void* slot) {
+  static_cast<HazardSlot*>(slot)->owned.store(false, std::memory_order_release);
+  guard::t_hazard = nullptr;
+  t_tried = false;
+}
+
+struct SlotKey {
+  pthread_key_t key{};
+  bool made = false;
+  SlotKey() noexcept { made = ::pthread_key_create(&key, &GiveSlotBack) == 0; }
+  // Deleted when the library unloads, so that no thread exiting later calls into unmapped code.
+  ~SlotKey() {
+    if (made) ::pthread_key_delete(key);
   }
 };
-thread_local SlotReleaser t_releaser;
-__attribute__((tls_model("initial-exec"))) thread_local bool t_tried = false;
+SlotKey g_slot_key;
 
 }  // namespace
 
@@ -60,11 +75,15 @@ namespace guard {
 HazardSlot* ClaimSlot() noexcept {
   if (t_tried) return nullptr;  // every slot was taken when this thread first called
   t_tried = true;
+  if (!g_slot_key.made) return nullptr;  // no key to give a slot back with: the overflow path (only slower)
   for (HazardSlot& s : g_slots) {
     bool expected = false;
     if (!s.owned.load(std::memory_order_relaxed) &&
         s.owned.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
-      t_releaser.slot = &s;
+      if (::pthread_setspecific(g_slot_key.key, &s) != 0) {
+        s.owned.store(false, std::memory_order_release);
+        return nullptr;
+      }
       t_hazard = &s;
       return &s;
     }

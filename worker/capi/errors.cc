@@ -1,19 +1,74 @@
 #include "worker/capi/errors.h"
 
+#include <pthread.h>
+
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
 
 namespace memcoord::capi {
 namespace {
 
-thread_local std::string t_last_error;
+// Not a std::string: a thread_local with a destructor is destroyed before the thread's pthread key
+// destructors run, and a key destructor that makes a failing memcoord call (freeing a per-thread block at
+// exit, a common C pattern) wrote into, and freed again, a string already freed. The text lives in a heap
+// buffer that a pthread key frees; a key destructor storing an error after that one ran gets a new buffer,
+// which glibc's next destructor pass frees. The thread_locals are trivially destructible (and small: the
+// library's TLS may have to fit the static TLS block of a process that dlopens it). Texts longer than the
+// buffer end in kTruncated.
+constexpr std::size_t kLastErrorBytes = 4096;
+constexpr std::string_view kTruncated = " ... (truncated)";
+constexpr const char* kNoBufferText =
+    "RESOURCE_EXHAUSTED: the error text could not be stored (no host memory)";
+thread_local char* t_buffer = nullptr;
+thread_local const char* t_last_error = "";
 
-// Assigning a string may itself throw bad_alloc; the last error then holds a fixed text.
-void Store(std::string_view text) noexcept {
-  try {
-    t_last_error.assign(text);
-  } catch (...) {
-    t_last_error.clear();
+void FreeBuffer(void* buffer) {
+  std::free(buffer);
+  t_buffer = nullptr;
+  t_last_error = "";
+}
+
+struct BufferKey {
+  pthread_key_t key{};
+  bool made = false;
+  BufferKey() noexcept { made = ::pthread_key_create(&key, &FreeBuffer) == 0; }
+  // Deleted when the library unloads, so that no thread exiting later calls into unmapped code.
+  ~BufferKey() {
+    if (made) ::pthread_key_delete(key);
   }
+};
+BufferKey g_buffer_key;
+
+// This thread's buffer, made on its first error; nullptr when no memory is left. Without a key (every
+// pthread key taken) the buffer is not freed at thread exit.
+char* Buffer() noexcept {
+  if (t_buffer == nullptr) {
+    auto* buffer = static_cast<char*>(std::malloc(kLastErrorBytes));
+    if (buffer == nullptr) return nullptr;
+    if (g_buffer_key.made) (void)::pthread_setspecific(g_buffer_key.key, buffer);
+    t_buffer = buffer;
+  }
+  return t_buffer;
+}
+
+void Store(std::string_view text) noexcept {
+  char* buffer = Buffer();
+  if (buffer == nullptr) {
+    t_last_error = kNoBufferText;
+    return;
+  }
+  if (text.size() < kLastErrorBytes) {
+    std::memcpy(buffer, text.data(), text.size());
+    buffer[text.size()] = '\0';
+  } else {
+    const std::size_t kept = kLastErrorBytes - 1 - kTruncated.size();
+    std::memcpy(buffer, text.data(), kept);
+    std::memcpy(buffer + kept, kTruncated.data(), kTruncated.size());
+    buffer[kLastErrorBytes - 1] = '\0';
+  }
+  t_last_error = buffer;
 }
 
 }  // namespace
@@ -45,6 +100,6 @@ int FailException(const char* function, const char* what, bool out_of_memory) no
   return static_cast<int>(out_of_memory ? StatusCode::kResourceExhausted : StatusCode::kInternal);
 }
 
-const char* LastError() noexcept { return t_last_error.c_str(); }
+const char* LastError() noexcept { return t_last_error; }
 
 }  // namespace memcoord::capi

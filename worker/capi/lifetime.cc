@@ -120,6 +120,14 @@ extern "C" {
 
 int memcoord_init(void) {
   return Boundary("memcoord_init", 13, [] {
+    if (memcoord::capi::InsideCall() || memcoord::capi::InAbortCallback()) {
+      // A shutdown may hold g_init_mu while it waits for this thread's outer call to leave (or joins the
+      // session thread this callback runs on): taking the lock would wait for itself.
+      if (memcoord::capi::guard::g_runtime.load(std::memory_order_acquire) != nullptr) return 0;
+      return Fail(memcoord::FailedPrecondition(
+          "memcoord_init: called from inside another memcoord call on this thread (a stream filter) or the "
+          "abort callback while memcoord_shutdown() runs; call it after that call returns"));
+    }
     std::lock_guard lock(g_init_mu);
     return InitLocked(OptionsFromEnvironment(), std::nullopt);
   });
