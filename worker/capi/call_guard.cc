@@ -9,13 +9,12 @@
 // every running thread of the process, so each call either has made its slot store visible before the scan
 // or will load the null pointer. Without membarrier (old kernels, seccomp) and under ThreadSanitizer (which
 // cannot see membarrier) both sides use seq_cst.
-#include <pthread.h>
-
 #include <chrono>
 #include <thread>
 
 #include "common/membarrier.h"
 #include "worker/capi/runtime.h"
+#include "worker/capi/thread_exit_key.h"
 
 namespace memcoord::capi {
 
@@ -57,16 +56,7 @@ void GiveSlotBack(void* slot) {
   t_tried = false;
 }
 
-struct SlotKey {
-  pthread_key_t key{};
-  bool made = false;
-  SlotKey() noexcept { made = ::pthread_key_create(&key, &GiveSlotBack) == 0; }
-  // Deleted when the library unloads, so that no thread exiting later calls into unmapped code.
-  ~SlotKey() {
-    if (made) ::pthread_key_delete(key);
-  }
-};
-SlotKey g_slot_key;
+ThreadExitKey g_slot_key(&GiveSlotBack);
 
 }  // namespace
 
@@ -75,12 +65,11 @@ namespace guard {
 HazardSlot* ClaimSlot() noexcept {
   if (t_tried) return nullptr;  // every slot was taken when this thread first called
   t_tried = true;
-  if (!g_slot_key.made) return nullptr;  // no key to give a slot back with: the overflow path (only slower)
   for (HazardSlot& s : g_slots) {
     bool expected = false;
     if (!s.owned.load(std::memory_order_relaxed) &&
         s.owned.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
-      if (::pthread_setspecific(g_slot_key.key, &s) != 0) {
+      if (!g_slot_key.set(&s)) {  // no way to give it back: the overflow path instead (only slower)
         s.owned.store(false, std::memory_order_release);
         return nullptr;
       }

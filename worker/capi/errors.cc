@@ -1,11 +1,11 @@
 #include "worker/capi/errors.h"
 
-#include <pthread.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+
+#include "worker/capi/thread_exit_key.h"
 
 namespace memcoord::capi {
 namespace {
@@ -30,16 +30,7 @@ void FreeBuffer(void* buffer) {
   t_last_error = "";
 }
 
-struct BufferKey {
-  pthread_key_t key{};
-  bool made = false;
-  BufferKey() noexcept { made = ::pthread_key_create(&key, &FreeBuffer) == 0; }
-  // Deleted when the library unloads, so that no thread exiting later calls into unmapped code.
-  ~BufferKey() {
-    if (made) ::pthread_key_delete(key);
-  }
-};
-BufferKey g_buffer_key;
+ThreadExitKey g_buffer_key(&FreeBuffer);
 
 // This thread's buffer, made on its first error; nullptr when no memory is left. Without a key (every
 // pthread key taken) the buffer is not freed at thread exit.
@@ -47,7 +38,7 @@ char* Buffer() noexcept {
   if (t_buffer == nullptr) {
     auto* buffer = static_cast<char*>(std::malloc(kLastErrorBytes));
     if (buffer == nullptr) return nullptr;
-    if (g_buffer_key.made) (void)::pthread_setspecific(g_buffer_key.key, buffer);
+    (void)g_buffer_key.set(buffer);
     t_buffer = buffer;
   }
   return t_buffer;

@@ -1,0 +1,32 @@
+// ThreadExitKey: a pthread key whose destructor runs for a thread's value when the thread exits. glibc runs
+// key destructors after the thread's C++ thread_local destructors, and a value set while they run (a memcoord
+// call made from another key's destructor) is destroyed in a further pass: what a thread_local's destructor
+// cannot promise for state made that late. The key is deleted when the library unloads, so that no thread
+// exiting later calls into unmapped code. Thread safety: set() touches only the calling thread's value.
+#pragma once
+
+#include <pthread.h>
+
+namespace memcoord::capi {
+
+class ThreadExitKey {
+ public:
+  explicit ThreadExitKey(void (*destructor)(void*)) noexcept {
+    made_ = ::pthread_key_create(&key_, destructor) == 0;
+  }
+  ~ThreadExitKey() {
+    if (made_) ::pthread_key_delete(key_);
+  }
+  ThreadExitKey(const ThreadExitKey&) = delete;
+  ThreadExitKey& operator=(const ThreadExitKey&) = delete;
+
+  // False when the process had no key left (PTHREAD_KEYS_MAX) or the value could not be set: then nothing
+  // runs at this thread's exit.
+  bool set(void* value) noexcept { return made_ && ::pthread_setspecific(key_, value) == 0; }
+
+ private:
+  pthread_key_t key_{};
+  bool made_ = false;
+};
+
+}  // namespace memcoord::capi
