@@ -466,6 +466,9 @@ class step(contextlib.ContextDecorator):
     middle of the outer step and the step count goes up once."""
 
     def __init__(self, on_abort="exit"):
+        if callable(on_abort):  # @memcoord.step over a function, without the parentheses
+            raise TypeError("memcoord.step is used as @memcoord.step() (with parentheses) or `with memcoord.step():`; "
+                            f"got the function {getattr(on_abort, '__name__', on_abort)!r} as on_abort")
         if on_abort not in ("exit", "raise"):
             raise ValueError(f"step(on_abort=...): got {on_abort!r}; accepted: 'exit', 'raise'")
         self.on_abort = on_abort

@@ -75,6 +75,14 @@ class StepContextTest(unittest.TestCase):
             memcoord.step(on_abort="ignore")
         self.assertIn("'exit', 'raise'", str(caught.exception))
 
+    def test_a_decorator_without_parentheses_says_how_to_write_it(self):
+        with self.assertRaises(TypeError) as caught:
+            @memcoord.step
+            def train_step():
+                pass
+        self.assertIn("@memcoord.step() (with parentheses)", str(caught.exception))
+        self.assertIn("'train_step'", str(caught.exception))
+
 
 def _install_fake(name, **attributes):
     """A stand-in module `name` (and its parents) in sys.modules."""
