@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "allocator/caching_pool.h"
 #include "allocator/host_backend.h"
@@ -346,6 +347,43 @@ TEST_F(CAbiCapture, InitFromAFilterWhileAShutdownWaitsForItFailsInsteadOfDeadloc
   EXPECT_EQ(g_init_in_filter.load(), MEMCOORD_ERR_FAILED_PRECONDITION);
   EXPECT_NE(g_init_in_filter_error.find("while memcoord_shutdown() runs"), std::string::npos)
       << g_init_in_filter_error;
+}
+
+// Past the hazard slots (1024 threads holding one each) a thread's calls take the overflow path. A filter's
+// memcoord_shutdown there is refused as on a thread with a slot; it used to wait for its own call.
+int ShutdownThenStream7(std::uintptr_t stream, void*) {
+  g_init_in_filter = memcoord_shutdown();
+  g_init_in_filter_error = memcoord_last_error();
+  return stream == 7 ? 1 : 0;
+}
+
+TEST_F(CAbiCapture, AFilterOnAThreadWithoutASlotCannotShutDownUnderItself) {
+  g_init_in_filter = -1;
+  std::atomic<int> holding{0};
+  std::atomic<bool> let_go{false};
+  std::vector<std::thread> holders;
+  for (int i = 0; i < 1024; ++i) {
+    holders.emplace_back([&] {
+      (void)memcoord_step();  // claims a slot, kept until the thread exits
+      ++holding;
+      while (!let_go.load()) std::this_thread::sleep_for(1ms);
+    });
+  }
+  while (holding.load() < 1024) std::this_thread::yield();
+  ASSERT_EQ(memcoord_begin_allocate_to_pool(0, 1, 69, ShutdownThenStream7, nullptr), 0)
+      << memcoord_last_error();
+  void* p = nullptr;
+  FinishesWithin(10000ms, "an allocation whose filter, on a thread without a slot, calls memcoord_shutdown",
+                 [&] { p = memcoord_torch_malloc(4 * kMiB, 0, Stream(7)); });
+  let_go = true;
+  for (std::thread& t : holders) t.join();
+  EXPECT_EQ(g_init_in_filter.load(), MEMCOORD_ERR_FAILED_PRECONDITION);
+  EXPECT_NE(g_init_in_filter_error.find("inside another memcoord call"), std::string::npos)
+      << g_init_in_filter_error;
+  ASSERT_NE(p, nullptr) << memcoord_last_error();
+  memcoord_torch_free(p, 4 * kMiB, 0, Stream(7));
+  ASSERT_EQ(memcoord_end_allocate_to_pool(0, 1, 69), 0) << memcoord_last_error();
+  ASSERT_EQ(memcoord_release_pool(0, 1, 69), 0) << memcoord_last_error();
 }
 
 // A filter that ends its own route does not wait for the call it is made from.

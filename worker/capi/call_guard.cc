@@ -43,6 +43,8 @@ void FenceEveryThread() noexcept {
 }
 
 __attribute__((tls_model("initial-exec"))) thread_local bool t_tried = false;
+// Calls this thread has in flight on the overflow path (no slot), for InsideCall.
+__attribute__((tls_model("initial-exec"))) thread_local int t_overflow_depth = 0;
 
 // Gives the thread's slot back when it exits, through a pthread key rather than a thread_local's destructor:
 // a thread whose first call comes from a pthread key destructor (freeing a per-thread block at exit) claims
@@ -81,11 +83,15 @@ HazardSlot* ClaimSlot() noexcept {
 }
 
 Runtime* EnterOverflow() noexcept {
+  ++t_overflow_depth;
   g_overflow_calls.fetch_add(1, std::memory_order_seq_cst);
   return g_runtime.load(std::memory_order_seq_cst);
 }
 
-void LeaveOverflow() noexcept { g_overflow_calls.fetch_sub(1, std::memory_order_release); }
+void LeaveOverflow() noexcept {
+  g_overflow_calls.fetch_sub(1, std::memory_order_release);
+  --t_overflow_depth;
+}
 
 }  // namespace guard
 
@@ -107,6 +113,7 @@ void WaitUntilUnused(const Runtime* runtime) noexcept {
 }
 
 bool InsideCall() noexcept {
+  if (t_overflow_depth > 0) return true;  // counted in g_overflow_calls, which a shutdown waits to see at 0
   const HazardSlot* slot = guard::t_hazard;
   return slot != nullptr && slot->hazard.load(std::memory_order_relaxed) != nullptr;
 }

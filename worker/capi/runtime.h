@@ -195,7 +195,8 @@ void Publish(Runtime* runtime) noexcept;
 Runtime* Unpublish() noexcept;
 // Blocks until no CallGuard holds `runtime`. REQUIRES: it was unpublished.
 void WaitUntilUnused(const Runtime* runtime) noexcept;
-// Whether this thread is inside a memcoord call (holds a CallGuard on some Runtime).
+// Whether this thread is inside a memcoord call (holds a CallGuard on some Runtime, or any CallGuard on the
+// overflow path, which a shutdown waits for whatever it holds).
 bool InsideCall() noexcept;
 
 // The default pool of `device` (-1: the primary), made on first use (MakeDevicePool). One acquire load
