@@ -71,6 +71,9 @@ def _kind(value):
 def pick_device(traces, device):
     """The device whose trace is converted: `device`, else the one with the most allocations."""
     allocations = [sum(1 for e in t if isinstance(e, dict) and e.get("action") == "alloc") for t in traces]
+    if not traces:
+        raise SnapshotError("the snapshot's 'device_traces' is empty (no device recorded): record the history with "
+                            "torch.cuda.memory._record_memory_history(max_entries=N) before the run")
     if device is not None:
         if not 0 <= device < len(traces):
             raise SnapshotError(f"--device {device} is out of range: the snapshot has traces for devices "
@@ -188,7 +191,9 @@ def main(argv=None):
         with (gzip.open if out.endswith(".gz") else open)(out, "wt") as f:
             f.writelines(lines)
     except SnapshotError as e:
-        print(f"memcoord.snapshot_trace: {e}", file=sys.stderr)
+        text = str(e)  # load()'s name the file; convert()'s are named here
+        print(f"memcoord.snapshot_trace: {text if text.startswith(args.snapshot) else f'{args.snapshot}: {text}'}",
+              file=sys.stderr)
         return 2
     except OSError as e:
         print(f"memcoord.snapshot_trace: cannot write {out}: {e.strerror}", file=sys.stderr)

@@ -164,6 +164,11 @@ class ConvertTest(unittest.TestCase):
         code, _, err = self.run_main(good, "--device", "3", "-o", self.path("out.trace"))
         self.assertEqual(code, 2)
         self.assertIn("--device 3 is out of range: the snapshot has traces for devices 0..0", err)
+        self.assertIn(f"{good}: --device 3", err)  # a conversion's error names the file too
+        nodevice = self.write_pickle("nodevice.pickle", pytorch_snapshot([]))
+        code, _, err = self.run_main(nodevice, "--device", "0", "-o", self.path("out.trace"))
+        self.assertEqual(code, 2)
+        self.assertIn(f"{nodevice}: the snapshot's 'device_traces' is empty", err)
         code, _, err = self.run_main(good, "-o", os.path.join(self.dir.name, "no", "such", "dir.trace"))
         self.assertEqual(code, 2)
         self.assertIn("cannot write", err)
