@@ -330,6 +330,18 @@ _WORKER_OPTIONS = {"alloc_conf": ("MEMCOORD_ALLOC_CONF", "a str such as 'thread_
                    "backend": ("MEMCOORD_BACKEND", "a str: 'cuda-vmm', 'cuda' or 'auto'")}
 
 
+def _is_given(option, value):
+    """None, and "" for coordinator and backend, mean "not given"; alloc_conf="" asks for the defaults."""
+    return value is not None and (value != "" or option == "alloc_conf")
+
+
+def _differs(option, value, had):
+    """Whether a given option asks for something other than `had` (backend "auto" is what unset means)."""
+    if option == "backend" and value == "auto" and had in (None, "", "auto"):
+        return False
+    return value != had
+
+
 def _check_option_types(given):
     for option, value in given.items():
         if option in _WORKER_OPTIONS and value is not None and not isinstance(value, str):
@@ -359,18 +371,12 @@ def _worker_settings(memcoord):
 
 def _refuse_what_the_worker_cannot_take(given, made_with):
     """A worker that exists already read its settings from the environment: another value now would be silently
-    ignored, so it is an error that says so. None (and "" for coordinator and backend) means "not given";
-    alloc_conf="" asks for the defaults."""
+    ignored, so it is an error that says so."""
     if made_with is None:
         return
     for option, (variable, _) in _WORKER_OPTIONS.items():
-        value = given[option]
-        if value is None or (value == "" and option != "alloc_conf"):
-            continue
-        had = made_with.get(variable, "")
-        if option == "backend" and value == "auto" and had in ("", "auto"):
-            continue  # unset means auto
-        if value != had:
+        value, had = given[option], made_with.get(variable, "")
+        if _is_given(option, value) and _differs(option, value, had):
             raise RuntimeError(
                 f"memcoord.enable({option}={value!r}): the worker already exists, made with "
                 f"{variable}={had!r} (by memcoord.init() or another memcoord call before enable()), and "
@@ -399,7 +405,7 @@ def _init_with(given, memcoord):
     neither a later memcoord.init() nor a child process inherits a setting that was refused."""
     before = {}
     for option, (variable, _) in _WORKER_OPTIONS.items():
-        if given[option] is not None and (given[option] != "" or option == "alloc_conf"):
+        if _is_given(option, given[option]):
             before[variable] = os.environ.get(variable)
             os.environ[variable] = given[option]
     try:
@@ -418,12 +424,8 @@ def _refuse_other_options(given):
     effect, so it is an error rather than a setting silently ignored."""
     first = _state["options"]
     for option, value in given.items():
-        if value is None or (value == "" and option in ("coordinator", "backend")):
-            continue
         had = first.get(option)
-        if option == "backend" and value == "auto" and had in ("", "auto"):
-            continue
-        if value != had:
+        if _is_given(option, value) and _differs(option, value, had):
             raise RuntimeError(
                 f"memcoord.enable({option}={value!r}): memcoord is PyTorch's allocator already, enabled with "
                 f"{option}={had!r}; a second enable() cannot change that (pass it to the first call)")
