@@ -116,14 +116,13 @@ struct PoolOptions {
   // With pack_waits_for_streams: whether packing at the high-water mark without pressure waits for a marker
   // older than the miss's own. False: it takes only chunks whose work is done, and grows otherwise; the drain
   // for a shortfall of 4 units or more (CorePool::drain_for_large_shortfall) and the waits under pressure
-  // stay, and markers are recorded as before (those use them). Why on by default: on an H100 under PyTorch
+  // stay, and markers are recorded as before (those use them). Why off by default: on an H100 under PyTorch
   // (bench/pytorch_runs/2026-12-06d) off used the same device memory as on in every process of five workloads
   // and removed the alternating GPT-2/ResNet-50 pair's waits (one of 1.4-16 ms in its first step, one of
-  // 33-55 ms in step 2), but no first step was told apart, and GPT-2 bf16's two processes under off ran
-  // slower from step 1 on, before the two settings had acted differently; the waits stay until more
-  // processes settle that. Replays and perturbed copies: README, "Measured under PyTorch". Conf key
-  // mark_waits.
-  bool pack_waits_at_mark = true;
+  // 33-55 ms in step 2). On GPT-2 bf16, six processes each (2026-12-06e), both made their waits (drains) in
+  // the same steps, and their median steps spread alike (off 143.6-175.4 ms, on 145.8-162.3). Replays and
+  // perturbed copies: README, "Measured under PyTorch". Conf key mark_waits.
+  bool pack_waits_at_mark = false;
   // A free of a block of at least a chunk records a marker on its stream when the stream's newest is at
   // least this old (microseconds; 0: at every such free) while the pool is growing (a miss within the last
   // free_marker_growing_window_ms), and ten times this old otherwise, so that blocks freed before a miss can

@@ -4,7 +4,8 @@
 // process: both register the same protobuf descriptors), so one run compares builds side by side (e.g. the
 // current library against one built from an older commit). Prints one JSON document:
 //   {"backend":..,"pairs_per_thread":..,"results":[{"lib":..,"threads":t,"median_ns_per_pair":..,
-//     "p90_ns_per_pair":..,"runs":[..],"run_cpus":[[..],..],"runs_sharing_a_core":n}]}
+//     "p90_ns_per_pair":..,"runs":[..],"run_cpus":[[..],..],"run_thread_ns":[[..],..],
+//     "cpu_median_ns":{"cpu":ns,..},"runs_sharing_a_core":n}]}
 // The median is over runs of each thread's mean ns per pair (every thread of every run counts once); runs go
 // round the thread counts (1, N, 1, N, ...) so that a machine whose speed drifts slows every count alike.
 // cpu_ns figures use the thread's CPU time instead of the wall clock: on a shared, oversubscribed machine
@@ -21,7 +22,8 @@
 // same cores rather than wherever the scheduler put them: the one-thread runs go round the listed CPUs as the
 // N-thread runs use them all (a shared host's vCPUs differ: on an H100 machine of 2026-12-06 one thread took
 // 70 ns a pair on CPU 8 and 41 on CPU 5, the C library's malloc/free 50 and 32).
-// Each result also says where its threads ran: "run_cpus" (per run, the CPU each thread ended its loop on)
+// Each result also says where its threads ran: "run_cpus" (per run, the CPU each thread ended its loop on,
+// beside "run_thread_ns", each thread's ns per pair; "cpu_median_ns" their median CPU by CPU)
 // and "runs_sharing_a_core" (runs in which two of them ended on one physical core, SMT siblings, from
 // sysfs): an unpinned run at N threads that shares cores is slower for reasons that are not memcoord's.
 #include <dlfcn.h>
@@ -38,6 +40,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <thread>
 #include <utility>
@@ -209,6 +212,23 @@ double Quantile(std::vector<double> v, double q) {
   return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
 }
 
+std::string JoinDoubles(const std::vector<double>& values) {
+  std::string out;
+  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + std::to_string(values[i]);
+  return out;
+}
+
+// {"cpu": median ns per pair of the threads that ended on it, ...}: a thread count's figures CPU by CPU, so
+// that 1 and N threads compare on the same (unequally fast) CPUs.
+std::string CpuMedians(const std::map<int, std::vector<double>>& wall_by_cpu) {
+  std::string out;
+  for (const auto& [cpu, walls] : wall_by_cpu) {
+    out += std::string(out.empty() ? "" : ",") + "\"" + std::to_string(cpu) +
+           "\":" + std::to_string(Quantile(walls, 0.5));
+  }
+  return out;
+}
+
 // The control's entry points: the C library's allocator behind the C ABI's signatures.
 __attribute__((noinline)) void* ControlMalloc(std::ptrdiff_t bytes, int, void*) {
   return std::malloc(static_cast<std::size_t>(bytes));
@@ -253,7 +273,8 @@ std::string Measure(const Library& lib, const std::vector<int>& thread_counts, l
   // measurement (a shared host's neighbours, frequency) falls on every thread count alike.
   struct Figures {
     std::vector<double> wall, cpu;
-    std::string run_text, cpus_text;
+    std::string run_text, cpus_text, thread_ns_text;
+    std::map<int, std::vector<double>> wall_by_cpu;  // each thread's ns per pair, by the CPU it ended on
     int runs_sharing_a_core = 0;
   };
   std::vector<Figures> figures(thread_counts.size());
@@ -266,11 +287,13 @@ std::string Measure(const Library& lib, const std::vector<int>& thread_counts, l
       for (const PerPair& p : threads) {
         f.wall.push_back(p.wall_ns);
         f.cpu.push_back(p.cpu_ns);
+        f.wall_by_cpu[p.cpu].push_back(p.wall_ns);
         run_wall.push_back(p.wall_ns);
         run_cpus.push_back(p.cpu);
       }
       f.run_text += (r ? "," : "") + std::to_string(Quantile(run_wall, 0.5));
       f.cpus_text += std::string(r ? "," : "") + "[" + JoinInts(run_cpus) + "]";
+      f.thread_ns_text += std::string(r ? "," : "") + "[" + JoinDoubles(run_wall) + "]";
       f.runs_sharing_a_core += SharesACore(threads) ? 1 : 0;
     }
   }
@@ -282,8 +305,9 @@ std::string Measure(const Library& lib, const std::vector<int>& thread_counts, l
            ",\"median_ns_per_pair\":" + std::to_string(Quantile(f.wall, 0.5)) +
            ",\"p90_ns_per_pair\":" + std::to_string(Quantile(f.wall, 0.9)) +
            ",\"median_cpu_ns_per_pair\":" + std::to_string(Quantile(f.cpu, 0.5)) + ",\"runs\":[" +
-           f.run_text + "],\"run_cpus\":[" + f.cpus_text +
-           "],\"runs_sharing_a_core\":" + std::to_string(f.runs_sharing_a_core) + "}";
+           f.run_text + "],\"run_cpus\":[" + f.cpus_text + "],\"run_thread_ns\":[" + f.thread_ns_text +
+           "],\"cpu_median_ns\":{" + CpuMedians(f.wall_by_cpu) +
+           "},\"runs_sharing_a_core\":" + std::to_string(f.runs_sharing_a_core) + "}";
   }
   return out;
 }

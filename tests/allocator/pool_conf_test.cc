@@ -18,7 +18,7 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   Result<PoolOptions> o = ApplyPoolConf(
       " large_map_unit:40MiB, thread_cache:512KiB ,thread_cache_block:64KiB,device_reserve:2GiB,"
       "remap:every-miss,growth:segments,free_marker_interval_us:0,thread_cache_fence:off,"
-      "thread_cache_idle_misses:0,merge_unit_ends:on,grow_to_unit_end:off,mark_waits:off",
+      "thread_cache_idle_misses:0,merge_unit_ends:on,grow_to_unit_end:off,mark_waits:on",
       base);
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->large_map_unit_bytes, 40 * kMiB);
@@ -36,8 +36,8 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   EXPECT_TRUE(o->merge_unit_ends);
   EXPECT_TRUE(base.grow_to_unit_end);  // the default
   EXPECT_FALSE(o->grow_to_unit_end);
-  EXPECT_TRUE(base.pack_waits_at_mark);  // the default
-  EXPECT_FALSE(o->pack_waits_at_mark);
+  EXPECT_FALSE(base.pack_waits_at_mark);  // the default (off since 2026-12-06)
+  EXPECT_TRUE(o->pack_waits_at_mark);
   EXPECT_EQ(o->name, "mine");
   EXPECT_EQ(o->small_block_limit, 4096u);
   EXPECT_EQ(o->pack_waits_for_streams, base.pack_waits_for_streams);

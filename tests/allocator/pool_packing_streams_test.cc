@@ -465,6 +465,7 @@ DeferredMarkerOutcome RunDeferredMarker(bool trigger_is_allocation) {
   options.large_free_marker_interval_us = 300'000;  // a wide interval: A's free comes well within it
   options.free_marker_growing_window_ms = 600'000;  // growing throughout: the interval itself applies
   options.thread_cache_bytes = 0;                   // the small block's calls reach the pool
+  options.pack_waits_at_mark = true;                // the marker wait at the mark (off by default)
   DeferredMarkerOutcome out;
   {
     CachingPool pool(backend, options);

@@ -167,9 +167,12 @@ TEST(Replay, WithTheDeviceBehindTheHostThePoolPacksByWaitingForMarkers) {
     Result<ReplayResult> idle = Replay(*trace, idle_pool);
     ASSERT_TRUE(idle.ok()) << idle.status().ToString();
 
+    // mark_waits on: packing at the high-water mark waits for the markers the GPU has not yet passed.
     VirtualBackend device;
     LaggingStreamsAdaptor lagging(device, 1000);
-    CachingPool pool(lagging, ForLaggedReplay(PoolOptions{}));
+    PoolOptions waits_at_mark;
+    waits_at_mark.pack_waits_at_mark = true;
+    CachingPool pool(lagging, ForLaggedReplay(waits_at_mark));
     Result<ReplayResult> lagged = Replay(*trace, pool, &lagging);
     ASSERT_TRUE(lagged.ok()) << lagged.status().ToString();
     EXPECT_LE(lagged->ratio, idle->ratio + 0.001) << name;
@@ -179,6 +182,17 @@ TEST(Replay, WithTheDeviceBehindTheHostThePoolPacksByWaitingForMarkers) {
     EXPECT_EQ(lagged->lag_events, 1000u);
     EXPECT_GT(lagged->backend_frees, 0u) << name;  // units unmapped: it packed
     EXPECT_TRUE(pool.check_invariants().ok());
+
+    // The default (mark_waits off): no wait on these two traces, at the idle replay's peak all the same.
+    VirtualBackend device_b;
+    LaggingStreamsAdaptor lagging_b(device_b, 1000);
+    CachingPool default_pool(lagging_b, ForLaggedReplay(PoolOptions{}));
+    Result<ReplayResult> by_default = Replay(*trace, default_pool, &lagging_b);
+    ASSERT_TRUE(by_default.ok()) << by_default.status().ToString();
+    EXPECT_LE(by_default->ratio, idle->ratio + 0.001) << name;
+    EXPECT_EQ(by_default->pack_waits, 0u) << name;
+    EXPECT_EQ(by_default->pack_stream_syncs, 0u) << name;
+    EXPECT_TRUE(default_pool.check_invariants().ok());
   }
 }
 

@@ -67,7 +67,8 @@ TEST_P(StreamMarkers, PackingWaitsForTheFreedBlocksMarkerNotTheWholeQueue) {
   PoolOptions options;
   options.name = "packing";
   options.growth = PoolGrowth::kMapping;
-  options.grow_to_unit_end = false;  // exact shortfalls, as pool_packing_streams_test.cc's twin of this test
+  options.grow_to_unit_end = false;   // exact shortfalls, as pool_packing_streams_test.cc's twin of this test
+  options.pack_waits_at_mark = true;  // the wait this test is about (off by default since 2026-12-06)
   double miss_ms = 0;
   {
     CachingPool pool(*backend_, options);

@@ -58,6 +58,15 @@ class CapiBenchTest(unittest.TestCase):
         one, two = json.loads(done.stdout)["results"]
         self.assertEqual(one["run_cpus"], [[a], [b], [a]])
         self.assertEqual(two["run_cpus"], [[a, b], [b, a], [a, b]])
+        # Each thread's figure beside its CPU, and their median CPU by CPU: 1 and 2 threads on the same CPUs.
+        for r in (one, two):
+            self.assertEqual([len(run) for run in r["run_thread_ns"]], [len(run) for run in r["run_cpus"]])
+            self.assertTrue(all(ns > 0 for run in r["run_thread_ns"] for ns in run), r["run_thread_ns"])
+            self.assertEqual(set(r["cpu_median_ns"]), {str(a), str(b)})
+        on_a = sorted(ns for run, cpus in zip(one["run_thread_ns"], one["run_cpus"]) for ns, c in zip(run, cpus)
+                      if c == a)
+        self.assertEqual(len(on_a), 2)  # runs 0 and 2
+        self.assertEqual(one["cpu_median_ns"][str(a)], on_a[1])  # capi_bench's median of two is the upper one
 
     def test_a_cpu_the_machine_lacks_is_refused(self):
         done = bench("--threads", "1", "--cpus", "100000")

@@ -73,8 +73,8 @@ class RunTest(unittest.TestCase):
         self.assertEqual(report["gpu_lag"], 0)
 
     def test_a_gpu_lag_reaches_the_replay(self):
-        # The Llama's trace recorded on an H100: at --gpu-lag 200 the default pool waits for markers when it packs
-        # at its high-water mark (24 waits on the whole trace), mark_waits:off keeps only its drains.
+        # The Llama's trace recorded on an H100: at --gpu-lag 200 mark_waits:on waits for markers when it packs at
+        # its high-water mark (24 waits on the whole trace); the default (mark_waits off) keeps only its drains.
         memcoord = pss.default_memcoord()
         if not os.access(memcoord, os.X_OK):
             self.skipTest(f"no memcoord CLI at {memcoord}")
@@ -82,12 +82,12 @@ class RunTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "r.json")
             self.assertEqual(pss.main([llama, "--copies", "1", "--spread", "0", "--gpu-lag", "200",
-                                       "--alloc-conf", "", "--alloc-conf", "mark_waits:off", "--json", out]), 0)
+                                       "--alloc-conf", "mark_waits:on", "--alloc-conf", "", "--json", out]), 0)
             with open(out) as f:
                 report = json.load(f)
         self.assertEqual(report["gpu_lag"], 200)
         waits = {r["alloc_conf"]: r["per_copy"][0]["memcoord_waits"] for r in report["results"]}
-        self.assertEqual(waits, {"": 24, "mark_waits:off": 4})
+        self.assertEqual(waits, {"mark_waits:on": 24, "": 4})
 
     def test_bad_input_is_refused_with_a_reason(self):
         with tempfile.TemporaryDirectory() as tmp:
