@@ -18,6 +18,8 @@ in a fresh process (memcoord.enable() must precede CUDA's initialisation):
                  plain RuntimeError naming it, not torch.OutOfMemoryError
   graph_capture  CUDA graph capture works (replay matches eager), or fails at once with a message saying why
   graph_pool_shared  two graphs share a pool: the first one's release keeps the memory the second replays into
+  graph_retry    a capture into a shared pool that fails (a synchronize inside it), then another capture into
+                 that pool: PyTorch's own allocator takes the retry, and so must memcoord
   cudnn_benchmark  torch.backends.cudnn.benchmark = True trains a small CNN (cuDNN's workspace query,
                  cacheInfo, answered by memcoord)
   compile        torch.compile trains a small transformer block (losses finite and falling)
@@ -29,7 +31,9 @@ in a fresh process (memcoord.enable() must precede CUDA's initialisation):
   lightning      a Lightning Trainer with memcoord's Callback (skipped when Lightning is not installed)
 
 Prints a table and exits 1 if a check failed, 77 when torch or a GPU is missing (ctest: skipped).
-Usage: integration_checks.py [--quick] [--only NAME[,NAME...]]   (--check NAME runs one check in-process)
+Usage: integration_checks.py [--quick] [--only NAME[,NAME...]] [--native]   (--check NAME runs one check in-process)
+--native runs the checks under PyTorch's own allocator, as a baseline: memcoord.enable() is not called, and the
+checks that compare with memcoord's own figures fail there.
 """
 
 import argparse
@@ -48,6 +52,8 @@ MB = 1 << 20
 
 
 def _enable():
+    if os.environ.get("MEMCOORD_CHECKS_NATIVE") == "1":  # --native: PyTorch's own allocator, the baseline
+        return None, {"hooks": {}}
     import memcoord
 
     details = memcoord.enable()
@@ -365,6 +371,57 @@ def check_graph_pool_shared(quick):
     return f"works: the shared pool outlived its first graph (max diff {diff:.2e}); reserved {held} -> {after} bytes"
 
 
+def check_graph_retry(quick):
+    """A capture into a shared pool (graph_pool_handle, as torch.compile's CUDA graph trees use one) that fails
+    part-way, then another capture into that pool. Eager allocations after the failure must be served, and
+    the retry must work or fail at once saying why. What empty_cache() returns after the failure is reported:
+    PyTorch 2.11's own allocator returned nothing on the H100 (2026-12-06)."""
+    memcoord, details = _enable()
+    import torch
+
+    model, static_x = _warmed_mlp(torch, hidden=512)
+    pool = torch.cuda.graph_pool_handle()
+    failed = torch.cuda.CUDAGraph()
+    try:
+        with torch.no_grad(), torch.cuda.graph(failed, pool=pool):
+            model(static_x)
+            torch.cuda.synchronize()  # not permitted while capturing: invalidates the capture
+    except Exception as error:
+        first = str(error).splitlines()[0][:90]
+    else:
+        raise AssertionError("a synchronize inside a capture did not fail it")
+    del failed
+    # No random numbers from here: PyTorch leaves its CUDA generator in capture mode after a failed capture
+    # ("Offset increment outside graph capture encountered unexpectedly", under its own allocator too).
+    eager = torch.ones(1024, 1024, device="cuda") @ torch.ones(1024, 1024, device="cuda")  # outside a capture
+    big = torch.empty(256 * MB, dtype=torch.uint8, device="cuda")
+    del big
+    torch.cuda.synchronize()
+    held = torch.cuda.memory_reserved()
+    torch.cuda.empty_cache()
+    returned = held - torch.cuda.memory_reserved()
+    assert float(eager[0, 0]) == 1024.0, float(eager[0, 0])
+    after = f"after the first capture failed ('{first}') empty_cache() returned {returned / MB:.0f} of {held / MB:.0f} MB"
+    retry = torch.cuda.CUDAGraph()
+    started = time.monotonic()
+    try:
+        with torch.no_grad(), torch.cuda.graph(retry, pool=pool):
+            static_y = model(static_x)
+    except Exception as error:
+        if memcoord is not None:  # the refusal must say what to do: PyTorch's own names no remedy
+            assert "graph_pool_handle" in str(error), f"the retry's refusal names no remedy: {error}"
+        return f"{after}; the retry {_capture_refused(error, started)}"
+    new_x = torch.linspace(-1, 1, 64 * 512, device="cuda").reshape(64, 512)
+    static_x.copy_(new_x)
+    retry.replay()
+    with torch.no_grad():
+        expected = model(new_x)
+    torch.cuda.synchronize()
+    diff = float((static_y - expected).abs().max())
+    assert diff < 1e-3, f"the retried graph's replay differs from eager by {diff}"
+    return f"{after}; the retry works: its replay matches eager (max diff {diff:.2e})"
+
+
 def check_cudnn_benchmark(quick):
     """torch.backends.cudnn.benchmark = True: cuDNN asks the allocator (cacheInfo) how large a workspace its
     algorithm search may use, which CUDAPluggableAllocator alone refuses with an error."""
@@ -571,6 +628,7 @@ CHECKS = {
     "non_memory_error": check_non_memory_error,
     "graph_capture": check_graph_capture,
     "graph_pool_shared": check_graph_pool_shared,
+    "graph_retry": check_graph_retry,
     "cudnn_benchmark": check_cudnn_benchmark,
     "compile": check_compile,
     "ddp": check_ddp,
@@ -614,6 +672,7 @@ def main():
     parser.add_argument("--only", default="", help="comma-separated checks: " + ",".join(CHECKS))
     parser.add_argument("--check", help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, default=300, help="seconds per check")
+    parser.add_argument("--native", action="store_true", help="PyTorch's own allocator (a baseline): no memcoord")
     args = parser.parse_args()
     missing = torch_and_gpu_present()
     if missing:
@@ -628,8 +687,9 @@ def main():
     rows = []
     for name in names:
         command = [sys.executable, __file__, "--check", name] + (["--quick"] if args.quick else [])
+        env = dict(os.environ, MEMCOORD_CHECKS_NATIVE="1") if args.native else None
         try:
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, env=env)
             out = proc.stdout + proc.stderr
         except subprocess.TimeoutExpired as error:
             out = f"timed out after {args.timeout:.0f} s"
@@ -645,7 +705,7 @@ def main():
                 sys.stderr.write(out[-3000:])
         rows.append(row)
         print(f"{row['check']:<14} {row['status']:<5} {row['detail']}", flush=True)
-    print("\n== integration checks under memcoord ==")
+    print(f"\n== integration checks under {'PyTorch native (--native)' if args.native else 'memcoord'} ==")
     print(f"{'check':<14} {'result':<6} {'s':>6}  detail")
     for row in rows:
         print(f"{row['check']:<14} {row['status']:<6} {row['seconds']:>6.1f}  {row['detail']}")

@@ -7,6 +7,7 @@
 # Each part fits one 10-minute call; logs go to $OUT (or /tmp). Parts:
 #   shim     builds the C++ shim against the installed torch (pip --target, else a JIT build) and says so
 #   checks   integration_checks.py: stats, empty_cache, record_stream, snapshot, oom, graph capture, compile, DDP
+#            (CHECKS_ONLY=a,b runs those checks only)
 #   abort    abort_demo.py: rank 1 SIGKILLed while rank 0 waits inside a collective, memcoord vs plain PyTorch
 #            (stopped at 60 s)
 #   abort_nccl  the same over NCCL with one GPU per rank (a 2-GPU machine only)
@@ -77,7 +78,10 @@ print("shim: loaded", module.__file__)
 EOF
 }
 
-part_checks() { python3 examples/pytorch/integration_checks.py --timeout 240 2>&1 | tee "$out/checks.log" | tail -15; }
+part_checks() {
+  python3 examples/pytorch/integration_checks.py --timeout 240 ${CHECKS_ONLY:+--only "$CHECKS_ONLY"} 2>&1 |
+    tee "$out/checks.log" | tail -18
+}
 part_abort() { python3 examples/pytorch/abort_demo.py --memcoord-bin "$bundle/bin" 2>&1 | tee "$out/abort.log" | tail -8; }
 part_abort_nccl() {  # a 2-GPU machine (kind nvidia-h200-x2): NCCL, one GPU per rank, the process group aborted
   python3 examples/pytorch/abort_demo.py --backend nccl --memcoord-bin "$bundle/bin" 2>&1 | tee "$out/abort-nccl.log" |

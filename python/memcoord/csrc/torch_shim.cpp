@@ -182,9 +182,14 @@ void BeginAllocateToPool(Device device, PoolId pool, Filter filter) {
   std::lock_guard lock(g_filters_mu);
   // The slot first (empty): a map insertion that throws after memcoord took the filter would free it.
   auto [slot, inserted] = g_filters.try_emplace(key);
-  TORCH_CHECK(inserted, "memcoord: CUDA graph pool (", std::get<1>(key), ", ", std::get<2>(key),
-              ") on device ", std::get<0>(key),
-              " is already capturing; end that capture before beginning another into it");
+  // A capture whose cudaStreamEndCapture failed leaves its pool here too: PyTorch 2.11 then skips
+  // endAllocateToPool (and never releases that graph's pool), and its own allocator refuses a retry likewise.
+  TORCH_CHECK(
+      inserted, "memcoord: CUDA graph pool (", std::get<1>(key), ", ", std::get<2>(key), ") on device ",
+      std::get<0>(key),
+      " is already capturing: another capture into it is open, or one failed without ending it (PyTorch "
+      "does not end a pool's capture when cudaStreamEndCapture fails); end the open one, or capture "
+      "into a new pool (torch.cuda.graph_pool_handle())");
   const int code =
       g_capi.begin_pool(std::get<0>(key), std::get<1>(key), std::get<2>(key), &CallFilter, owned.get());
   if (code != 0) {
