@@ -119,9 +119,9 @@ struct PoolOptions {
   // stay, and markers are recorded as before (those use them). Why off by default: on an H100 under PyTorch
   // (bench/pytorch_runs/2026-12-06d) off used the same device memory as on in every process of five workloads
   // and removed the alternating GPT-2/ResNet-50 pair's waits (one of 1.4-16 ms in its first step, one of
-  // 33-55 ms in step 2). On GPT-2 bf16, six processes each (2026-12-06e), both made their waits (drains) in
-  // the same steps, and their median steps spread alike (off 143.6-175.4 ms, on 145.8-162.3). Replays and
-  // perturbed copies: README, "Measured under PyTorch". Conf key mark_waits.
+  // 33-55 ms in step 2). On GPT-2 bf16, six processes each (2026-12-06e), both waited in the same steps
+  // (drains; off once fewer), 104-125 ms in all, and their median steps spread alike (off 143.6-175.4 ms, on
+  // 145.8-162.4). Replays and perturbed copies: README, "Measured under PyTorch". Conf key mark_waits.
   bool pack_waits_at_mark = false;
   // A free of a block of at least a chunk records a marker on its stream when the stream's newest is at
   // least this old (microseconds; 0: at every such free) while the pool is growing (a miss within the last
