@@ -89,6 +89,10 @@ class Runs20261206eTest(unittest.TestCase):
         self.assertEqual(span([p["memcoord_first_step"]["miss_ms"] for p in resnet["memcoord"]]), (18.4, 20.8))
         summary, _ = pooled.pooled([(p, pooled.load(p)) for p in [os.path.join(RUNS, FIRSTSTEPS[0])]])
         self.assertEqual((summary["resnet50_amp"]["memcoord_shorter"], summary["resnet50_amp"]["pairs"]), (0, 16))
+        self.assertEqual(round(summary["resnet50_amp"]["shift_ms"]), 33)
+        self.assertEqual(tuple(round(x) for x in summary["resnet50_amp"]["interval_ms"]), (12, 55))
+        self.assertEqual(round(summary["resnet50_amp"]["permutation_p"], 3), 0.029)
+        self.assertTrue(summary["resnet50_amp"]["verdict"].startswith("memcoord longer"))
         self.assertEqual(round(summary["resnet50_amp"]["memory_call_ms"]["memcoord"], 1), 17.4)
         self.assertEqual(round(summary["resnet50_amp"]["memory_call_ms"]["expandable"], 1), 17.4)
         for name, pairs in (("650c2d7-firststep-b.json.gz", (15, 36)), ("be8f168-firststep-c.json.gz", (7, 16))):
