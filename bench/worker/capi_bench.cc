@@ -201,7 +201,8 @@ std::vector<PerPair> Run(const Library& lib, int run_index, int threads, long pa
   return per_thread;
 }
 
-std::string JoinInts(const std::vector<int>& values) {
+template <typename T>
+std::string Join(const std::vector<T>& values) {
   std::string out;
   for (std::size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + std::to_string(values[i]);
   return out;
@@ -210,12 +211,6 @@ std::string JoinInts(const std::vector<int>& values) {
 double Quantile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
   return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
-}
-
-std::string JoinDoubles(const std::vector<double>& values) {
-  std::string out;
-  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + std::to_string(values[i]);
-  return out;
 }
 
 // {"cpu": median ns per pair of the threads that ended on it, ...}: a thread count's figures CPU by CPU, so
@@ -292,8 +287,8 @@ std::string Measure(const Library& lib, const std::vector<int>& thread_counts, l
         run_cpus.push_back(p.cpu);
       }
       f.run_text += (r ? "," : "") + std::to_string(Quantile(run_wall, 0.5));
-      f.cpus_text += std::string(r ? "," : "") + "[" + JoinInts(run_cpus) + "]";
-      f.thread_ns_text += std::string(r ? "," : "") + "[" + JoinDoubles(run_wall) + "]";
+      f.cpus_text += std::string(r ? "," : "") + "[" + Join(run_cpus) + "]";
+      f.thread_ns_text += std::string(r ? "," : "") + "[" + Join(run_wall) + "]";
       f.runs_sharing_a_core += SharesACore(threads) ? 1 : 0;
     }
   }
@@ -369,7 +364,7 @@ int main(int argc, char** argv) {
   ::unsetenv("MEMCOORD_COORDINATOR");
   std::string out = "{\"backend\":\"" + backend + "\",\"pairs_per_thread\":" + std::to_string(pairs) +
                     ",\"hardware_threads\":" + std::to_string(std::thread::hardware_concurrency()) +
-                    ",\"cpus\":[" + JoinInts(g_pin_cpus) + "]" + ",\"results\":[";
+                    ",\"cpus\":[" + Join(g_pin_cpus) + "]" + ",\"results\":[";
   bool first = true;
   for (const std::string& path : libs) {
     const std::string part = MeasureInChild(path, thread_counts, pairs, runs);

@@ -300,6 +300,17 @@ def _warmed_mlp(torch, hidden):
     return model, static_x
 
 
+def _replay_diff(torch, graph, model, static_x, static_y, new_x, scale=1):
+    """Replays `graph` (captured as static_y = model(static_x * scale)) on new_x; the largest difference from
+    the eager model(new_x * scale)."""
+    static_x.copy_(new_x)
+    graph.replay()
+    with torch.no_grad():
+        expected = model(new_x if scale == 1 else new_x * scale)
+    torch.cuda.synchronize()
+    return float((static_y - expected).abs().max())
+
+
 def _capture_refused(error, started):
     """A capture that failed passes only if it failed at once saying why (memcoord's message)."""
     elapsed = time.monotonic() - started
@@ -320,13 +331,7 @@ def check_graph_capture(quick):
             static_y = model(static_x)
     except Exception as error:
         return _capture_refused(error, started)
-    new_x = torch.randn(64, 512, device="cuda")
-    static_x.copy_(new_x)
-    graph.replay()
-    with torch.no_grad():
-        expected = model(new_x)
-    torch.cuda.synchronize()
-    diff = float((static_y - expected).abs().max())
+    diff = _replay_diff(torch, graph, model, static_x, static_y, torch.randn(64, 512, device="cuda"))
     assert diff < 1e-3, f"graph replay differs from eager by {diff}"
     del graph
     return f"works: replay matches eager (max diff {diff:.2e}); graph pools hook: {details['hooks'].get('graph_pools')}"
@@ -352,15 +357,8 @@ def check_graph_pool_shared(quick):
     torch.cuda.synchronize()
     del first, first_y  # one of the pool's two users released
     torch.cuda.empty_cache()  # must not take the memory the second graph replays into
-    new_x = torch.randn(64, 512, device="cuda")
-    static_x.copy_(new_x)
-    second.replay()
-    with torch.no_grad():
-        expected = model(new_x * 2)
-    torch.cuda.synchronize()
-    diff = float((second_y - expected).abs().max())
+    diff = _replay_diff(torch, second, model, static_x, second_y, torch.randn(64, 512, device="cuda"), scale=2)
     assert diff < 1e-3, f"the second graph's replay differs from eager by {diff} after the first was released"
-    del expected
     torch.cuda.empty_cache()  # the eager pass's cache goes: what stays reserved is live memory and the pool
     held = torch.cuda.memory_reserved()
     del second, second_y  # the last user: the pool may go
@@ -412,12 +410,7 @@ def check_graph_retry(quick):
             assert "graph_pool_handle" in str(error), f"the retry's refusal names no remedy: {error}"
         return f"{after}; the retry {_capture_refused(error, started)}"
     new_x = torch.linspace(-1, 1, 64 * 512, device="cuda").reshape(64, 512)
-    static_x.copy_(new_x)
-    retry.replay()
-    with torch.no_grad():
-        expected = model(new_x)
-    torch.cuda.synchronize()
-    diff = float((static_y - expected).abs().max())
+    diff = _replay_diff(torch, retry, model, static_x, static_y, new_x)
     assert diff < 1e-3, f"the retried graph's replay differs from eager by {diff}"
     return f"{after}; the retry works: its replay matches eager (max diff {diff:.2e})"
 
