@@ -56,6 +56,7 @@ import json
 import math
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -211,6 +212,46 @@ def make_deterministic(torch):
     return seen
 
 
+CPU_FIGURES = ("thread_ms", "process_ms", "voluntary_switches", "involuntary_switches", "minor_faults")
+
+
+def cpu_figures():
+    """The training thread's CPU time, the whole process's (every thread: PyTorch's, the driver's, memcoord's),
+    and the training thread's context switches (voluntary: it blocked) and minor page faults so far."""
+    own = resource.getrusage(resource.RUSAGE_THREAD)
+    return (time.thread_time() * 1000, time.process_time() * 1000, own.ru_nvcsw, own.ru_nivcsw, own.ru_minflt)
+
+
+def thread_run_ms():
+    """{thread name: milliseconds run so far, its threads summed} from /proc/self/task/*/schedstat (the
+    scheduler's run time in ns; threads of one name, e.g. the CUDA driver's, pooled); {} where Linux has none."""
+    run = {}
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return run
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/comm") as comm, open(f"/proc/self/task/{task}/schedstat") as stat:
+                name, ns = comm.read().strip(), int(stat.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended meanwhile
+        run[name] = run.get(name, 0.0) + ns / 1e6
+    return run
+
+
+def run_ms_since(before, after):
+    """{thread name: ms run between two thread_run_ms() readings}, the threads that ran 0.1 ms or more."""
+    return {name: round(ms - before.get(name, 0.0), 1) for name, ms in sorted(after.items())
+            if ms - before.get(name, 0.0) >= 0.1}
+
+
+def cpu_since(before, after):
+    """{CPU_FIGURES name: after - before} (milliseconds to 0.1, counts whole)."""
+    return {name: round(b - a, 1) if name.endswith("_ms") else b - a
+            for name, a, b in zip(CPU_FIGURES, before, after)}
+
+
 def child(workload_name, allocator, steps, deterministic=False):
     """One configuration in this (fresh) process; prints one RESULT line."""
     child_started = time.monotonic()
@@ -248,12 +289,18 @@ def child(workload_name, allocator, steps, deterministic=False):
     # step's time beyond native's goes. Read after the step's synchronize, outside the timed span.
     step_driver, step_memcoord = [], []
     timer_last, figures_last = timer_before, driver_before
+    step_cpu, first_step_threads = [], None
     for i in range(steps):
         torch.cuda.synchronize()
+        threads_before = thread_run_ms() if i == 0 else None
+        cpu_before = cpu_figures()
         started = time.perf_counter()
         losses.append(workload.step(i))
         torch.cuda.synchronize()
         times.append((time.perf_counter() - started) * 1000)
+        step_cpu.append(cpu_since(cpu_before, cpu_figures()))
+        if i == 0:
+            first_step_threads = run_ms_since(threads_before, thread_run_ms())
         timer_now = driver_timer.read()
         if timer_now is not None:
             own = driver_timer.since(timer_last, timer_now)
@@ -293,6 +340,12 @@ def child(workload_name, allocator, steps, deterministic=False):
         "first_step_driver_calls": first_step_timer,
         # Per step: [driver memory calls, their ms] (with the timer, else empty).
         "step_driver": step_driver,
+        # Per step, where its wall time went on the host (cpu_figures): a step longer than another's with the
+        # same CPU time waited (a synchronize, a lock, the GPU), one with more CPU time computed more.
+        "step_cpu": step_cpu,
+        # The first step's run time of each of the process's threads by name (thread_run_ms): which threads
+        # the first step's CPU time was spent on, the allocator's own included.
+        "first_step_threads": first_step_threads,
     }
     if part_medians is not None:
         result["parts"] = parts
@@ -409,7 +462,7 @@ def combine(runs):
         for key in ("device_bytes", "peak_reserved_bytes", "peak_allocated_bytes"):
             row[key] = max(r[key] for r in ok)
         row["runs"] = [{k: r.get(k) for k in ("median_step_ms", "first_step_ms", "device_bytes", "step_ms", "error",
-                                               "first_step_driver_calls", "step_driver", "losses",
+                                               "first_step_driver_calls", "step_driver", "step_cpu", "first_step_threads", "losses",
                                                "part_median_step_ms", "exit_code", "cpus", "round", "place")}
                        for r in runs]
         for kept, r in zip(row["runs"], runs):
@@ -649,6 +702,14 @@ def process_line(result):
         return f"FAILED: {result['error'][-300:]}"
     line = (f"device {result['device_bytes'] / GB:.4f} GB, median {result['median_step_ms']:.1f} ms, "
             f"first {result['first_step_ms']:.0f} ms, process {result.get('process_s', 0):.1f} s")
+    first_cpu = (result.get("step_cpu") or [None])[0]
+    if first_cpu:
+        line += (f"; first step's CPU: training thread {first_cpu['thread_ms']:.0f} ms, process "
+                 f"{first_cpu['process_ms']:.0f} ms, thread's switches {first_cpu['voluntary_switches']} voluntary "
+                 f"{first_cpu['involuntary_switches']} involuntary, {first_cpu['minor_faults']} minor faults")
+    if result.get("first_step_threads"):
+        line += "; threads' run time: " + ", ".join(f"{name} {ms:.0f}" for name, ms in
+                                                    sorted(result["first_step_threads"].items(), key=lambda t: -t[1]))
     if result.get("exit_code"):
         line += f"; FAILED on exit (code {result['exit_code']}): {result.get('exit_tail', '')[-200:]}"
     return line

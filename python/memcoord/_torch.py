@@ -10,7 +10,8 @@ enable() does, in order:
      the shim, torch.cuda.CUDAGraph.capture_begin and torch.cuda.graph(...) raise RuntimeError saying that
      graph capture needs the shim (PyTorch's pluggable path would ignore the capture's private pool without a
      hook); an allocation failure cannot raise torch.OutOfMemoryError (PyTorch's pluggable path does not
-     check for null);
+     check for null). With the shim, a CUDAGraph.capture_end (or capture_begin) that raises has the shim end
+     and release the pool route that the failed capture left open (PyTorch does not);
   4. points torch._C's statistics and snapshot entry points at memcoord (torch.cuda.memory_allocated,
      max_memory_allocated, memory_reserved, max_memory_reserved, memory_stats, reset_peak_memory_stats,
      reset_accumulated_memory_stats, memory_summary, torch.cuda.memory._snapshot/_dump_snapshot, and
@@ -221,6 +222,45 @@ def _refuse_graph_capture(torch):
         setattr(owner, attribute, _refusing(original))
         _state.setdefault("graph_originals", {})[f"{owner_name}.{attribute}"] = original
         _state["patched"].append(f"{owner_name}.{attribute}")
+
+
+def _abandoning_on_failure(original, shim, capture_failed):
+    """`original` (CUDAGraph.capture_end when `capture_failed`, else capture_begin), having the shim abandon the
+    pool route it left open (shim.abandon_capture) before re-raising whatever it raised: after a capture_end,
+    the route this thread began last; after a capture_begin, only a route that this call began.
+    `__wrapped__` is the original."""
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        begun = shim.routes_begun()
+        try:
+            return original(*args, **kwargs)
+        except BaseException:
+            if capture_failed or shim.routes_begun() > begun:
+                shim.abandon_capture(capture_failed)
+            raise
+
+    return wrapper
+
+
+def _recover_failed_captures(torch, shim):
+    """With the shim: a torch.cuda.CUDAGraph.capture_end that raises has the shim end and release the pool
+    route the failed capture left open, and end the pool's capture in PyTorch's host allocator
+    (torch_shim.cpp's AbandonCapture says why PyTorch does neither), so that trims and empty_cache() work again
+    on that device and a retry into the pool is taken; a capture_begin that raises after memcoord began its
+    route has that route ended and released. The error still reaches the caller. The originals stay as
+    `__wrapped__` and in _state["graph_originals"]."""
+    owner = getattr(torch.cuda, "CUDAGraph", None)
+    if not isinstance(owner, type) or not all(hasattr(shim, name) for name in ("abandon_capture", "routes_begun")):
+        return False
+    if not all(hasattr(owner, attribute) for attribute in ("capture_begin", "capture_end")):
+        return False
+    for attribute, capture_failed in (("capture_begin", False), ("capture_end", True)):
+        original = getattr(owner, attribute)
+        setattr(owner, attribute, _abandoning_on_failure(original, shim, capture_failed))
+        _state.setdefault("graph_originals", {})[f"CUDAGraph.{attribute}"] = original
+        _state["patched"].append(f"CUDAGraph.{attribute}")
+    return True
 
 
 def _patch(torch, name, replacement):
@@ -436,6 +476,8 @@ def _install(torch, lib, shim, patch_memory_api):
     if module is not None:
         _state["hooks"] = dict(module.install(_capi_addresses(lib)))
         _state["shim"] = module
+        if _state["hooks"].get("graph_pools"):
+            _state["hooks"]["failed_capture_recovery"] = _recover_failed_captures(torch, module)
     else:
         allocator = torch.cuda.memory.CUDAPluggableAllocator(
             str(lib.path), "memcoord_torch_malloc", "memcoord_torch_free"

@@ -26,6 +26,13 @@ def fake_torch(initialized=False):
     class CUDAGraph:  # torch.cuda.CUDAGraph: torch.cuda.graph(...) calls capture_begin on entering
         def capture_begin(self, pool=None, capture_error_mode="global"):
             calls.setdefault("capture_begin", []).append(pool)
+            if calls.get("begin"):  # the shim's begin hook, then whatever PyTorch does after it
+                calls["begin"]()
+
+        def capture_end(self):  # raises as cudaStreamEndCapture's failure does when calls["end_fails"] is set
+            calls.setdefault("capture_end", []).append(self)
+            if calls.get("end_fails"):
+                raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
 
     class graph:  # torch.cuda.graph, the context manager around a capture
         def __init__(self, cuda_graph, pool=None, stream=None, capture_error_mode="global"):
@@ -246,6 +253,56 @@ class EnableTest(unittest.TestCase):
         with self.assertRaises(RuntimeError) as caught:
             torch.cuda.graph(torch.cuda.CUDAGraph())
         self.assertIn("needs memcoord's C++ shim", str(caught.exception))
+
+    def test_a_failed_capture_has_the_shim_abandon_the_route_it_left_open(self):
+        torch, calls = fake_torch()
+        sys.modules["torch"] = torch
+        routes, abandoned = [], []
+
+        def abandon(capture_failed=True):
+            abandoned.append(capture_failed)
+            return bool(routes and routes.pop())
+
+        shim = types.SimpleNamespace(  # torch_shim.cpp's module, its routes begun kept in `routes`
+            install=lambda addresses: {"graph_pools": True, "record_stream": True, "empty_cache": True},
+            routes_begun=lambda: len(routes), abandon_capture=abandon)
+        loaded = _torch._load_shim
+        _torch._load_shim = lambda mode: shim
+        self.addCleanup(setattr, _torch, "_load_shim", loaded)
+        originals = torch.cuda.CUDAGraph.capture_begin, torch.cuda.CUDAGraph.capture_end
+        details = memcoord.enable(watch_aborts=False, patch_memory_api=False)
+        self.assertTrue(details["hooks"]["failed_capture_recovery"])
+        self.assertIn("CUDAGraph.capture_end", details["patched"])
+        self.assertEqual((torch.cuda.CUDAGraph.capture_begin.__wrapped__, torch.cuda.CUDAGraph.capture_end.__wrapped__),
+                         originals)
+        graph = torch.cuda.CUDAGraph()
+        calls["begin"] = lambda: routes.append("pool")
+        graph.capture_begin()
+        graph.capture_end()  # a capture that ends well: nothing abandoned (the real hook ends the route itself)
+        self.assertEqual(abandoned, [])
+        calls["end_fails"] = True
+        with self.assertRaises(RuntimeError) as caught:  # the caller still gets PyTorch's error
+            graph.capture_end()
+        self.assertIn("previous error during capture", str(caught.exception))
+        self.assertEqual((abandoned, routes), ([True], []))
+
+        def begin_then_fail():  # memcoord's route begun, then PyTorch's host allocator refuses
+            routes.append("pool")
+            raise RuntimeError("beginAllocateToPool: already recording to mempool_id")
+
+        calls["begin"] = begin_then_fail
+        with self.assertRaises(RuntimeError):
+            graph.capture_begin()
+        self.assertEqual((abandoned, routes), ([True, False], []))  # only this call's route, and no host end
+
+        def fail_before_the_hook():
+            raise RuntimeError("cudaStreamBeginCapture failed")
+
+        calls["begin"] = fail_before_the_hook
+        routes.append("an open capture's")  # another capture this thread has open stays open
+        with self.assertRaises(RuntimeError):
+            graph.capture_begin()
+        self.assertEqual((abandoned, routes), ([True, False], ["an open capture's"]))
 
     def test_allocator_and_memory_api(self):
         torch, calls = fake_torch()

@@ -14,6 +14,8 @@
 //     other refusal (a capture it cannot serve, not initialized, a bad device) a plain c10::Error, so that
 //     out-of-memory handlers (cuDNN's workspace retry, batch-size finders) do not take it for one;
 //   - releasePool never throws (PyTorch calls it from ~CUDAGraph, where a throw ends the process);
+//   - abandon_capture(), called by memcoord/_torch.py when CUDAGraph.capture_end (or capture_begin) raises,
+//     ends and releases the pool route that a failed capture leaves open (AbandonCapture below);
 //   - cacheInfo answers (MemcoordAllocator below): cuDNN's convolutions ask it for their largest workspace
 //     when torch.backends.cudnn.benchmark is on, and CUDAPluggableAllocator's own raises ("does not yet
 //     support cacheInfo"), which ended such training.
@@ -21,7 +23,7 @@
 //
 // Thread-safety: install() runs once, before CUDA is initialised (PyTorch refuses to swap an allocator in
 // use). The hooks run on PyTorch's threads; the only shared state, the capture filters, is guarded by
-// g_filters_mu.
+// g_filters_mu; the routes each thread began are that thread's own (t_routes_begun).
 // torch/extension.h first: it brings Python.h, which must precede the standard headers.
 // clang-format off
 #include <torch/extension.h>
@@ -32,17 +34,27 @@
 #include <c10/util/Exception.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
+#include <torch/version.h>
+// PyTorch's host allocator takes part in graph captures from 2.11 on (the version this was run against; older
+// ones are not asked for it, so that the shim still builds there): see EndHostCapture.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 11)
+#include <ATen/core/CachingHostAllocator.h>
+#define MEMCOORD_SHIM_HOST_CAPTURES 1
+#endif
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace {
 
@@ -83,6 +95,10 @@ using StreamFilter = std::function<bool(cudaStream_t)>;
 using CaptureKey = std::tuple<int, std::uint64_t, std::uint64_t>;
 std::mutex g_filters_mu;
 std::map<CaptureKey, std::unique_ptr<StreamFilter>> g_filters;  // guarded by g_filters_mu
+
+// The pools whose routes this thread began and has not ended, oldest first: AbandonCapture ends the last one
+// when PyTorch's capture_end fails before ending it. PyTorch begins and ends a capture on one thread.
+thread_local std::vector<CaptureKey> t_routes_begun;
 
 std::string LastError() {
   const char* message = g_capi.last_error != nullptr ? g_capi.last_error() : nullptr;
@@ -199,6 +215,7 @@ void BeginAllocateToPool(Device device, PoolId pool, Filter filter) {
                 std::get<2>(key), ") on device ", std::get<0>(key), ": ", why);
   }
   slot->second = std::move(owned);
+  t_routes_begun.push_back(key);
 }
 
 template <typename Device, typename PoolId>
@@ -206,6 +223,9 @@ void EndAllocateToPool(Device device, PoolId pool) {
   const CaptureKey key{static_cast<int>(device), static_cast<std::uint64_t>(pool.first),
                        static_cast<std::uint64_t>(pool.second)};
   const int code = g_capi.end_pool(std::get<0>(key), std::get<1>(key), std::get<2>(key));
+  if (auto it = std::find(t_routes_begun.rbegin(), t_routes_begun.rend(), key); it != t_routes_begun.rend()) {
+    t_routes_begun.erase(std::next(it).base());
+  }
   {
     // memcoord calls the filter only between begin and end: it may go now.
     std::lock_guard lock(g_filters_mu);
@@ -232,6 +252,87 @@ void ReleasePool(Device device, PoolId pool) noexcept {
                     std::to_string(static_cast<int>(device)) + ": " + LastError());
   } catch (...) {
     // A warning handler that raises (warnings as errors), or no memory for the text: nothing may escape.
+  }
+}
+
+#ifdef MEMCOORD_SHIM_HOST_CAPTURES
+// Whether this torch's host (pinned memory) allocator ends captures: PyTorch 2.11's CUDAGraph begins and ends
+// each capture's pool in at::getHostAllocator(at::kCUDA) too.
+template <typename Host, typename = void>
+struct HostEndsCaptures : std::false_type {};
+template <typename Host>
+struct HostEndsCaptures<
+    Host, std::void_t<decltype(std::declval<Host&>().end_allocate_to_pool(std::declval<c10::MempoolId_t>()))>>
+    : std::true_type {};
+
+template <typename Host>
+void EndHostCaptureIn(Host* host, const CaptureKey& key) {
+  // A template, so that a torch without the call compiles none of this.
+  if constexpr (HostEndsCaptures<Host>::value) {
+    using Id = c10::MempoolId_t;
+    const Id pool{static_cast<Id::first_type>(std::get<1>(key)),
+                  static_cast<Id::second_type>(std::get<2>(key))};
+    host->end_allocate_to_pool(pool);
+  }
+}
+#endif
+
+// Ends the pool's capture in PyTorch's host allocator too, where it has one (else does nothing): after a
+// failed capture its record of the pool as capturing refuses a retry into that pool with
+// "beginAllocateToPool: already recording to mempool_id", under PyTorch's own device allocator as under
+// memcoord. The host pool's user is not released: PyTorch's host allocator asserts on a begin into a pool it
+// holds with no users.
+void EndHostCapture([[maybe_unused]] const CaptureKey& key) {
+#ifdef MEMCOORD_SHIM_HOST_CAPTURES
+  EndHostCaptureIn(at::getHostAllocator(at::kCUDA), key);
+#endif
+}
+
+// How many pool routes this thread began and has not ended: memcoord/_torch.py reads it around
+// CUDAGraph.capture_begin, to abandon a route begun by a capture_begin that then raised.
+std::size_t RoutesBegun() noexcept { return t_routes_begun.size(); }
+
+// Called (from memcoord/_torch.py) when torch.cuda.CUDAGraph.capture_end raised on this thread
+// (`capture_failed`), or capture_begin raised after beginning a route (not `capture_failed`). When the route
+// this thread began last is still open (PyTorch 2.11 skips endAllocateToPool when cudaStreamEndCapture fails
+// and, the capture never having ended, ~CUDAGraph skips releasePool), it would stay open for good: trims of
+// the device release nothing while a capture routes it, memcoord would go on calling the dead graph's filter,
+// and a retry into the pool would be refused. So the route is ended, the filter freed, and the user that
+// begin added released, as PyTorch never will; for a failed capture, PyTorch's host allocator's capture of
+// the pool is ended too (EndHostCapture). A capture_end that raised after ending its route left nothing open
+// here: nothing is done, as PyTorch may yet release that pool itself. Never throws. Returns whether a route
+// was ended.
+bool AbandonCapture(bool capture_failed) noexcept {
+  try {
+    if (t_routes_begun.empty()) return false;
+    const CaptureKey key = t_routes_begun.back();
+    t_routes_begun.pop_back();
+    const auto [device, hi, lo] = key;
+    const int ended = g_capi.end_pool(device, hi, lo);
+    if (ended != 0) {
+      // The filter stays: memcoord may still hold it.
+      TORCH_WARN_ONCE("memcoord could not end the failed capture's CUDA graph pool (" + std::to_string(hi) +
+                      ", " + std::to_string(lo) + ") on device " + std::to_string(device) + ": " +
+                      LastError());
+      return false;
+    }
+    {
+      std::lock_guard lock(g_filters_mu);
+      g_filters.erase(key);
+    }
+    ReleasePool(device, std::make_pair(hi, lo));
+    if (capture_failed) {
+      try {
+        EndHostCapture(key);
+      } catch (
+          const std::exception& error) {  // not capturing there (it ended, or never began): nothing to end
+        TORCH_WARN_ONCE(std::string("memcoord could not end the failed capture's host pool: ") +
+                        error.what());
+      }
+    }
+    return true;
+  } catch (...) {
+    return false;  // a warning handler that raises, or no memory for the text
   }
 }
 
@@ -297,4 +398,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "memcoord's PyTorch allocator shim (see memcoord/csrc/torch_shim.cpp)";
   m.def("install", &Install, "Makes memcoord PyTorch's CUDA allocator; addresses: C ABI function -> address");
   m.def("installed", &Installed, "Whether install() ran in this process");
+  m.def("abandon_capture", &AbandonCapture, pybind11::arg("capture_failed") = true,
+        "After CUDAGraph.capture_end (capture_failed) or capture_begin raised on this thread: ends and "
+        "releases "
+        "the pool route it left open");
+  m.def("routes_begun", &RoutesBegun, "How many pool routes this thread began and has not ended");
 }
