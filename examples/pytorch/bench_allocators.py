@@ -33,6 +33,7 @@ Usage: bench_allocators.py [--workloads a,b] [--allocators native,expandable,mem
                            [--deterministic]   (deterministic kernels: the losses check becomes meaningful bit for bit)
                            [--driver-timer SO] (bench/gpu/driver_call_timer.so preloaded: each first step's driver calls,
                                                 and every step's memory calls)
+                           [--no-warmup]       (no discarded warm-up process first: warm_up)
 
 Each process prints a line as it ends, and --json is written after every workload, so a bench stopped part-way
 keeps what ran. memcoord's runs also keep each step's misses, packing waits and driver figures (the JSON's
@@ -715,9 +716,31 @@ def process_line(result):
     return line
 
 
-def write_json(path, rows, tolerance):
+def write_json(path, rows, tolerance, warmup=None):
+    document = {"runs": rows, "targets": targets(rows, tolerance)}
+    if warmup is not None:
+        document["warmup"] = warmup
     with open(path, "w") as f:
-        json.dump({"runs": rows, "targets": targets(rows, tolerance)}, f, indent=1)
+        json.dump(document, f, indent=1)
+
+
+def warm_up(workload, allocator, timeout, cpus):
+    """One discarded process (one step of `workload` under `allocator`) before the measured ones: a run's first
+    process also pays for the machine's cold start (2026-12-06f: its first step waited 550-660 ms beyond its CPU
+    time, every later process under 2 ms), and that process always belonged to the first allocator named.
+    Returns what it measured, for the JSON's "warmup"."""
+    result = run_config(workload, allocator, 1, timeout, cpus=cpus)
+    if "error" in result:
+        print(f"bench_allocators: warm-up process ({workload} {allocator}) failed: {result['error'][-300:]}",
+              flush=True)
+        return {"workload": workload, "allocator": allocator, "error": result["error"][-300:]}
+    first_cpu = (result.get("step_cpu") or [{}])[0]
+    waited = result["first_step_ms"] - first_cpu["process_ms"] if "process_ms" in first_cpu else None
+    print(f"bench_allocators: warm-up process ({workload} {allocator}, discarded): first step "
+          f"{result['first_step_ms']:.0f} ms" + (f", {waited:.0f} ms of it waiting" if waited is not None else ""),
+          flush=True)
+    return {"workload": workload, "allocator": allocator, "first_step_ms": result["first_step_ms"],
+            "first_step_waiting_ms": waited}
 
 
 def print_tables(rows, checks):
@@ -752,6 +775,9 @@ def main():
     parser.add_argument("--trace-dir", help="memcoord runs record their pools' traces under DIR/WORKLOAD/")
     parser.add_argument("--repeat", type=int, default=1,
                         help="fresh processes per configuration (times: median over them; memory: highest)")
+    parser.add_argument("--no-warmup", action="store_true",
+                        help="measure from the run's first process on (by default one discarded process, one step "
+                             "of the first workload under the first allocator, runs first: warm_up)")
     parser.add_argument("--driver-timer", metavar="SO",
                         help="bench/gpu/driver_call_timer.so, preloaded into every process: each first step's "
                              "driver memory calls and their time, for every allocator")
@@ -793,6 +819,7 @@ def main():
             parser.error(f"unknown allocator {allocator!r}; accepted: {', '.join(ALLOCATORS)}, or memcoord[CONF] "
                          "(memcoord with MEMCOORD_ALLOC_CONF=CONF, e.g. memcoord[thread_cache:0])")
     rows = []
+    warmup = None if args.no_warmup else warm_up(names[0], allocators[0], args.timeout, cpus)
     for name in names:
         runs_of = {allocator: [] for allocator in allocators}
         for repeat in range(args.repeat):
@@ -807,7 +834,7 @@ def main():
             rows.append(combine(runs_of[allocator]))
             print_row(rows[-1], rows)
         if args.json:
-            write_json(args.json, rows, args.loss_tolerance)  # after every workload, for the same reason
+            write_json(args.json, rows, args.loss_tolerance, warmup)  # after every workload, for the same reason
     checks = targets(rows, args.loss_tolerance)  # the last workload's write_json above already holds them
     print_tables(rows, checks)
     failed = any("error" in r or failures(r) for r in rows) or any(

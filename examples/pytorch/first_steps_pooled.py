@@ -2,7 +2,7 @@
 """The first-step comparison of memcoord and expandable segments over several runs of bench_allocators.py
 (each run's --json), where one run's few processes cannot tell the two apart.
 
-    first_steps_pooled.py BENCH_JSON... [--memcoord NAME] [--json OUT]   (BENCH_JSON plain or gzipped)
+    first_steps_pooled.py BENCH_JSON... [--memcoord NAME] [--keep-first] [--json OUT]   (plain or gzipped)
 
 A fresh process's first training step spends most of its time outside the allocator (cuDNN's plans, loading
 kernels), and that part varies by 100 ms and more from process to process and from hour to hour on the same
@@ -24,6 +24,9 @@ it prints, per workload:
     "not resolved";
   - each allocator's own memory calls in the first step (the driver timer's milliseconds, median over the
     processes; absent without the timer): the part of the difference that is the allocators' driver work.
+The process that ran first in a run is left out (and named), unless the run began with a warm-up process
+(bench_allocators.py's default since 2026-12-06f) or --keep-first is given: a run's first process also pays
+for the machine's cold start, and it was expandable segments' in almost every run before.
 --memcoord NAME compares a variant's processes instead of plain memcoord's (NAME as bench_allocators.py writes
 it: memcoord[grow_to_unit_end:on]); the summary still calls them "memcoord". Rows of other allocators (native,
 the variants not named) and failed processes are skipped; a file's workload without
@@ -51,21 +54,39 @@ LEVEL = 0.05
 PAIR = ("memcoord", "expandable")
 
 
-def processes(row):
-    """[(first step ms, memory-call ms or None)] of a row's processes (one entry for a one-process row)."""
+class Runs(dict):
+    """load()'s {workload: {allocator: [(first ms, memory ms)]}}, with `left_out`: lines naming the processes
+    that load() left out."""
+
+    left_out = ()
+
+
+def ran_first(r):
+    """Whether a process record is the one that ran first in its workload (bench_allocators.py's round 0,
+    place 0; records without them: no)."""
+    return r.get("round") == 0 and r.get("place") == 0
+
+
+def processes(row, skip_first=False):
+    """[(first step ms, memory-call ms or None)] of a row's processes (one entry for a one-process row); with
+    `skip_first`, without the process that ran first (ran_first)."""
     runs = row.get("runs") or [row]
     out = []
     for r in runs:
-        if r.get("error") or r.get("first_step_ms") is None:
+        if r.get("error") or r.get("first_step_ms") is None or (skip_first and ran_first(r)):
             continue
         calls = r.get("first_step_driver_calls")
         out.append((float(r["first_step_ms"]), driver_timer.memory_ms(calls) if calls else None))
     return out
 
 
-def load(path, mine="memcoord"):
-    """{workload: {allocator: [(first ms, memory ms)]}} of one bench JSON, `mine`'s rows under "memcoord";
-    ValueError naming what is wrong."""
+def load(path, mine="memcoord", keep_first=False):
+    """Runs {workload: {allocator: [(first ms, memory ms)]}} of one bench JSON, `mine`'s rows under "memcoord";
+    ValueError naming what is wrong. Unless `keep_first` or the run began with a warm-up process (its JSON's
+    "warmup"), the process that ran first in the run (its first workload's, ran_first) is left out and named
+    in `left_out`: its first step also paid for the machine's cold start (2026-12-06f: 550-660 ms spent
+    waiting beyond its CPU time, against under 2 ms in every other process). The rule goes by place alone, as
+    older runs kept no CPU times: a first process that paid nothing is left out too."""
     try:
         with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
             data = json.load(f)
@@ -74,17 +95,24 @@ def load(path, mine="memcoord"):
     rows = data.get("runs") if isinstance(data, dict) else None
     if not isinstance(rows, list):
         raise ValueError(f"{path}: no 'runs' list (expected bench_allocators.py --json output)")
-    out = {}
+    out, left_out = Runs(), []
+    cold_workload = None if keep_first or data.get("warmup") or not rows else rows[0].get("workload")
     for row in rows:
         if not isinstance(row, dict) or "workload" not in row or "allocator" not in row:
             raise ValueError(f"{path}: a row without 'workload' and 'allocator'")
         if row["allocator"] in (mine, "expandable"):
             key = "expandable" if row["allocator"] == "expandable" else "memcoord"
+            skip = row["workload"] == cold_workload
             try:
-                out.setdefault(row["workload"], {})[key] = processes(row)
+                out.setdefault(row["workload"], {})[key] = processes(row, skip_first=skip)
+                cold = [r for r in (row.get("runs") or []) if skip and ran_first(r) and not r.get("error")]
             except (TypeError, ValueError, AttributeError) as error:
                 raise ValueError(f"{path}: {row['workload']} {row['allocator']}: a process's figures are not "
                                  f"numbers ({error})") from None
+            left_out += [f"{path}: {row['workload']} {row['allocator']}'s process that ran first in the run left "
+                         f"out (first step {r.get('first_step_ms', 0):.0f} ms; a run's first process may also pay "
+                         "for the machine's cold start; --keep-first keeps it)" for r in cold]
+    out.left_out = left_out
     return out
 
 
@@ -159,6 +187,7 @@ def pooled(files):
     """{workload: summary} over the files' runs, and the notes on what was left out."""
     by_workload, notes = {}, []
     for path, runs in sorted(files, key=lambda f: f[0]):
+        notes += list(getattr(runs, "left_out", ()))
         for workload, rows in runs.items():
             if not all(rows.get(a) for a in PAIR):
                 notes.append(f"{path}: {workload} left out (needs both memcoord and expandable processes)")
@@ -211,6 +240,9 @@ def main(argv=None):
     parser.add_argument("--memcoord", default="memcoord", metavar="NAME",
                         help="the configuration compared with expandable segments: memcoord (the default) or a "
                              "variant as bench_allocators.py names it, memcoord[CONF]")
+    parser.add_argument("--keep-first", action="store_true",
+                        help="keep the process that ran first in each run (left out by default where the run had "
+                             "no warm-up process: it also pays for the machine's cold start)")
     parser.add_argument("--json", help="also write the summary here")
     args = parser.parse_args(argv)
     if args.memcoord != "memcoord" and not (args.memcoord.startswith("memcoord[") and args.memcoord.endswith("]")):
@@ -218,7 +250,7 @@ def main(argv=None):
               "bench_allocators.py names its configurations", file=sys.stderr)
         return 2
     try:
-        files = [(path, load(path, args.memcoord)) for path in args.files]
+        files = [(path, load(path, args.memcoord, args.keep_first)) for path in args.files]
     except ValueError as error:
         print(f"first_steps_pooled: {error}", file=sys.stderr)
         return 2

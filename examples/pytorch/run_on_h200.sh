@@ -24,7 +24,8 @@
 #            device) and capi_bench on cuda-vmm at 1 and 4 threads beside the C library's malloc/free, unpinned
 #            and with each thread on its own physical core
 #   firststep bench_allocators.py: gpt2_fp32, resnet50_amp, alternating x {expandable, memcoord}, 6 fresh processes
-#            each in alternating order, pinned, driver timer: the first-step target with each allocator's spread
+#            each in alternating order after one discarded warm-up process (the machine's cold start), pinned,
+#            driver timer, each step's CPU time: the first-step target with each allocator's spread
 #            between processes (~380 s: FIRSTSTEP_REPEAT=4 took 251 s on an H100, 2026-12-06); FIRSTSTEP_WORKLOADS=a,b names others,
 #            FIRSTSTEP_REPEAT=N runs N processes each (a multiple of the allocators' count: each allocator as
 #            often in each place of the order), FIRSTSTEP_ALLOCATORS=a,b,... others (e.g. memcoord[CONF]); several

@@ -633,6 +633,49 @@ class ProgressTest(unittest.TestCase):
         self.assertEqual(len(written["runs"]), 3)
 
 
+class FirstStepFiguresTest(unittest.TestCase):
+    """What a process records of where its steps' time went on the host, and the discarded warm-up process."""
+
+    def test_cpu_figures_count_this_threads_work(self):
+        before, threads_before = bench.cpu_figures(), bench.thread_run_ms()
+        sum(i * i for i in range(300000))
+        spent, threads = bench.cpu_since(before, bench.cpu_figures()), bench.run_ms_since(threads_before,
+                                                                                           bench.thread_run_ms())
+        self.assertEqual(set(spent), set(bench.CPU_FIGURES))
+        self.assertGreater(spent["thread_ms"], 0)
+        self.assertGreaterEqual(spent["process_ms"], spent["thread_ms"] - 1)
+        self.assertGreater(sum(threads.values()), 0)  # this thread ran, under its name
+        line = bench.process_line({"device_bytes": GB, "median_step_ms": 30.0, "first_step_ms": 650.0,
+                                   "step_cpu": [{"thread_ms": 420.0, "process_ms": 650.0, "voluntary_switches": 2,
+                                                 "involuntary_switches": 1, "minor_faults": 101000}],
+                                   "first_step_threads": {"python3": 421.0, "pt_autograd_0": 229.0}})
+        self.assertIn("first step's CPU: training thread 420 ms, process 650 ms, thread's switches 2 voluntary "
+                      "1 involuntary, 101000 minor faults; threads' run time: python3 421, pt_autograd_0 229", line)
+
+    def test_the_warm_up_process_is_run_once_and_written_beside_the_runs(self):
+        asked = []
+
+        def fake_run(workload, allocator, steps, timeout, trace_dir=None, deterministic=False, driver_timer_lib=None,
+                     cpus=None):
+            asked.append((workload, allocator, steps))
+            return {"first_step_ms": 1300.0, "step_cpu": [{"process_ms": 700.0}]}
+
+        with mock.patch.object(bench, "run_config", fake_run), contextlib.redirect_stdout(io.StringIO()) as out:
+            warmup = bench.warm_up("resnet50_amp", "expandable", 60, None)
+        self.assertEqual(asked, [("resnet50_amp", "expandable", 1)])
+        self.assertEqual(warmup["first_step_waiting_ms"], 600.0)
+        self.assertIn("warm-up process (resnet50_amp expandable, discarded): first step 1300 ms, 600 ms of it "
+                      "waiting", out.getvalue())
+        failing = lambda *args, **kwargs: {"error": "exit 1: no GPU"}  # noqa: E731
+        with mock.patch.object(bench, "run_config", failing), contextlib.redirect_stdout(io.StringIO()):
+            self.assertEqual(bench.warm_up("w", "memcoord", 60, None)["error"], "exit 1: no GPU")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "bench.json")
+            bench.write_json(path, [run("memcoord", [2.0])], 0.0, warmup)
+            with open(path) as f:
+                self.assertEqual(json.load(f)["warmup"]["first_step_ms"], 1300.0)
+
+
 def run_example(script, *args, env=None, **kwargs):
     return subprocess.run([sys.executable, os.path.join(EXAMPLES, script), *args], capture_output=True, text=True,
                           timeout=60, env=env, **kwargs)

@@ -47,6 +47,35 @@ class PooledTest(unittest.TestCase):
             code = pooled.main(list(args))
         return code, out.getvalue(), err.getvalue()
 
+    def test_the_process_that_ran_first_in_a_run_is_left_out_unless_the_run_warmed_up(self):
+        # expandable's first process (round 0, place 0 of the run's first workload) paid 1,000 ms of cold start.
+        rows = [row("expandable", [1500, 510, 520]), row("memcoord", [500, 500, 500]), row("expandable", [400, 410], "v"),
+                row("memcoord", [400, 400], "v")]
+        for r in rows:
+            for i, process in enumerate(r["runs"]):
+                process.update({"round": i, "place": 0 if (r["allocator"] == "expandable") == (i % 2 == 0) else 1})
+        path = self.write("cold.json", rows)
+        runs = pooled.load(path)
+        self.assertEqual([f for f, _ in runs["w"]["expandable"]], [510, 520])
+        self.assertEqual(len(runs["v"]["expandable"]), 2)  # only the run's first workload lost its first process
+        summary, notes = pooled.pooled([(path, runs)])
+        self.assertEqual((summary["w"]["pairs"], summary["w"]["shift_ms"]), (6, -15))
+        self.assertEqual(len(notes), 1)
+        self.assertIn("w expandable's process that ran first in the run left out (first step 1500 ms", notes[0])
+        kept = pooled.pooled([(path, pooled.load(path, keep_first=True))])[0]["w"]
+        self.assertEqual(kept["pairs"], 9)
+        code, out, _ = self.run_main(path, "--keep-first")
+        self.assertEqual(code, 0)
+        self.assertNotIn("left out", out)
+        # A run that began with a discarded warm-up process (bench_allocators.py's default) keeps all of its own.
+        with open(path) as f:
+            document = json.load(f)
+        document["warmup"] = {"workload": "w", "allocator": "expandable", "first_step_ms": 1400.0}
+        with open(path, "w") as f:
+            json.dump(document, f)
+        self.assertEqual(len(pooled.load(path)["w"]["expandable"]), 3)
+        self.assertEqual(pooled.load(path).left_out, [])
+
     def test_pairs_stay_within_a_run_so_a_slow_hour_does_not_count_against_either(self):
         # Run 2's machine is 1,000 ms slower for both; memcoord is 10 ms shorter in every process of both runs.
         a = self.write("a.json", [row("memcoord", [490, 500, 510]), row("expandable", [500, 510, 520])])
@@ -222,13 +251,14 @@ class PooledTest(unittest.TestCase):
 
 
 class CommittedRunsTest(unittest.TestCase):
-    """The figures README.md's "Measured under PyTorch" quotes, from the runs kept in bench/pytorch_runs."""
+    """The figures README.md's "Measured under PyTorch" quoted, from the runs kept in bench/pytorch_runs, pooled
+    as they were then: with each run's first process (keep_first)."""
 
     def test_the_first_step_figures_of_2026_12_05(self):
         paths = sorted(os.path.join(d, n) for d in RUN_DIRS for n in os.listdir(d)
                        if n.endswith(".json.gz") and "eager" not in n)
         self.assertEqual(len(paths), 13)
-        summary, _ = pooled.pooled([(p, pooled.load(p)) for p in paths])
+        summary, _ = pooled.pooled([(p, pooled.load(p, keep_first=True)) for p in paths])
         quoted = {  # shift, interval, memory calls (memcoord, expandable), as the README rounds them
             "gpt2_fp32": (-15, (-84, 6), (36.0, 43.6)),
             "gpt2_bf16_varlen": (-59, (-72, -15), (23.6, 25.0)),
@@ -259,7 +289,7 @@ class CommittedRunsTest(unittest.TestCase):
         runs = os.path.join(os.path.dirname(RUN_DIRS[0]), "2026-12-06")
         paths = sorted(os.path.join(runs, n) for n in os.listdir(runs) if n.endswith(".json.gz"))
         self.assertEqual(len(paths), 5)
-        summary, _ = pooled.pooled([(p, pooled.load(p)) for p in paths])
+        summary, _ = pooled.pooled([(p, pooled.load(p, keep_first=True)) for p in paths])
         quoted = {  # shift, permutation p, pairs where memcoord's was shorter, memory calls, as the README rounds them
             "llama_1b": (15, 0.005, (0, 18), (25.3, 18.1), "memcoord longer"),
             "alternating": (4, 0.037, (6, 25), (30.2, 31.6), "memcoord longer"),
@@ -307,7 +337,7 @@ class CommittedRunsTest(unittest.TestCase):
             "memcoord": {"llama_1b": (38.6, 27.5), "alternating": (45.3, 49.4), "resnet50_amp": (29.7, 24.3)},
         }
         for mine, calls in quoted.items():
-            summary, _ = pooled.pooled([(p, pooled.load(p, mine)) for p in paths])
+            summary, _ = pooled.pooled([(p, pooled.load(p, mine, keep_first=True)) for p in paths])
             for workload, figures in calls.items():
                 s = summary[workload]
                 with self.subTest(mine=mine, workload=workload):
@@ -322,7 +352,7 @@ class CommittedRunsTest(unittest.TestCase):
         paths = sorted(os.path.join(runs, n) for n in os.listdir(runs)
                        if n.endswith(".json.gz") and ("bench" in n or "firststep" in n))
         self.assertEqual(len(paths), 4)
-        summary, _ = pooled.pooled([(p, pooled.load(p)) for p in paths])
+        summary, _ = pooled.pooled([(p, pooled.load(p, keep_first=True)) for p in paths])
         quoted = {  # shift, permutation p, (memcoord shorter, pairs), memory calls (memcoord, expandable)
             "llama_1b": (-2, 0.97, (23, 45), (18.2, 19.9)),
             "alternating": (4, 0.32, (19, 61), (23.5, 31.2)),

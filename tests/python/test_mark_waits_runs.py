@@ -99,10 +99,10 @@ class MarkWaitsRunsTest(unittest.TestCase):
 
     def test_no_first_step_resolved_under_either_setting(self):
         paths = firststep_files("abcd")
-        default, _ = pooled.pooled([(p, pooled.load(p)) for p in paths])
+        default, _ = pooled.pooled([(p, pooled.load(p, keep_first=True)) for p in paths])
         self.quoted(default, {"alternating": (6, (33, 72), 0.60), "resnet50_amp": (21, (34, 81), 0.58),
                               "llama_1b": (-1, (23, 45), 0.96)})
-        off, _ = pooled.pooled([(p, pooled.load(p, OFF)) for p in paths])
+        off, _ = pooled.pooled([(p, pooled.load(p, OFF, keep_first=True)) for p in paths])
         self.quoted(off, {"alternating": (6, (31, 72), 0.61), "resnet50_amp": (-8, (41, 81), 0.91),
                           "llama_1b": (-3, (24, 45), 0.79)})
 
@@ -118,7 +118,7 @@ class MarkWaitsRunsTest(unittest.TestCase):
                 paths.append(os.path.join(tmp, os.path.basename(path)[:-3]))
                 with open(paths[-1], "w") as f:
                     json.dump(doc, f)
-            summary, _ = pooled.pooled([(p, pooled.load(p, OFF)) for p in paths])
+            summary, _ = pooled.pooled([(p, pooled.load(p, OFF, keep_first=True)) for p in paths])
         self.quoted(summary, {"alternating": (-4, (42, 72), 0.65), "resnet50_amp": (4, (39, 81), 0.92),
                               "llama_1b": (0, (23, 45), 1.0)})
         medians = summary["alternating"]["median_first_ms"]  # PAIR's keys: "memcoord" is off, "expandable" on
@@ -130,7 +130,7 @@ class MarkWaitsRunsTest(unittest.TestCase):
         paths = sorted(firststep_files("abcd") + [
             os.path.join(before, n) for n in os.listdir(before)
             if n.endswith(".json.gz") and ("bench" in n or "firststep" in n)])
-        summary, _ = pooled.pooled([(p, pooled.load(p)) for p in paths])
+        summary, _ = pooled.pooled([(p, pooled.load(p, keep_first=True)) for p in paths])
         self.quoted(summary, {"alternating": (4, (52, 133), 0.34), "resnet50_amp": (8, (66, 142), 0.70),
                               "llama_1b": (-1, (46, 90), 0.92)}, every=False)
         self.assertEqual(tuple(round(x) for x in summary["alternating"]["interval_ms"]), (-3, 14))

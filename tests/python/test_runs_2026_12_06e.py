@@ -87,7 +87,7 @@ class Runs20261206eTest(unittest.TestCase):
         self.assertEqual(span([p["first_step_ms"] for p in resnet["memcoord"]], 0), (767, 807))
         self.assertEqual(span([p["first_step_ms"] for p in resnet["expandable"]], 0), (742, 761))
         self.assertEqual(span([p["memcoord_first_step"]["miss_ms"] for p in resnet["memcoord"]]), (18.4, 20.8))
-        summary, _ = pooled.pooled([(p, pooled.load(p)) for p in [os.path.join(RUNS, FIRSTSTEPS[0])]])
+        summary, _ = pooled.pooled([(p, pooled.load(p, keep_first=True)) for p in [os.path.join(RUNS, FIRSTSTEPS[0])]])
         self.assertEqual((summary["resnet50_amp"]["memcoord_shorter"], summary["resnet50_amp"]["pairs"]), (0, 16))
         self.assertEqual(round(summary["resnet50_amp"]["shift_ms"]), 33)
         self.assertEqual(tuple(round(x) for x in summary["resnet50_amp"]["interval_ms"]), (12, 55))
@@ -96,7 +96,8 @@ class Runs20261206eTest(unittest.TestCase):
         self.assertEqual(round(summary["resnet50_amp"]["memory_call_ms"]["memcoord"], 1), 17.4)
         self.assertEqual(round(summary["resnet50_amp"]["memory_call_ms"]["expandable"], 1), 17.4)
         for name, pairs in (("650c2d7-firststep-b.json.gz", (15, 36)), ("be8f168-firststep-c.json.gz", (7, 16))):
-            summary, _ = pooled.pooled([(os.path.join(RUNS, name), pooled.load(os.path.join(RUNS, name)))])
+            path = os.path.join(RUNS, name)
+            summary, _ = pooled.pooled([(path, pooled.load(path, keep_first=True))])
             self.assertEqual((summary["resnet50_amp"]["memcoord_shorter"], summary["resnet50_amp"]["pairs"]), pairs)
 
     def test_pooled_with_the_runs_before(self):
@@ -108,7 +109,7 @@ class Runs20261206eTest(unittest.TestCase):
             root = os.path.join(RUNS_ROOT, folder)
             paths += [os.path.join(root, n) for n in os.listdir(root)
                       if n.endswith(".json.gz") and any(k in n for k in keep)]
-        summary, _ = pooled.pooled([(p, pooled.load(p)) for p in sorted(paths)])
+        summary, _ = pooled.pooled([(p, pooled.load(p, keep_first=True)) for p in sorted(paths)])
         figures = {"gpt2_bf16_varlen": (-36, (41, 45), 0.01, (-71, -15)), "alternating": (4, (62, 149), 0.38, (-4, 13)),
                    "resnet50_amp": (16, (88, 210), 0.26, (-14, 54))}
         for workload, (shift, pairs, p, interval) in figures.items():
