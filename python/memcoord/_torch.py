@@ -226,8 +226,10 @@ def _refuse_graph_capture(torch):
 
 def _abandoning_on_failure(original, shim, capture_failed):
     """`original` (CUDAGraph.capture_end when `capture_failed`, else capture_begin), having the shim abandon the
-    pool route it left open (shim.abandon_capture) before re-raising whatever it raised: after a capture_end,
-    the route this thread began last; after a capture_begin, only a route that this call began.
+    pool route it left open (shim.abandon_capture) before re-raising whatever it raised: after a capture_end
+    that raised before ending its route (this thread's routes as many as before), the route this thread began
+    last; after a capture_begin, only a route that this call began. A capture_end that ended its route and
+    then raised leaves the rest to PyTorch, and another capture this thread has open stays open.
     `__wrapped__` is the original."""
 
     @functools.wraps(original)
@@ -236,7 +238,8 @@ def _abandoning_on_failure(original, shim, capture_failed):
         try:
             return original(*args, **kwargs)
         except BaseException:
-            if capture_failed or shim.routes_begun() > begun:
+            now = shim.routes_begun()
+            if (now == begun > 0) if capture_failed else (now > begun):
                 shim.abandon_capture(capture_failed)
             raise
 

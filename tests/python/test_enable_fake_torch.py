@@ -31,6 +31,8 @@ def fake_torch(initialized=False):
 
         def capture_end(self):  # raises as cudaStreamEndCapture's failure does when calls["end_fails"] is set
             calls.setdefault("capture_end", []).append(self)
+            if calls.get("end"):  # the shim's end hook, when PyTorch reaches it
+                calls["end"]()
             if calls.get("end_fails"):
                 raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
 
@@ -302,6 +304,14 @@ class EnableTest(unittest.TestCase):
         routes.append("an open capture's")  # another capture this thread has open stays open
         with self.assertRaises(RuntimeError):
             graph.capture_begin()
+        self.assertEqual((abandoned, routes), ([True, False], ["an open capture's"]))
+        # A capture_end that ended its route, then raised (a later check of PyTorch's): the capture this thread
+        # still has open is not taken for the failed one.
+        calls["begin"] = lambda: routes.append("inner")
+        graph.capture_begin()
+        calls["end"] = routes.pop
+        with self.assertRaises(RuntimeError):
+            graph.capture_end()
         self.assertEqual((abandoned, routes), ([True, False], ["an open capture's"]))
 
     def test_allocator_and_memory_api(self):
