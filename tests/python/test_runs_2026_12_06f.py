@@ -35,7 +35,7 @@ class Runs20261206fTest(unittest.TestCase):
         self.assertEqual(sorted(os.listdir(RUNS)), sorted(FIRSTSTEPS + [WARMED,
             "README.md", "fa92d5d-capi_bench.json", "fa92d5d-capi_bench_pinned.json", "fa92d5d-checks.log",
             "fa92d5d-checks-graph.log", "checks-1-before-host-end.log", "checks-2-before-host-end.log",
-            "checks-native-graph_retry.log"]))
+            "checks-native-graph_retry.log", "14bdab5-checks-graph.log"]))
 
     def test_a_failed_capture_is_recovered_under_memcoord_only(self):
         self.assertIn("empty_cache() returned 240 of 346 MB: the failed capture's route still blocks trims",
@@ -43,7 +43,7 @@ class Runs20261206fTest(unittest.TestCase):
         self.assertIn("the retry failed although the failed capture was abandoned: beginAllocateToPool: already "
                       "recording to mempool_id", text("checks-2-before-host-end.log"))
         self.assertIn("beginAllocateToPool: already recording to mempool_id", text("checks-native-graph_retry.log"))
-        for name in ("fa92d5d-checks-graph.log", "fa92d5d-checks.log"):
+        for name in ("fa92d5d-checks-graph.log", "fa92d5d-checks.log", "14bdab5-checks-graph.log"):
             with self.subTest(log=name):
                 log = text(name)
                 self.assertIn("empty_cache() returned 240 of 346 MB; the retry works: its replay matches eager "
