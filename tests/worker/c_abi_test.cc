@@ -686,8 +686,13 @@ TEST_F(CAbi, FailedFreesNameTheFreeTheDeviceAndTheRightPool) {
 TEST_F(CAbi, BadBackendAndDevicesEnvironmentFailInit) {
   setenv("MEMCOORD_BACKEND", "quantum", 1);
   EXPECT_EQ(memcoord_init(), MEMCOORD_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(LastError().find("quantum"), std::string::npos) << LastError();
+  // What was wrong, where it was set, and what is accepted.
+  EXPECT_NE(LastError().find("MEMCOORD_BACKEND=quantum: unknown backend 'quantum'; accepted: "),
+            std::string::npos)
+      << LastError();
+  EXPECT_NE(LastError().find("cuda-vmm"), std::string::npos) << LastError();
   EXPECT_EQ(memcoord_torch_malloc(64, 0, nullptr), nullptr);  // the torch hooks allocate nothing either
+  EXPECT_NE(LastError().find("MEMCOORD_BACKEND=quantum"), std::string::npos) << LastError();
   setenv("MEMCOORD_BACKEND", "host", 1);
   setenv("MEMCOORD_DEVICES", "zero", 1);
   EXPECT_EQ(memcoord_init(), MEMCOORD_ERR_INVALID_ARGUMENT);

@@ -28,20 +28,41 @@ std::atomic<bool> g_initialized_once{false};
 std::atomic<bool> g_first_use_failed{false};
 memcoord::Status g_first_use_status;
 
-memcoord::WorkerOptions OptionsFromEnvironment() {
+// The worker's options from the environment; `backend_variable` names the variable the backend came from
+// (nullptr: none), so that a refusal of it can say where the bad value was set.
+struct EnvironmentOptions {
   memcoord::WorkerOptions options;
+  const char* backend_variable = nullptr;
+};
+
+EnvironmentOptions OptionsFromEnvironment() {
+  EnvironmentOptions made;
   if (const char* backend = std::getenv("MEMCOORD_BACKEND"); backend != nullptr && *backend != '\0') {
-    options.backend = backend;
+    made.options.backend = backend;
+    made.backend_variable = "MEMCOORD_BACKEND";
   }
-  return options;
+  return made;
 }
 
-int InitLocked(memcoord::WorkerOptions options, std::optional<memcoord::capi::CaptureCheck> capture_check) {
+// A worker's refusal of its options, naming the environment variable a refused backend came from: the backend
+// factory's "unknown backend 'cuad'" does not say where 'cuad' was set.
+memcoord::Status InitFailure(const memcoord::Status& status, const memcoord::WorkerOptions& options,
+                             const char* backend_variable) {
+  if (backend_variable == nullptr || status.code() != memcoord::StatusCode::kInvalidArgument ||
+      status.message().find("backend '" + options.backend + "'") == std::string::npos) {
+    return status;
+  }
+  return memcoord::Status(status.code(),
+                          fmt::format("{}={}: {}", backend_variable, options.backend, status.message()));
+}
+
+int InitLocked(memcoord::WorkerOptions options, std::optional<memcoord::capi::CaptureCheck> capture_check,
+               const char* backend_variable = nullptr) {
   CallGuard probe;
   if (probe.runtime() != nullptr) return 0;
   memcoord::SetUpLibraryLogging();  // MEMCOORD_LOG_LEVEL (default warn), to stderr: stdout is the program's
   auto worker = memcoord::Worker::init(options);
-  if (!worker.ok()) return Fail(worker.status());
+  if (!worker.ok()) return Fail(InitFailure(worker.status(), options, backend_variable));
   memcoord::SetUpLibraryLogging((*worker)->topology().rank);
   auto runtime = std::make_unique<Runtime>();
   runtime->worker = *std::move(worker);
@@ -103,7 +124,8 @@ int memcoord::capi::InitOnFirstUse(const char* caller) {
   CallGuard probe;
   if (probe.runtime() != nullptr) return 0;  // another thread's first use made it
   if (g_initialized_once.load(std::memory_order_relaxed)) return shut_down();
-  const int code = InitLocked(OptionsFromEnvironment(), std::nullopt);
+  auto [options, backend_variable] = OptionsFromEnvironment();
+  const int code = InitLocked(std::move(options), std::nullopt, backend_variable);
   if (code != 0) {
     g_first_use_status =
         Status(static_cast<StatusCode>(code),
@@ -129,7 +151,8 @@ int memcoord_init(void) {
           "abort callback while memcoord_shutdown() runs; call it after that call returns"));
     }
     std::lock_guard lock(g_init_mu);
-    return InitLocked(OptionsFromEnvironment(), std::nullopt);
+    auto [options, backend_variable] = OptionsFromEnvironment();
+    return InitLocked(std::move(options), std::nullopt, backend_variable);
   });
 }
 
