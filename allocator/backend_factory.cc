@@ -40,10 +40,18 @@ namespace {
 
 Result<std::unique_ptr<DeviceBackend>> MakeCudaKind(std::string_view kind, const BackendOptions& options) {
 #ifdef MEMCOORD_HAVE_CUDA
-  return MakeCudaBackend(kind, options.device);  // UNAVAILABLE, naming the probe's error, without a GPU
+  auto made = MakeCudaBackend(kind, options.device);
+  if (made.ok() || made.status().code() != StatusCode::kUnavailable) return made;
+  // The probe's error says what the driver said, not which backend asked for a GPU nor what runs without one.
+  return Unavailable(
+      fmt::format("backend '{}' found no CUDA GPU to use: {}; backends that need none: host, virtual", kind,
+                  made.status().message()));
 #else
   (void)options;
-  return Unavailable(fmt::format("backend '{}' needs a CUDA GPU and this build has no CUDA toolkit", kind));
+  return Unavailable(
+      fmt::format("backend '{}' needs a CUDA GPU and this build has no CUDA toolkit; backends that need "
+                  "none: host, virtual",
+                  kind));
 #endif
 }
 

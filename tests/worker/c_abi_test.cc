@@ -693,6 +693,21 @@ TEST_F(CAbi, BadBackendAndDevicesEnvironmentFailInit) {
   EXPECT_NE(LastError().find("cuda-vmm"), std::string::npos) << LastError();
   EXPECT_EQ(memcoord_torch_malloc(64, 0, nullptr), nullptr);  // the torch hooks allocate nothing either
   EXPECT_NE(LastError().find("MEMCOORD_BACKEND=quantum"), std::string::npos) << LastError();
+  // A GPU backend where no GPU answers: UNAVAILABLE, naming the variable and the backends that need no GPU.
+  // (On a machine with a GPU, init succeeds and this part has nothing to check.)
+  for (const char* gpu_backend : {"cuda", "cuda-vmm"}) {
+    setenv("MEMCOORD_BACKEND", gpu_backend, 1);
+    const int code = memcoord_init();
+    if (code == 0) {
+      EXPECT_EQ(memcoord_shutdown(), 0);
+      continue;
+    }
+    EXPECT_EQ(code, MEMCOORD_ERR_UNAVAILABLE) << LastError();
+    const std::string said = std::string("MEMCOORD_BACKEND=") + gpu_backend + ": backend '" + gpu_backend +
+                             "' found no CUDA GPU to use: ";
+    EXPECT_NE(LastError().find(said), std::string::npos) << LastError();
+    EXPECT_NE(LastError().find("backends that need none: host, virtual"), std::string::npos) << LastError();
+  }
   setenv("MEMCOORD_BACKEND", "host", 1);
   setenv("MEMCOORD_DEVICES", "zero", 1);
   EXPECT_EQ(memcoord_init(), MEMCOORD_ERR_INVALID_ARGUMENT);

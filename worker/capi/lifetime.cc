@@ -45,10 +45,11 @@ EnvironmentOptions OptionsFromEnvironment() {
 }
 
 // A worker's refusal of its options, naming the environment variable a refused backend came from: the backend
-// factory's "unknown backend 'cuad'" does not say where 'cuad' was set.
+// factory's "unknown backend 'cuad'" (INVALID_ARGUMENT) and "backend 'cuda' found no CUDA GPU" (UNAVAILABLE)
+// do not say where 'cuad' or 'cuda' was set.
 memcoord::Status InitFailure(const memcoord::Status& status, const memcoord::WorkerOptions& options,
                              const char* backend_variable) {
-  if (backend_variable == nullptr || status.code() != memcoord::StatusCode::kInvalidArgument ||
+  if (backend_variable == nullptr ||
       status.message().find("backend '" + options.backend + "'") == std::string::npos) {
     return status;
   }
