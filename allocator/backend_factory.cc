@@ -48,10 +48,10 @@ Result<std::unique_ptr<DeviceBackend>> MakeCudaKind(std::string_view kind, const
                   made.status().message()));
 #else
   (void)options;
-  return Unavailable(
-      fmt::format("backend '{}' needs a CUDA GPU and this build has no CUDA toolkit; backends that need "
-                  "none: host, virtual",
-                  kind));
+  return Unavailable(fmt::format(
+      "backend '{}' found no CUDA GPU to use: this build has no CUDA toolkit; backends that need none: host, "
+      "virtual",
+      kind));
 #endif
 }
 
