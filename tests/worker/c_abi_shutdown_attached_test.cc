@@ -1,0 +1,149 @@
+// memcoord_shutdown() while threads are inside the C ABI, with the worker attached to a real coordinator on
+// loopback (`memcoord coordinator`): the path c_abi_lifetime_test.cc cannot reach, where shutdown stops the
+// coordinator session while other threads still allocate, free and end steps. Threads hammer the torch hooks,
+// the device calls and memcoord_step_end while the main thread shuts down and re-initializes, re-attaching as
+// the same rank each time. Every call either succeeds or fails with "not initialized" (a block freed into the
+// next worker: NOT_FOUND); nothing crashes or hangs, the group is never aborted, and the rank is live on the
+// coordinator at the end.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/faults/process_harness.h"
+#include "worker/memcoord.h"
+
+namespace {
+
+using memcoord::testing::CoordinatorProcess;
+using memcoord::testing::WaitFor;
+using std::chrono::milliseconds;
+
+struct Counts {
+  std::atomic<long> ok{0};
+  std::atomic<long> steps{0};
+  std::atomic<long> not_initialized{0};
+  std::atomic<long> not_found{0};
+  std::atomic<long> other{0};
+};
+
+bool SaysNotInitialized() {
+  return std::string(memcoord_last_error()).find("not initialized") != std::string::npos;
+}
+
+void Classify(Counts& counts, int code, const char* call) {
+  if (code == 0) {
+    ++counts.ok;
+  } else if (code == MEMCOORD_ERR_FAILED_PRECONDITION && SaysNotInitialized()) {
+    ++counts.not_initialized;
+  } else if (code == MEMCOORD_ERR_NOT_FOUND) {
+    ++counts.not_found;  // a block of a worker that was shut down meanwhile, freed into the next one
+  } else {
+    ++counts.other;
+    ADD_FAILURE() << call << ": code " << code << ": " << memcoord_last_error();
+  }
+}
+
+// One thread's loop. kind 0: the torch hooks; 1: the device calls; 2: steps (each a StepReport to the
+// coordinator's session) between allocations.
+void Hammer(int kind, const std::atomic<bool>& stop, Counts& counts) {
+  std::size_t size = 512;
+  while (!stop.load(std::memory_order_relaxed)) {
+    size = size * 3 % (1 << 20) + 512;
+    if (kind == 0) {
+      void* p = memcoord_torch_malloc(static_cast<std::ptrdiff_t>(size), 0, nullptr);
+      if (p == nullptr) {
+        Classify(counts, SaysNotInitialized() ? MEMCOORD_ERR_FAILED_PRECONDITION : MEMCOORD_ERR_INTERNAL,
+                 "memcoord_torch_malloc");
+        continue;
+      }
+      memcoord_torch_free(p, static_cast<std::ptrdiff_t>(size), 0, nullptr);  // void: errors are logged
+      ++counts.ok;
+      continue;
+    }
+    void* p = memcoord_device_alloc(0, size, 0);
+    if (p == nullptr) {
+      Classify(counts, MEMCOORD_ERR_FAILED_PRECONDITION, "memcoord_device_alloc");
+      continue;
+    }
+    if (kind == 2) {
+      const int code = memcoord_step_end();
+      if (code == 0) ++counts.steps;
+      Classify(counts, code, "memcoord_step_end");
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    Classify(counts, memcoord_device_free(0, p, 0), "memcoord_device_free");
+  }
+}
+
+// Sets a variable for the test and restores what was there before.
+class ScopedVar {
+ public:
+  ScopedVar(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedVar() { had_ ? (void)setenv(name_, old_.c_str(), 1) : (void)unsetenv(name_); }
+  ScopedVar(const ScopedVar&) = delete;
+  ScopedVar& operator=(const ScopedVar&) = delete;
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+bool RankLive(const std::string& address) {
+  auto ranks = memcoord::testing::ClusterStatus(MEMCOORD_CLI, address);
+  return ranks && ranks->count(0) && (*ranks)[0].state == "live";
+}
+
+TEST(CAbiShutdownAttached, ShutdownWhileThreadsAllocateFreeAndStep) {
+  CoordinatorProcess coordinator(MEMCOORD_CLI, memcoord::testing::FreeLoopbackPort());
+  ASSERT_TRUE(coordinator.start()) << coordinator.output();
+  const ScopedVar backend("MEMCOORD_BACKEND", "host");
+  const ScopedVar address("MEMCOORD_COORDINATOR", coordinator.address());
+  const ScopedVar rank("MEMCOORD_RANK", "0");
+  const ScopedVar local_rank("MEMCOORD_LOCAL_RANK", "0");
+  const ScopedVar world("MEMCOORD_WORLD_SIZE", "1");
+  const ScopedVar log("MEMCOORD_LOG_LEVEL", "off");
+  ASSERT_EQ(memcoord_init(), 0) << memcoord_last_error();
+  ASSERT_TRUE(WaitFor([&] { return RankLive(coordinator.address()); }, milliseconds(15000)))
+      << "rank 0 never attached: " << coordinator.output();
+
+  std::atomic<bool> stop{false};
+  Counts counts;
+  std::vector<std::thread> threads;
+  for (int kind : {0, 1, 2, 0}) threads.emplace_back(Hammer, kind, std::cref(stop), std::ref(counts));
+  for (int round = 0; round < 12; ++round) {
+    std::this_thread::sleep_for(milliseconds(20));
+    ASSERT_EQ(memcoord_shutdown(), 0) << memcoord_last_error();
+    std::this_thread::sleep_for(milliseconds(2));
+    ASSERT_EQ(memcoord_init(), 0) << "round " << round << ": " << memcoord_last_error();
+  }
+  std::this_thread::sleep_for(milliseconds(50));
+  stop = true;
+  for (auto& t : threads) t.join();
+
+  // Still one live rank of a group that was never aborted, with the session of the last init.
+  EXPECT_TRUE(WaitFor([&] { return RankLive(coordinator.address()); }, milliseconds(5000)))
+      << coordinator.output();
+  memcoord_abort_info info{};
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(memcoord_abort_info_get(&info), 0) << memcoord_last_error();
+  EXPECT_EQ(info.aborted, 0) << info.reason;
+  EXPECT_EQ(memcoord_step_end(), 0) << memcoord_last_error();
+  EXPECT_EQ(memcoord_shutdown(), 0);
+  EXPECT_GT(counts.ok.load(), 100);
+  EXPECT_GT(counts.steps.load(), 10);
+  EXPECT_EQ(counts.other.load(), 0);
+  RecordProperty("ok", std::to_string(counts.ok.load()));
+  RecordProperty("steps", std::to_string(counts.steps.load()));
+  RecordProperty("not_initialized", std::to_string(counts.not_initialized.load()));
+}
+
+}  // namespace
