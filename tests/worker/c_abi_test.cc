@@ -692,7 +692,11 @@ TEST_F(CAbi, BadBackendAndDevicesEnvironmentFailInit) {
       << LastError();
   EXPECT_NE(LastError().find("cuda-vmm"), std::string::npos) << LastError();
   EXPECT_EQ(memcoord_torch_malloc(64, 0, nullptr), nullptr);  // the torch hooks allocate nothing either
-  EXPECT_NE(LastError().find("MEMCOORD_BACKEND=quantum"), std::string::npos) << LastError();
+  // Their first use tries init with the same variable; where an earlier test of this process (the binary run
+  // whole rather than by ctest) shut memcoord down, they do not init and say that instead.
+  const bool shut_down_before = LastError().find("memcoord_shutdown() was called") != std::string::npos;
+  EXPECT_TRUE(shut_down_before || LastError().find("MEMCOORD_BACKEND=quantum") != std::string::npos)
+      << LastError();
   // A GPU backend where no GPU answers: UNAVAILABLE, naming the variable and the backends that need no GPU.
   // (On a machine with a GPU, init succeeds and this part has nothing to check.)
   for (const char* gpu_backend : {"cuda", "cuda-vmm"}) {
