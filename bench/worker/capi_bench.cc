@@ -5,7 +5,8 @@
 // current library against one built from an older commit). Prints one JSON document:
 //   {"backend":..,"pairs_per_thread":..,"results":[{"lib":..,"threads":t,"median_ns_per_pair":..,
 //     "p90_ns_per_pair":..,"runs":[..],"run_cpus":[[..],..],"run_thread_ns":[[..],..],
-//     "cpu_median_ns":{"cpu":ns,..},"runs_sharing_a_core":n}]}
+//     "cpu_median_ns":{"cpu":ns,..},"runs_sharing_a_core":n[,"cpu_ratio":{"cpu":r,..},
+//     "cpu_ratio_base_threads":1,"median_cpu_ratio":r]}]}
 // The median is over runs of each thread's mean ns per pair (every thread of every run counts once); runs go
 // round the thread counts (1, N, 1, N, ...) so that a machine whose speed drifts slows every count alike.
 // cpu_ns figures use the thread's CPU time instead of the wall clock: on a shared, oversubscribed machine
@@ -26,6 +27,10 @@
 // beside "run_thread_ns", each thread's ns per pair; "cpu_median_ns" their median CPU by CPU)
 // and "runs_sharing_a_core" (runs in which two of them ended on one physical core, SMT siblings, from
 // sysfs): an unpinned run at N threads that shares cores is slower for reasons that are not memcoord's.
+// Every thread count after the first also carries "cpu_ratio" (CPU by CPU, its median ns per pair over the
+// first count's on that CPU; "cpu_ratio_base_threads" names the first count) and "median_cpu_ratio", their
+// median: "no worse per thread at N" read on the same CPUs, beside the control's own ratio. Pinned, each CPU
+// has runs/size one-thread runs, so give --runs several times the number of CPUs listed.
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
@@ -245,6 +250,24 @@ Library ControlLibrary() {
 
 std::string Measure(const Library& lib, const std::vector<int>& thread_counts, long pairs, int runs);
 
+// {"cpu": ratio, ...} of a thread count's median ns per pair on each CPU to the first count's on the same CPU
+// (CPUs both used), and the median of those ratios in `median` (0 when none is shared): how much slower a
+// thread got at N threads on the CPU it ran on, free of the CPUs' unequal speeds.
+std::string CpuRatios(const std::map<int, std::vector<double>>& base,
+                      const std::map<int, std::vector<double>>& now, double& median) {
+  std::string out;
+  std::vector<double> ratios;
+  for (const auto& [cpu, walls] : now) {
+    const auto it = base.find(cpu);
+    if (it == base.end()) continue;
+    const double ratio = Quantile(walls, 0.5) / Quantile(it->second, 0.5);
+    ratios.push_back(ratio);
+    out += std::string(out.empty() ? "" : ",") + "\"" + std::to_string(cpu) + "\":" + std::to_string(ratio);
+  }
+  median = ratios.empty() ? 0.0 : Quantile(ratios, 0.5);
+  return out;
+}
+
 // The results of one library, as JSON objects separated by commas; empty on failure.
 std::string MeasureLibrary(const std::string& path, const std::vector<int>& thread_counts, long pairs,
                            int runs) {
@@ -302,7 +325,15 @@ std::string Measure(const Library& lib, const std::vector<int>& thread_counts, l
            ",\"median_cpu_ns_per_pair\":" + std::to_string(Quantile(f.cpu, 0.5)) + ",\"runs\":[" +
            f.run_text + "],\"run_cpus\":[" + f.cpus_text + "],\"run_thread_ns\":[" + f.thread_ns_text +
            "],\"cpu_median_ns\":{" + CpuMedians(f.wall_by_cpu) +
-           "},\"runs_sharing_a_core\":" + std::to_string(f.runs_sharing_a_core) + "}";
+           "},\"runs_sharing_a_core\":" + std::to_string(f.runs_sharing_a_core);
+    if (c > 0) {
+      double median = 0;
+      const std::string ratios = CpuRatios(figures[0].wall_by_cpu, f.wall_by_cpu, median);
+      out += ",\"cpu_ratio\":{" + ratios +
+             "},\"cpu_ratio_base_threads\":" + std::to_string(thread_counts[0]) +
+             ",\"median_cpu_ratio\":" + std::to_string(median);
+    }
+    out += "}";
   }
   return out;
 }

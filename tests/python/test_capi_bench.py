@@ -1,7 +1,7 @@
 """bench/worker/capi_bench on host memory: its JSON names where each run's threads ran ("run_cpus") and counts the
 runs in which two of them shared a physical core ("runs_sharing_a_core"), so that an unpinned run slowed by SMT
-siblings is told from the C ABI's own cost; pinned runs go round the listed CPUs; and bad --cpus are refused with a
-reason."""
+siblings is told from the C ABI's own cost; pinned runs go round the listed CPUs; each thread count after the first is
+set against it CPU by CPU ("cpu_ratio"); and bad --cpus are refused with a reason."""
 
 import json
 import os
@@ -67,6 +67,26 @@ class CapiBenchTest(unittest.TestCase):
                       if c == a)
         self.assertEqual(len(on_a), 2)  # runs 0 and 2
         self.assertEqual(one["cpu_median_ns"][str(a)], on_a[1])  # capi_bench's median of two is the upper one
+
+    def test_each_count_after_the_first_is_set_against_it_cpu_by_cpu(self):
+        # "cpu_ratio": N threads' median on a CPU over one thread's on the same CPU; "median_cpu_ratio" their median
+        # (of two, the upper one, as capi_bench's medians). The first count, and the control alike, has none.
+        allowed = sorted(os.sched_getaffinity(0))
+        if len(allowed) < 2:
+            self.skipTest("one CPU allowed")
+        a, b = allowed[:2]
+        done = bench("--threads", "1,2", "--runs", "4", "--cpus", f"{a},{b}", "--control")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        results = json.loads(done.stdout)["results"]
+        self.assertEqual(len(results), 4)
+        for one, two in (results[0:2], results[2:4]):
+            with self.subTest(lib=one["lib"]):
+                self.assertNotIn("cpu_ratio", one)
+                self.assertEqual(two["cpu_ratio_base_threads"], 1)
+                self.assertEqual(set(two["cpu_ratio"]), {str(a), str(b)})
+                for cpu, ratio in two["cpu_ratio"].items():
+                    self.assertAlmostEqual(ratio, two["cpu_median_ns"][cpu] / one["cpu_median_ns"][cpu], places=4)
+                self.assertEqual(two["median_cpu_ratio"], max(two["cpu_ratio"].values()))
 
     def test_a_cpu_the_machine_lacks_is_refused(self):
         done = bench("--threads", "1", "--cpus", "100000")
