@@ -26,41 +26,17 @@
 #include <vector>
 
 #include "tests/faults/process_harness.h"
+#include "tests/worker/c_abi_test_support.h"
 #include "worker/memcoord.h"
 
 namespace {
 
 using memcoord::testing::Child;
 using memcoord::testing::CoordinatorProcess;
+using memcoord::testing::ScopedEnv;
 using memcoord::testing::WaitFor;
 using std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
-
-// Sets environment variables for a scope and restores what was there before (unset when nothing was).
-class ScopedEnv {
- public:
-  ScopedEnv(std::initializer_list<std::pair<const char*, std::string>> vars) {
-    for (const auto& [name, value] : vars) {
-      const char* old = std::getenv(name);
-      saved_.emplace_back(name, old != nullptr ? std::optional<std::string>(old) : std::nullopt);
-      setenv(name, value.c_str(), 1);
-    }
-  }
-  ~ScopedEnv() {
-    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
-      if (it->second) {
-        setenv(it->first, it->second->c_str(), 1);
-      } else {
-        unsetenv(it->first);
-      }
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
-};
 
 // Calls memcoord_shutdown() when the test ends, however it ends (a second call does nothing).
 struct ShutdownAtEnd {

@@ -11,42 +11,25 @@
 #include <thread>
 #include <vector>
 
+#include "tests/worker/c_abi_test_support.h"
 #include "worker/memcoord.h"
 
 namespace {
 
-struct Counts {
-  std::atomic<long> ok{0};
-  std::atomic<long> not_initialized{0};
-  std::atomic<long> not_found{0};
-  std::atomic<long> other{0};
-};
-
-void Classify(Counts& counts, int code) {
-  if (code == 0) {
-    ++counts.ok;
-  } else if (code == MEMCOORD_ERR_FAILED_PRECONDITION &&
-             std::string(memcoord_last_error()).find("not initialized") != std::string::npos) {
-    ++counts.not_initialized;
-  } else if (code == MEMCOORD_ERR_NOT_FOUND) {
-    ++counts.not_found;  // a block of a worker that was shut down meanwhile, freed into the next one
-  } else {
-    ++counts.other;
-    ADD_FAILURE() << "code " << code << ": " << memcoord_last_error();
-  }
-}
+using memcoord::testing::CallCounts;
+using memcoord::testing::Classify;
+using memcoord::testing::SaysNotInitialized;
 
 // One thread's loop: the torch hooks or the device calls (neither re-initializes after a shutdown).
-void Hammer(bool torch, const std::atomic<bool>& stop, Counts& counts) {
+void Hammer(bool torch, const std::atomic<bool>& stop, CallCounts& counts) {
   std::size_t size = 512;
   while (!stop.load(std::memory_order_relaxed)) {
     size = size * 3 % (1 << 20) + 512;
     if (torch) {
       void* p = memcoord_torch_malloc(static_cast<std::ptrdiff_t>(size), 0, nullptr);
       if (p == nullptr) {
-        Classify(counts, std::string(memcoord_last_error()).find("not initialized") != std::string::npos
-                             ? MEMCOORD_ERR_FAILED_PRECONDITION
-                             : MEMCOORD_ERR_INTERNAL);
+        Classify(counts, SaysNotInitialized() ? MEMCOORD_ERR_FAILED_PRECONDITION : MEMCOORD_ERR_INTERNAL,
+                 "memcoord_torch_malloc");
         continue;
       }
       memcoord_torch_free(p, static_cast<std::ptrdiff_t>(size), 0, nullptr);  // void: errors are logged
@@ -54,10 +37,10 @@ void Hammer(bool torch, const std::atomic<bool>& stop, Counts& counts) {
     } else {
       void* p = memcoord_device_alloc(0, size, 0);
       if (p == nullptr) {
-        Classify(counts, MEMCOORD_ERR_FAILED_PRECONDITION);
+        Classify(counts, MEMCOORD_ERR_FAILED_PRECONDITION, "memcoord_device_alloc");
         continue;
       }
-      Classify(counts, memcoord_device_free(0, p, 0));
+      Classify(counts, memcoord_device_free(0, p, 0), "memcoord_device_free");
     }
   }
 }
@@ -68,7 +51,7 @@ TEST(CAbiLifetime, ShutdownWhileThreadsAllocateAndFree) {
   unsetenv("MEMCOORD_DEVICES");
   ASSERT_EQ(memcoord_init(), 0) << memcoord_last_error();
   std::atomic<bool> stop{false};
-  Counts counts;
+  CallCounts counts;
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) threads.emplace_back(Hammer, t % 2 == 0, std::cref(stop), std::ref(counts));
   for (int round = 0; round < 30; ++round) {

@@ -16,38 +16,23 @@
 #include <vector>
 
 #include "tests/faults/process_harness.h"
+#include "tests/worker/c_abi_test_support.h"
 #include "worker/memcoord.h"
 
 namespace {
 
+using memcoord::testing::CallCounts;
+using memcoord::testing::Classify;
 using memcoord::testing::CoordinatorProcess;
+using memcoord::testing::SaysNotInitialized;
+using memcoord::testing::ScopedEnv;
 using memcoord::testing::WaitFor;
 using std::chrono::milliseconds;
 
-struct Counts {
-  std::atomic<long> ok{0};
+// Calls, and of them the step ends that returned 0.
+struct Counts : CallCounts {
   std::atomic<long> steps{0};
-  std::atomic<long> not_initialized{0};
-  std::atomic<long> not_found{0};
-  std::atomic<long> other{0};
 };
-
-bool SaysNotInitialized() {
-  return std::string(memcoord_last_error()).find("not initialized") != std::string::npos;
-}
-
-void Classify(Counts& counts, int code, const char* call) {
-  if (code == 0) {
-    ++counts.ok;
-  } else if (code == MEMCOORD_ERR_FAILED_PRECONDITION && SaysNotInitialized()) {
-    ++counts.not_initialized;
-  } else if (code == MEMCOORD_ERR_NOT_FOUND) {
-    ++counts.not_found;  // a block of a worker that was shut down meanwhile, freed into the next one
-  } else {
-    ++counts.other;
-    ADD_FAILURE() << call << ": code " << code << ": " << memcoord_last_error();
-  }
-}
 
 // One thread's loop. kind 0: the torch hooks; 1: the device calls; 2: steps (each a StepReport to the
 // coordinator's session) between allocations.
@@ -81,23 +66,6 @@ void Hammer(int kind, const std::atomic<bool>& stop, Counts& counts) {
   }
 }
 
-// Sets a variable for the test and restores what was there before.
-class ScopedVar {
- public:
-  ScopedVar(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    setenv(name, value.c_str(), 1);
-  }
-  ~ScopedVar() { had_ ? (void)setenv(name_, old_.c_str(), 1) : (void)unsetenv(name_); }
-  ScopedVar(const ScopedVar&) = delete;
-  ScopedVar& operator=(const ScopedVar&) = delete;
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
-
 bool RankLive(const std::string& address) {
   auto ranks = memcoord::testing::ClusterStatus(MEMCOORD_CLI, address);
   return ranks && ranks->count(0) && (*ranks)[0].state == "live";
@@ -106,12 +74,12 @@ bool RankLive(const std::string& address) {
 TEST(CAbiShutdownAttached, ShutdownWhileThreadsAllocateFreeAndStep) {
   CoordinatorProcess coordinator(MEMCOORD_CLI, memcoord::testing::FreeLoopbackPort());
   ASSERT_TRUE(coordinator.start()) << coordinator.output();
-  const ScopedVar backend("MEMCOORD_BACKEND", "host");
-  const ScopedVar address("MEMCOORD_COORDINATOR", coordinator.address());
-  const ScopedVar rank("MEMCOORD_RANK", "0");
-  const ScopedVar local_rank("MEMCOORD_LOCAL_RANK", "0");
-  const ScopedVar world("MEMCOORD_WORLD_SIZE", "1");
-  const ScopedVar log("MEMCOORD_LOG_LEVEL", "off");
+  const ScopedEnv env({{"MEMCOORD_BACKEND", "host"},
+                       {"MEMCOORD_COORDINATOR", coordinator.address()},
+                       {"MEMCOORD_RANK", "0"},
+                       {"MEMCOORD_LOCAL_RANK", "0"},
+                       {"MEMCOORD_WORLD_SIZE", "1"},
+                       {"MEMCOORD_LOG_LEVEL", "off"}});
   ASSERT_EQ(memcoord_init(), 0) << memcoord_last_error();
   ASSERT_TRUE(WaitFor([&] { return RankLive(coordinator.address()); }, milliseconds(15000)))
       << "rank 0 never attached: " << coordinator.output();
