@@ -218,19 +218,25 @@ void BeginAllocateToPool(Device device, PoolId pool, Filter filter) {
   t_routes_begun.push_back(key);
 }
 
+// Ends memcoord's route of `key` and frees its filter, whatever end_pool returns: memcoord calls a filter
+// only while the pool routes, and end_pool fails only where it does not (no begin, or memcoord shut down
+// since), so no failure leaves memcoord holding the filter; keeping it would refuse every later begin into
+// the pool. Returns end_pool's code.
+int EndRoute(const CaptureKey& key) {
+  const int code = g_capi.end_pool(std::get<0>(key), std::get<1>(key), std::get<2>(key));
+  std::lock_guard lock(g_filters_mu);
+  g_filters.erase(key);
+  return code;
+}
+
 template <typename Device, typename PoolId>
 void EndAllocateToPool(Device device, PoolId pool) {
   const CaptureKey key{static_cast<int>(device), static_cast<std::uint64_t>(pool.first),
                        static_cast<std::uint64_t>(pool.second)};
-  const int code = g_capi.end_pool(std::get<0>(key), std::get<1>(key), std::get<2>(key));
   if (auto it = std::find(t_routes_begun.rbegin(), t_routes_begun.rend(), key); it != t_routes_begun.rend()) {
     t_routes_begun.erase(std::next(it).base());
   }
-  {
-    // memcoord calls the filter only between begin and end: it may go now.
-    std::lock_guard lock(g_filters_mu);
-    g_filters.erase(key);
-  }
+  const int code = EndRoute(key);
   TORCH_CHECK(code == 0, "memcoord could not end CUDA graph pool (", std::get<1>(key), ", ", std::get<2>(key),
               ") on device ", std::get<0>(key), ": ", LastError());
 }
@@ -308,17 +314,11 @@ bool AbandonCapture(bool capture_failed) noexcept {
     const CaptureKey key = t_routes_begun.back();
     t_routes_begun.pop_back();
     const auto [device, hi, lo] = key;
-    const int ended = g_capi.end_pool(device, hi, lo);
-    if (ended != 0) {
-      // The filter stays: memcoord may still hold it.
+    if (EndRoute(key) != 0) {  // not routing after all, or memcoord shut down: nothing to release
       TORCH_WARN_ONCE("memcoord could not end the failed capture's CUDA graph pool (" + std::to_string(hi) +
                       ", " + std::to_string(lo) + ") on device " + std::to_string(device) + ": " +
                       LastError());
       return false;
-    }
-    {
-      std::lock_guard lock(g_filters_mu);
-      g_filters.erase(key);
     }
     ReleasePool(device, std::make_pair(hi, lo));
     if (capture_failed) {
