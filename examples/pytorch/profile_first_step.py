@@ -6,11 +6,15 @@ in this process (run it once per allocator, each in a fresh process).
 
 Prints the first step's wall time, then torch.profiler's operators by self CPU time (the first step's top 15),
 and the Python functions of the memcoord package that ran during the step (cProfile), so two allocators' first
-steps can be set side by side operator by operator.
+steps can be set side by side operator by operator. --kernels PATH also records the GPU's activity (CUPTI) and
+writes the first step's kernels and memory operations, by name with their counts, as JSON to PATH: whether an
+allocator led a library (cuDNN's engine choice, cuBLAS's workspace) to launch other kernels, each loaded
+lazily on first use at a cost to the first step's CPU time.
 """
 
 import argparse
 import cProfile
+import json
 import os
 import pstats
 import sys
@@ -23,6 +27,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("workload", help="a workload of workloads.py (e.g. gpt2_fp32, resnet50_amp)")
     parser.add_argument("allocator", choices=("native", "expandable", "memcoord"))
+    parser.add_argument("--kernels", metavar="PATH", help="also write the first step's GPU kernels (JSON)")
     args = parser.parse_args()
     workload_name, allocator = args.workload, args.allocator
     # Only this allocator's own setting (the caller's shell may hold another; see bench_allocators.CLEARED_ENV).
@@ -48,7 +53,8 @@ def main():
         parser.error(str(error))
     torch.cuda.synchronize()
     python_profile = cProfile.Profile()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.kernels else [])
+    with profile(activities=activities) as prof:
         started = time.perf_counter()
         python_profile.enable()
         workload.step(0)
@@ -57,6 +63,8 @@ def main():
         first = (time.perf_counter() - started) * 1000
     print(f"{workload_name} {allocator}: first step {first:.0f} ms (under the profilers)")
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
+    if args.kernels:
+        write_kernels(args.kernels, prof, workload_name, allocator, first)
     stats = pstats.Stats(python_profile)
     # The package's own files: "memcoord" anywhere in a path also took this checkout's examples where its folder
     # is named memcoord.
@@ -68,6 +76,20 @@ def main():
     print(f"memcoord's Python functions during the step: {len(own)}, {total * 1000:.1f} ms")
     for (path, line, name), value in sorted(own.items(), key=lambda kv: -kv[1][3])[:10]:
         print(f"  {name} ({os.path.basename(path)}:{line}): {value[0]} calls, {value[3] * 1000:.2f} ms")
+
+
+def write_kernels(path, prof, workload_name, allocator, first_ms):
+    """The GPU's events of the profiled step (kernels, memcpy, memset) by name: count and total ms."""
+    kernels = {}
+    for event in prof.events():
+        if str(event.device_type).endswith("CUDA"):
+            count, ms = kernels.get(event.name, (0, 0.0))
+            kernels[event.name] = (count + 1, ms + event.device_time_total / 1000)
+    with open(path, "w") as out:
+        json.dump({"workload": workload_name, "allocator": allocator, "first_step_ms": first_ms,
+                   "kernels": {name: {"count": c, "ms": round(ms, 3)} for name, (c, ms) in sorted(kernels.items())}},
+                  out, indent=1)
+    print(f"{len(kernels)} kernel names, {sum(c for c, _ in kernels.values())} launches: {path}")
 
 
 if __name__ == "__main__":

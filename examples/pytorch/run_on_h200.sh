@@ -32,7 +32,8 @@
 #            runs' firststep.json pool with first_steps_pooled.py; FIRSTSTEP_STEPS=N steps a process (8: only the
 #            first is this part's figure)
 #   firstprof profile_first_step.py: the first step under torch.profiler and cProfile, expandable and memcoord in
-#            turns, 2 processes each (FIRSTPROF_WORKLOAD, llama_1b by default: 60 s on an H100)
+#            turns, 2 processes each (FIRSTPROF_WORKLOAD, llama_1b by default: 60 s on an H100); each also writes
+#            firstprof-ALLOCATOR-N.kernels.json, its first step's GPU kernels by name and count
 #   losses   bench_allocators.py --deterministic, 6 steps of all five workloads x 3 allocators: losses bit for bit
 #            (184 s on an H100); LOSSES_WORKLOADS=a,b names others
 #   traces   bench_allocators.py --trace-dir: memcoord's traces of alternating and gpt2_fp32, each call with its
@@ -191,8 +192,8 @@ part_firstprof() {  # where the first step's CPU time goes, operator by operator
     for allocator in expandable memcoord; do
       echo "-- $workload $allocator, process $round"
       "${pin[@]}" python3 examples/pytorch/profile_first_step.py "$workload" "$allocator" \
-        > "$out/firstprof-$allocator-$round.log" 2>&1 || rc=1
-      grep -E "first step|Name|^Self CPU|^ *(aten|cuda|Optimizer|autograd|memcoord)|memcoord's Python" \
+        --kernels "$out/firstprof-$allocator-$round.kernels.json" > "$out/firstprof-$allocator-$round.log" 2>&1 || rc=1
+      grep -E "first step|Name|^Self CPU|^ *(aten|cuda|Optimizer|autograd|memcoord)|memcoord's Python|kernel names" \
         "$out/firstprof-$allocator-$round.log" | head -22
     done
   done
