@@ -32,8 +32,9 @@
 #            runs' firststep.json pool with first_steps_pooled.py; FIRSTSTEP_STEPS=N steps a process (8: only the
 #            first is this part's figure)
 #   firstprof profile_first_step.py: the first step under torch.profiler and cProfile, expandable and memcoord in
-#            turns, 2 processes each (FIRSTPROF_WORKLOAD, llama_1b by default: 60 s on an H100); each also writes
-#            firstprof-ALLOCATOR-N.kernels.json, its first step's GPU kernels by name and count
+#            turns, 2 processes each (FIRSTPROF_WORKLOAD, llama_1b by default: 60 s on an H100; FIRSTPROF_ROUNDS=N
+#            processes each); each also writes firstprof-ALLOCATOR-N.kernels.json, its first step's GPU kernels by
+#            name and count, and kernels_diff.py sets the two allocators' kernels side by side
 #   losses   bench_allocators.py --deterministic, 6 steps of all five workloads x 3 allocators: losses bit for bit
 #            (184 s on an H100); LOSSES_WORKLOADS=a,b names others
 #   traces   bench_allocators.py --trace-dir: memcoord's traces of alternating and gpt2_fp32, each call with its
@@ -186,17 +187,21 @@ part_firststep() {
     sed -n '/== allocators/,$p'
 }
 part_firstprof() {  # where the first step's CPU time goes, operator by operator, two processes per allocator
-  local workload=${FIRSTPROF_WORKLOAD:-llama_1b} round allocator rc=0 pin=()
+  local workload=${FIRSTPROF_WORKLOAD:-llama_1b} round allocator rc=0 pin=() kernels
   [ -n "${gpu_cpus:-}" ] && pin=(taskset -c "$gpu_cpus")
-  for round in 1 2; do
+  for round in $(seq 1 "${FIRSTPROF_ROUNDS:-2}"); do
     for allocator in expandable memcoord; do
       echo "-- $workload $allocator, process $round"
-      "${pin[@]}" python3 examples/pytorch/profile_first_step.py "$workload" "$allocator" \
-        --kernels "$out/firstprof-$allocator-$round.kernels.json" > "$out/firstprof-$allocator-$round.log" 2>&1 || rc=1
+      kernels="$out/firstprof-$allocator-$round.kernels.json"
+      "${pin[@]}" python3 examples/pytorch/profile_first_step.py "$workload" "$allocator" --kernels "$kernels" \
+        > "$out/firstprof-$allocator-$round.log" 2>&1 || rc=1
       grep -E "first step|Name|^Self CPU|^ *(aten|cuda|Optimizer|autograd|memcoord)|memcoord's Python|kernel names" \
         "$out/firstprof-$allocator-$round.log" | head -22
     done
   done
+  echo "-- the first steps' GPU kernels, expandable against memcoord"
+  python3 examples/pytorch/kernels_diff.py "$out"/firstprof-*.kernels.json --json "$out/firstprof-kernels-diff.json" \
+    || rc=1
   return $rc
 }
 part_losses() {

@@ -400,7 +400,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("installed", &Installed, "Whether install() ran in this process");
   m.def("abandon_capture", &AbandonCapture, pybind11::arg("capture_failed") = true,
         "After CUDAGraph.capture_end (capture_failed) or capture_begin raised on this thread: ends and "
-        "releases "
-        "the pool route it left open");
+        "releases the pool route it left open");
   m.def("routes_begun", &RoutesBegun, "How many pool routes this thread began and has not ended");
 }
