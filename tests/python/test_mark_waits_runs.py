@@ -2,7 +2,6 @@
 README.md and that folder's README say of them: the same device bytes in every process, the alternating pair's pack
 waits gone, and first steps that no pooled comparison resolves."""
 
-import gzip
 import json
 import os
 import sys
@@ -12,24 +11,23 @@ import unittest
 EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pytorch"))
 sys.path.insert(0, EXAMPLES)
 import first_steps_pooled as pooled  # noqa: E402
+from pytorch_runs import RunFolder, bench_files  # noqa: E402
 
-RUNS_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "bench", "pytorch_runs"))
-RUNS = os.path.join(RUNS_ROOT, "2026-12-06d")
+RUNS = RunFolder("2026-12-06d")
 OFF = "memcoord[mark_waits:off]"
 
 
+def firststep_names(letters="abcdef"):
+    return [f"d2e5571-firststep-{c}.json.gz" for c in sorted(letters)]
+
+
 def firststep_files(letters="abcdef"):
-    return sorted(os.path.join(RUNS, f"d2e5571-firststep-{c}.json.gz") for c in letters)
+    return [RUNS.file(name) for name in firststep_names(letters)]
 
 
-def processes(paths=None):
-    """(workload, allocator) -> the processes' records, over `paths`."""
-    out = {}
-    for path in paths or firststep_files():
-        with gzip.open(path, "rt") as f:
-            for r in json.load(f)["runs"]:
-                out.setdefault((r["workload"], r["allocator"]), []).extend(r["runs"])
-    return out
+def processes(letters="abcdef"):
+    """(workload, allocator) -> the processes' records of the firststep runs `letters`."""
+    return RUNS.processes(*firststep_names(letters))
 
 
 def waits(proc):
@@ -38,9 +36,8 @@ def waits(proc):
 
 class MarkWaitsRunsTest(unittest.TestCase):
     def test_the_folder_holds_what_its_readme_lists(self):
-        names = sorted(os.listdir(RUNS))
-        self.assertEqual(names, ["README.md", "d2e5571-capi_bench.json", "d2e5571-capi_bench_pinned.json"] +
-                         [os.path.basename(p) for p in firststep_files()])
+        self.assertEqual(RUNS.names(), ["README.md", "d2e5571-capi_bench.json", "d2e5571-capi_bench_pinned.json"] +
+                         firststep_names())
 
     def test_off_used_the_defaults_bytes_in_every_process(self):
         procs = processes()
@@ -110,12 +107,11 @@ class MarkWaitsRunsTest(unittest.TestCase):
         # The default's processes in expandable segments' place, so the pooled comparison is off against it.
         with tempfile.TemporaryDirectory() as tmp:
             paths = []
-            for path in firststep_files("abcd"):
-                with gzip.open(path, "rt") as f:
-                    doc = json.load(f)
+            for name in firststep_names("abcd"):
+                doc = RUNS.json(name)
                 doc["runs"] = [dict(r, allocator="expandable" if r["allocator"] == "memcoord" else r["allocator"])
                                for r in doc["runs"] if r["allocator"] != "expandable"]
-                paths.append(os.path.join(tmp, os.path.basename(path)[:-3]))
+                paths.append(os.path.join(tmp, name[:-3]))
                 with open(paths[-1], "w") as f:
                     json.dump(doc, f)
             summary, _ = pooled.pooled([(p, pooled.load(p, OFF, keep_first=True)) for p in paths])
@@ -125,18 +121,14 @@ class MarkWaitsRunsTest(unittest.TestCase):
         self.assertEqual((round(medians["memcoord"]), round(medians["expandable"])), (445, 457))
 
     def test_pooled_with_the_runs_before_it(self):
-        before = os.path.join(RUNS_ROOT, "2026-12-06c")
-        # In the order of their paths, as first_steps_pooled.py takes them (its random draws are seeded per file).
-        paths = sorted(firststep_files("abcd") + [
-            os.path.join(before, n) for n in os.listdir(before)
-            if n.endswith(".json.gz") and ("bench" in n or "firststep" in n)])
+        paths = bench_files([("2026-12-06c", ("bench", "firststep")), ("2026-12-06d", firststep_names("abcd"))])
         summary, _ = pooled.pooled([(p, pooled.load(p, keep_first=True)) for p in paths])
         self.quoted(summary, {"alternating": (4, (52, 133), 0.34), "resnet50_amp": (8, (66, 142), 0.70),
                               "llama_1b": (-1, (46, 90), 0.92)}, every=False)
         self.assertEqual(tuple(round(x) for x in summary["alternating"]["interval_ms"]), (-3, 14))
 
     def test_gpt2_bf16s_median_steps(self):
-        procs = processes(firststep_files("e"))
+        procs = processes("e")
         medians = {a: sorted(round(p["median_step_ms"], 1) for p in procs[("gpt2_bf16_varlen", a)])
                    for a in ("memcoord", OFF)}
         self.assertEqual(medians, {"memcoord": [159.4, 166.0], OFF: [185.7, 192.5]})
@@ -152,8 +144,8 @@ class MarkWaitsRunsTest(unittest.TestCase):
                 self.assertEqual(counted(p, 2), (27, 207, 19, step2_waits, 0))
 
     def test_capi_bench_per_cpu(self):
-        with open(os.path.join(RUNS, "d2e5571-capi_bench.json")) as f:
-            unpinned = {(r["lib"].startswith("control"), r["threads"]): r for r in json.load(f)["results"]}
+        unpinned = {(r["lib"].startswith("control"), r["threads"]): r
+                    for r in RUNS.json("d2e5571-capi_bench.json")["results"]}
         one = unpinned[(False, 1)]
         by_cpu = {}
         for ns, cpus in zip(one["runs"], one["run_cpus"]):
@@ -163,9 +155,8 @@ class MarkWaitsRunsTest(unittest.TestCase):
         self.assertEqual((round(min(by_cpu[5]), 1), round(max(by_cpu[5]), 1)), (40.8, 42.3))
         self.assertEqual((round(one["median_ns_per_pair"], 1), round(unpinned[(False, 4)]["median_ns_per_pair"], 1)),
                          (70.4, 69.3))
-        with open(os.path.join(RUNS, "d2e5571-capi_bench_pinned.json")) as f:
-            pinned = {(r["lib"].startswith("control"), r["threads"]): round(r["median_ns_per_pair"], 1)
-                      for r in json.load(f)["results"]}
+        pinned = {(r["lib"].startswith("control"), r["threads"]): round(r["median_ns_per_pair"], 1)
+                  for r in RUNS.json("d2e5571-capi_bench_pinned.json")["results"]}
         self.assertEqual(pinned, {(False, 1): 43.1, (False, 4): 46.3, (True, 1): 53.2, (True, 4): 49.3})
 
 

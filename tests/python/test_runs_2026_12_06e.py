@@ -3,8 +3,6 @@ allocator/pool_options.h say of them: mark_waits on and off alike on GPT-2 bf16 
 new default's first steps (ResNet-50 longer on the H200 in every pair), graph_retry under both allocators, and
 capi_bench's figures CPU by CPU."""
 
-import gzip
-import json
 import os
 import sys
 import unittest
@@ -12,39 +10,18 @@ import unittest
 EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pytorch"))
 sys.path.insert(0, EXAMPLES)
 import first_steps_pooled as pooled  # noqa: E402
+from pytorch_runs import RunFolder, bench_files, span  # noqa: E402
 
-RUNS_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "bench", "pytorch_runs"))
-RUNS = os.path.join(RUNS_ROOT, "2026-12-06e")
+RUNS = RunFolder("2026-12-06e")
 OFF = "memcoord[mark_waits:off]"
 FIRSTSTEPS = ["650c2d7-firststep-a.json.gz", "650c2d7-firststep-b.json.gz", "84732fb-firststep-bf16.json.gz",
               "be8f168-firststep-c.json.gz"]
-
-
-def load(name):
-    with gzip.open(os.path.join(RUNS, name), "rt") as f:
-        return json.load(f)
-
-
-def processes(name):
-    """(workload, allocator) -> the processes' records of one run."""
-    out = {}
-    for r in load(name)["runs"]:
-        out.setdefault((r["workload"], r["allocator"]), []).extend(r["runs"])
-    return out
-
-
-def text(name):
-    with open(os.path.join(RUNS, name)) as f:
-        return f.read()
-
-
-def span(values, digits=1):
-    return (round(min(values), digits), round(max(values), digits))
+processes, text = RUNS.processes, RUNS.text
 
 
 class Runs20261206eTest(unittest.TestCase):
     def test_the_folder_holds_what_its_readme_lists(self):
-        self.assertEqual(sorted(os.listdir(RUNS)), sorted(FIRSTSTEPS + [
+        self.assertEqual(RUNS.names(), sorted(FIRSTSTEPS + [
             "README.md", "84732fb-capi_bench.json", "84732fb-capi_bench_pinned.json", "84732fb-checks.log",
             "650c2d7-capi_bench.json", "650c2d7-capi_bench_pinned.json", "650c2d7-checks.log",
             "650c2d7-checks-native.log", "650c2d7-firstprof-resnet50.log", "be8f168-checks.log"]))
@@ -87,7 +64,7 @@ class Runs20261206eTest(unittest.TestCase):
         self.assertEqual(span([p["first_step_ms"] for p in resnet["memcoord"]], 0), (767, 807))
         self.assertEqual(span([p["first_step_ms"] for p in resnet["expandable"]], 0), (742, 761))
         self.assertEqual(span([p["memcoord_first_step"]["miss_ms"] for p in resnet["memcoord"]]), (18.4, 20.8))
-        summary, _ = pooled.pooled([(p, pooled.load(p, keep_first=True)) for p in [os.path.join(RUNS, FIRSTSTEPS[0])]])
+        summary, _ = pooled.pooled([(p, pooled.load(p, keep_first=True)) for p in [RUNS.file(FIRSTSTEPS[0])]])
         self.assertEqual((summary["resnet50_amp"]["memcoord_shorter"], summary["resnet50_amp"]["pairs"]), (0, 16))
         self.assertEqual(round(summary["resnet50_amp"]["shift_ms"]), 33)
         self.assertEqual(tuple(round(x) for x in summary["resnet50_amp"]["interval_ms"]), (12, 55))
@@ -96,20 +73,15 @@ class Runs20261206eTest(unittest.TestCase):
         self.assertEqual(round(summary["resnet50_amp"]["memory_call_ms"]["memcoord"], 1), 17.4)
         self.assertEqual(round(summary["resnet50_amp"]["memory_call_ms"]["expandable"], 1), 17.4)
         for name, pairs in (("650c2d7-firststep-b.json.gz", (15, 36)), ("be8f168-firststep-c.json.gz", (7, 16))):
-            path = os.path.join(RUNS, name)
+            path = RUNS.file(name)
             summary, _ = pooled.pooled([(path, pooled.load(path, keep_first=True))])
             self.assertEqual((summary["resnet50_amp"]["memcoord_shorter"], summary["resnet50_amp"]["pairs"]), pairs)
 
     def test_pooled_with_the_runs_before(self):
-        # In the order of their paths, as first_steps_pooled.py takes them (its random draws are seeded per file).
-        paths = []
-        for folder, keep in (("2026-12-06c", ("bench", "firststep")), ("2026-12-06d", ("firststep-a", "firststep-b",
-                                                                                        "firststep-c", "firststep-d")),
-                             ("2026-12-06e", ("firststep",))):
-            root = os.path.join(RUNS_ROOT, folder)
-            paths += [os.path.join(root, n) for n in os.listdir(root)
-                      if n.endswith(".json.gz") and any(k in n for k in keep)]
-        summary, _ = pooled.pooled([(p, pooled.load(p, keep_first=True)) for p in sorted(paths)])
+        paths = bench_files([("2026-12-06c", ("bench", "firststep")),
+                             ("2026-12-06d", ("firststep-a", "firststep-b", "firststep-c", "firststep-d")),
+                             ("2026-12-06e", ("firststep",))])
+        summary, _ = pooled.pooled([(p, pooled.load(p, keep_first=True)) for p in paths])
         figures = {"gpt2_bf16_varlen": (-36, (41, 45), 0.01, (-71, -15)), "alternating": (4, (62, 149), 0.38, (-4, 13)),
                    "resnet50_amp": (16, (88, 210), 0.26, (-14, 54))}
         for workload, (shift, pairs, p, interval) in figures.items():
@@ -138,8 +110,7 @@ class Runs20261206eTest(unittest.TestCase):
 
     def test_capi_bench_cpu_by_cpu(self):
         def results(name):
-            with open(os.path.join(RUNS, name)) as f:
-                return {(r["lib"].startswith("control"), r["threads"]): r for r in json.load(f)["results"]}
+            return {(r["lib"].startswith("control"), r["threads"]): r for r in RUNS.json(name)["results"]}
 
         def medians(r):
             return {k: round(v["median_ns_per_pair"], 1) for k, v in r.items()}

@@ -2,8 +2,6 @@
 failed CUDA graph capture recovered under memcoord (and refused under PyTorch's own allocator), capi_bench CPU by
 CPU, the first steps' CPU time and threads, and the pooled first steps without each run's first process."""
 
-import gzip
-import json
 import os
 import statistics
 import sys
@@ -12,27 +10,22 @@ import unittest
 EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pytorch"))
 sys.path.insert(0, EXAMPLES)
 import first_steps_pooled as pooled  # noqa: E402
+from pytorch_runs import RunFolder, bench_files  # noqa: E402
 
-RUNS_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "bench", "pytorch_runs"))
-RUNS = os.path.join(RUNS_ROOT, "2026-12-06f")
+RUNS = RunFolder("2026-12-06f")
 FIRSTSTEPS = ["fa92d5d-firststep-a.json.gz", "fa92d5d-firststep-b.json.gz"]
 WARMED = "502a9f0-firststep-c.json.gz"  # begun with a discarded warm-up process
+text = RUNS.text
 
 
 def processes(name):
     """allocator -> ResNet-50's process records of one run."""
-    with gzip.open(os.path.join(RUNS, name), "rt") as f:
-        return {r["allocator"]: r["runs"] for r in json.load(f)["runs"] if r["workload"] == "resnet50_amp"}
-
-
-def text(name):
-    with open(os.path.join(RUNS, name)) as f:
-        return f.read()
+    return {a: records for (w, a), records in RUNS.processes(name).items() if w == "resnet50_amp"}
 
 
 class Runs20261206fTest(unittest.TestCase):
     def test_the_folder_holds_what_its_readme_lists(self):
-        self.assertEqual(sorted(os.listdir(RUNS)), sorted(FIRSTSTEPS + [WARMED,
+        self.assertEqual(RUNS.names(), sorted(FIRSTSTEPS + [WARMED,
             "README.md", "fa92d5d-capi_bench.json", "fa92d5d-capi_bench_pinned.json", "fa92d5d-checks.log",
             "fa92d5d-checks-graph.log", "checks-1-before-host-end.log", "checks-2-before-host-end.log",
             "checks-native-graph_retry.log", "14bdab5-checks-graph.log"]))
@@ -54,8 +47,7 @@ class Runs20261206fTest(unittest.TestCase):
 
     def test_capi_bench_cpu_by_cpu(self):
         def medians(name, lib):
-            with open(os.path.join(RUNS, name)) as f:
-                results = json.load(f)["results"]
+            results = RUNS.json(name)["results"]
             return {r["threads"]: r for r in results if os.path.basename(r["lib"]).startswith(lib)}
 
         unpinned = medians("fa92d5d-capi_bench.json", "libmemcoord")
@@ -94,8 +86,7 @@ class Runs20261206fTest(unittest.TestCase):
         self.assertEqual(misses, {97})
 
     def test_the_warm_up_process_took_the_cold_start(self):
-        with gzip.open(os.path.join(RUNS, WARMED), "rt") as f:
-            warmup = json.load(f)["warmup"]
+        warmup = RUNS.json(WARMED)["warmup"]
         self.assertEqual((round(warmup["first_step_ms"]), round(warmup["first_step_waiting_ms"])), (939, 261))
         runs = processes(WARMED)
         gaps = [r["first_step_ms"] - r["step_cpu"][0]["process_ms"] for rs in runs.values() for r in rs]
@@ -108,13 +99,9 @@ class Runs20261206fTest(unittest.TestCase):
         self.assertEqual((round(min(misses), 1), round(max(misses), 1)), (15.0, 15.6))
 
     def test_pooled_since_grow_to_unit_end(self):
-        paths = []
-        for folder, keep in (("2026-12-06c", ("bench", "firststep")),
+        paths = bench_files([("2026-12-06c", ("bench", "firststep")),
                              ("2026-12-06d", ("firststep-a", "firststep-b", "firststep-c", "firststep-d")),
-                             ("2026-12-06e", ("firststep",)), ("2026-12-06f", ("firststep",))):
-            root = os.path.join(RUNS_ROOT, folder)
-            paths += [os.path.join(root, n) for n in os.listdir(root)
-                      if n.endswith(".json.gz") and any(k in n for k in keep)]
+                             ("2026-12-06e", ("firststep",)), ("2026-12-06f", ("firststep",))])
         figures = {
             False: {"gpt2_bf16_varlen": (-34, (35, 39), 0.01), "resnet50_amp": (11, (145, 376), 0.09),
                     "llama_1b": (-6, (40, 75), 0.59), "alternating": (4, (51, 129), 0.33)},
@@ -122,23 +109,23 @@ class Runs20261206fTest(unittest.TestCase):
                    "llama_1b": (-1, (46, 90), 0.92), "alternating": (4, (62, 149), 0.38)},
         }
         for keep_first, quoted in figures.items():
-            summary, notes = pooled.pooled([(p, pooled.load(p, keep_first=keep_first)) for p in sorted(paths)])
+            summary, notes = pooled.pooled([(p, pooled.load(p, keep_first=keep_first)) for p in paths])
             for workload, (shift, pairs, p) in quoted.items():
                 with self.subTest(keep_first=keep_first, workload=workload):
                     s = summary[workload]
                     self.assertEqual((round(s["shift_ms"]), (s["memcoord_shorter"], s["pairs"])), (shift, pairs))
                     self.assertEqual(round(s["permutation_p"], 2), p)
             self.assertEqual(sum("ran first" in n for n in notes), 0 if keep_first else 12)
-        summary, _ = pooled.pooled([(p, pooled.load(p)) for p in sorted(paths)])
+        summary, _ = pooled.pooled([(p, pooled.load(p)) for p in paths])
         self.assertTrue(summary["gpt2_bf16_varlen"]["verdict"].startswith("memcoord shorter"))
         self.assertEqual(tuple(round(x) for x in summary["resnet50_amp"]["interval_ms"]), (1, 29))
         self.assertTrue(summary["resnet50_amp"]["verdict"].startswith("not resolved"))
-        summary, notes = pooled.pooled([(p, pooled.load(p)) for p in [os.path.join(RUNS, WARMED)]])
+        summary, notes = pooled.pooled([(p, pooled.load(p)) for p in [RUNS.file(WARMED)]])
         s = summary["resnet50_amp"]
         self.assertEqual(notes, [])  # the warm-up process ran first: nothing of the run is left out
         self.assertEqual((round(s["shift_ms"]), s["memcoord_shorter"], s["pairs"], round(s["permutation_p"], 2),
                           tuple(round(x) for x in s["interval_ms"])), (1, 24, 64, 0.66, (-6, 18)))
-        alone = [os.path.join(RUNS, n) for n in FIRSTSTEPS]
+        alone = [RUNS.file(n) for n in FIRSTSTEPS]
         for keep_first, quoted in ((False, (15, 42, 112, 0.38, (-17, 89))), (True, (4, 58, 128, 0.86, (-34, 75)))):
             summary, _ = pooled.pooled([(p, pooled.load(p, keep_first=keep_first)) for p in alone])
             s = summary["resnet50_amp"]

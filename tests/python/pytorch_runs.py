@@ -1,0 +1,54 @@
+"""The GPU runs kept in bench/pytorch_runs/, read the way each folder's test reads them: a folder's files by
+name, as text or JSON (gzipped or plain), and bench_allocators.py's processes by workload and allocator."""
+
+import gzip
+import json
+import os
+
+RUNS_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "bench", "pytorch_runs"))
+
+
+class RunFolder:
+    """One folder of bench/pytorch_runs (e.g. "2026-12-06f")."""
+
+    def __init__(self, name):
+        self.path = os.path.join(RUNS_ROOT, name)
+
+    def file(self, name):
+        return os.path.join(self.path, name)
+
+    def names(self):
+        return sorted(os.listdir(self.path))
+
+    def text(self, name):
+        with open(self.file(name)) as f:
+            return f.read()
+
+    def json(self, name):
+        opener = gzip.open if name.endswith(".gz") else open
+        with opener(self.file(name), "rt") as f:
+            return json.load(f)
+
+    def processes(self, *names):
+        """(workload, allocator) -> the process records of bench_allocators.py's JSON files `names`, in order."""
+        out = {}
+        for name in names:
+            for row in self.json(name)["runs"]:
+                out.setdefault((row["workload"], row["allocator"]), []).extend(row["runs"])
+        return out
+
+
+def span(values, digits=1):
+    """(min, max) of `values`, rounded."""
+    return (round(min(values), digits), round(max(values), digits))
+
+
+def bench_files(selection):
+    """The bench_allocators.py JSON files (.json.gz) of several folders, in the order of their paths (as
+    first_steps_pooled.py takes them: its random draws are seeded per file). `selection`: (folder, keys) pairs,
+    a file taken when its name holds one of its folder's keys."""
+    paths = []
+    for folder, keys in selection:
+        run = RunFolder(folder)
+        paths += [run.file(n) for n in run.names() if n.endswith(".json.gz") and any(k in n for k in keys)]
+    return sorted(paths)
