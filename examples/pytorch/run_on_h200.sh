@@ -45,7 +45,8 @@
 #            large_map_unit:40MiB and free_marker_interval_us:0, 2 processes each (device memory and first-step
 #            driver calls of each setting; 16 steps a process, as before the pair's 48; 28 processes of 16-17 s,
 #            ~490 s, an estimate: not yet run as one part)
-# Exits non-zero when a part failed (each part's last lines say why).
+# PACK_OUT=1 leaves $OUT holding one archive of the logs, run_on_h200.tgz (a second call packing the same $OUT
+# replaces it with one holding it). Exits non-zero when a part failed (each part's last lines say why).
 set -uo pipefail
 usage() { sed -n '2,/^set -uo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; }
 [ $# -gt 0 ] || { usage; exit 2; }
@@ -252,4 +253,13 @@ for part in "$@"; do
   echo "==== $part done in $((SECONDS - start)) s"
 done
 echo "run_on_h200: parts failed: ${failed[*]:-none}"
+# PACK_OUT=1: the logs in one archive, $out/run_on_h200.tgz, in place of the files (the device tool returns a
+# few files a call: 2026-12-06g lost a firststep.json that way).
+if [ "${PACK_OUT:-0}" = 1 ]; then
+  find "$out" -mindepth 1 -maxdepth 1 ! -name run_on_h200.tgz -printf '%P\n' | sort > "$state/packed.list"
+  if tar czf "$state/run_on_h200.tgz" -C "$out" -T "$state/packed.list"; then
+    (cd "$out" && xargs -d '\n' rm -rf -- < "$state/packed.list") && mv "$state/run_on_h200.tgz" "$out/"
+    echo "run_on_h200: $(wc -l < "$state/packed.list") entries packed in $out/run_on_h200.tgz"
+  fi
+fi
 [ ${#failed[@]} -eq 0 ]

@@ -13,6 +13,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import textwrap
 import types
@@ -809,6 +810,29 @@ class RunOnH200Test(unittest.TestCase):
             self.assertIn("unknown part 'chekcs'; accepted: shim checks", done.stdout)
             self.assertNotIn("====", done.stdout)
             self.assertFalse(os.path.exists(os.path.join(out, "timer-build.log")))
+
+    def test_pack_out_leaves_one_archive_and_the_exit_code(self):
+        # The device tool returns a few files a call; PACK_OUT=1 leaves one archive of everything in $OUT. The
+        # gtests part over a bundle without its programs fails here, and the script still says so by its code.
+        with tempfile.TemporaryDirectory() as tmp:
+            out, bundle = os.path.join(tmp, "out"), os.path.join(tmp, "bundle")
+            os.makedirs(os.path.join(bundle, "lib"))
+            open(os.path.join(bundle, "lib", "libmemcoord_capi.so"), "w").close()
+            os.makedirs(os.path.join(out, "earlier"))
+            with open(os.path.join(out, "earlier", "a log.txt"), "w") as f:
+                f.write("kept\n")
+            env = dict(os.environ, OUT=out, MEMCOORD_BUNDLE=bundle, PACK_OUT="1")
+            done = subprocess.run(["bash", self.SCRIPT, "gtests"], capture_output=True, text=True, env=env,
+                                  timeout=120)
+            self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+            self.assertIn("run_on_h200: parts failed: gtests", done.stdout)
+            self.assertEqual(os.listdir(out), ["run_on_h200.tgz"])
+            with tarfile.open(os.path.join(out, "run_on_h200.tgz")) as archive:
+                names = set(archive.getnames())
+                self.assertIn("earlier/a log.txt", names)
+                self.assertIn("capi_bench.json", names)
+                self.assertEqual(archive.extractfile("earlier/a log.txt").read(), b"kept\n")
+            self.assertRegex(done.stdout, r"run_on_h200: \d+ entries packed in ")
 
 
 if __name__ == "__main__":
