@@ -56,6 +56,11 @@ struct PoolStats {
   // Thread caches returned to the pool because their threads had stopped allocating
   // (PoolOptions::thread_cache_idle_misses).
   std::uint64_t idle_cache_flushes = 0;
+  // Exact sums of every thread's cache that allocations made to settle the peaks (ThreadCacheAdaptor): one
+  // whenever an allocation's cheap bound on a peak passes it (one pass for the allocated and requested
+  // peaks). Each reads every thread cache's counters, lines their owners write at every call, so with several
+  // threads allocating a sum costs a cache miss per thread.
+  std::uint64_t peak_sums = 0;
   std::uint64_t ooms = 0;
   std::uint64_t largest_free_bytes = 0;  // largest block allocatable without the backend
   std::uint64_t limit_bytes = 0;         // 0: no limit

@@ -521,6 +521,18 @@ Result<std::size_t> ThreadCacheAdaptor::block_size(const void* ptr) {
   return NotFound(fmt::format("{} is not a live block of {}", ptr, owner_));
 }
 
+ThreadCacheAdaptor::VisibleBytes ThreadCacheAdaptor::visible_bytes() const {
+  VisibleBytes v{static_cast<std::int64_t>(below_.allocated_bytes->load()),
+                 static_cast<std::int64_t>(below_.requested_bytes->load())};
+  const std::size_t count = slot_count_.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < count; ++i) {
+    const Slot& slot = *slot_at(i);
+    v.allocated -= static_cast<std::int64_t>(slot.cached_bytes.load());
+    v.requested -= static_cast<std::int64_t>(slot.cached_requested.load());
+  }
+  return v;
+}
+
 std::int64_t ThreadCacheAdaptor::visible(std::uint64_t below, detail::Counter Slot::*cached) const {
   auto v = static_cast<std::int64_t>(below);
   const std::size_t count = slot_count_.load(std::memory_order_acquire);
@@ -587,20 +599,23 @@ void ThreadCacheAdaptor::count_cached(Slot& slot, const detail::CachedBlock& b, 
 // lines other threads write). Every figure read here is written rarely in a steady loop (the layers below
 // change only on a miss, the floors' sum once a window at most, the peak on a new peak), so the check
 // costs a few loads of shared, unmodified lines.
-void ThreadCacheAdaptor::check_peaks(const Slot& slot) {
+void ThreadCacheAdaptor::check_peaks(Slot& slot) {
   const auto others_bytes =
       static_cast<std::int64_t>(floor_bytes_total_.load(std::memory_order_relaxed) - slot.floor_bytes.load());
   const auto allocated_bound = static_cast<std::int64_t>(below_.allocated_bytes->load()) -
                                static_cast<std::int64_t>(slot.cached_bytes.load()) - others_bytes;
-  if (allocated_bound > static_cast<std::int64_t>(peak_allocated_.load(std::memory_order_relaxed))) {
-    RaiseTo(peak_allocated_, visible(below_.allocated_bytes->load(), &Slot::cached_bytes));
-  }
   const auto others_requested = static_cast<std::int64_t>(
       floor_requested_total_.load(std::memory_order_relaxed) - slot.floor_requested.load());
   const auto requested_bound = static_cast<std::int64_t>(below_.requested_bytes->load()) -
                                static_cast<std::int64_t>(slot.cached_requested.load()) - others_requested;
-  if (requested_bound > static_cast<std::int64_t>(peak_requested_.load(std::memory_order_relaxed))) {
-    RaiseTo(peak_requested_, visible(below_.requested_bytes->load(), &Slot::cached_requested));
+  if (allocated_bound > static_cast<std::int64_t>(peak_allocated_.load(std::memory_order_relaxed)) ||
+      requested_bound > static_cast<std::int64_t>(peak_requested_.load(std::memory_order_relaxed))) {
+    // One pass for both figures: they share each slot's line, which is the cost of a sum. Raising the figure
+    // whose bound did not pass is harmless (the sum is exact; RaiseTo only raises).
+    slot.peak_sums.value.fetch_add(1, std::memory_order_relaxed);
+    const VisibleBytes now = visible_bytes();
+    RaiseTo(peak_allocated_, now.allocated);
+    RaiseTo(peak_requested_, now.requested);
   }
   // Live blocks: no floor counts the other threads' cached blocks, but their byte floors bound them from
   // below (no cached block is larger than the largest this layer keeps), so the bound is raised to as it
@@ -655,7 +670,7 @@ void ThreadCacheAdaptor::cached_by_tag(TagFigures& out) const {
 }
 
 void ThreadCacheAdaptor::adjust_stats(PoolStats& s) const {
-  std::uint64_t bytes = 0, requested = 0, blocks = 0, hits = 0, hit_bytes = 0;
+  std::uint64_t bytes = 0, requested = 0, blocks = 0, hits = 0, hit_bytes = 0, peak_sums = 0;
   const std::size_t count = slot_count_.load(std::memory_order_acquire);
   for (std::size_t i = 0; i < count; ++i) {
     const Slot& slot = *slot_at(i);
@@ -664,6 +679,7 @@ void ThreadCacheAdaptor::adjust_stats(PoolStats& s) const {
     blocks += slot.cached_blocks.load();
     hits += slot.hits.load();
     hit_bytes += slot.hit_bytes.load();
+    peak_sums += slot.peak_sums.load();
   }
   s.allocated_bytes = SubClamped(s.allocated_bytes, bytes);
   s.active_bytes = SubClamped(s.active_bytes, bytes);
@@ -677,6 +693,7 @@ void ThreadCacheAdaptor::adjust_stats(PoolStats& s) const {
   s.allocated_bytes_total += hit_bytes;
   s.freed_bytes_total += bytes + hit_bytes;
   s.idle_cache_flushes = idle_flushes_.load(std::memory_order_relaxed);
+  s.peak_sums = peak_sums;
   s.peak_allocated_bytes = std::max(peak_allocated_.load(std::memory_order_relaxed), s.allocated_bytes);
   s.peak_active_bytes = s.peak_allocated_bytes;
   s.peak_requested_bytes = std::max(peak_requested_.load(std::memory_order_relaxed), s.requested_bytes);

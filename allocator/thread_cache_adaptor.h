@@ -33,7 +33,9 @@
 // OwnerGate (plain stores and loads on lines that thread holds; no CPU fence where the kernel offers
 // membarrier) and look the block up in the slot's table. In a steady loop they make no atomic
 // read-modify-write either; a hit that sets a new peak, and a cache floor that moves (see
-// thread_cache_slot.h), make one on a shared figure. A
+// thread_cache_slot.h), make one on a shared figure. An allocation whose cheap bound passes a peak sums every
+// slot's cache counters (one pass for both byte figures), a cache miss for each slot whose owner is busy:
+// PoolStats::peak_sums counts those passes, which other threads' caches above their floors make frequent. A
 // block the layer does not keep (larger than max_block_bytes, or recorded), a block from the pool and a full
 // cache take the slot's lock as well as the pool's path, and one atomic add to the count of blocks below. A
 // free of another thread's block takes the slots' locks in turn until it finds the owner's, and leaves its
@@ -172,11 +174,17 @@ class ThreadCacheAdaptor final : public DirectHooks<ThreadCacheAdaptor, Resource
   // `out` and drops those blocks from its table (counters untouched); returns how many.
   static std::size_t take_all_locked(Slot& slot, detail::CachedBlock* out);
   Status check_slot_locked(const Slot& slot, std::size_t i, std::uint64_t& tracked) const;
-  void check_peaks(const Slot& slot);
+  void check_peaks(Slot& slot);
   void count_cached(Slot& slot, const detail::CachedBlock& b, bool in);
   void push_cached(Slot& slot, const detail::CachedBlock& b);
   // `below` (a figure of the layers below) minus what every slot caches of it.
   std::int64_t visible(std::uint64_t below, detail::Counter Slot::*cached) const;
+  // The allocated and requested bytes users hold, both in one pass over the slots (check_peaks).
+  struct VisibleBytes {
+    std::int64_t allocated = 0;
+    std::int64_t requested = 0;
+  };
+  VisibleBytes visible_bytes() const;
   void release_slot(Slot& slot);  // a thread exits: its cache goes back, the slot may be claimed again
   Slot* slot_at(std::size_t i) const { return raw_[i].load(std::memory_order_acquire); }
 

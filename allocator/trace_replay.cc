@@ -170,6 +170,7 @@ Result<ReplayResult> Replay(const Trace& trace, CachingPool& pool, LaggingStream
   }
   r.cache_hits = after.cache_hits - before.cache_hits;
   r.idle_cache_flushes = after.idle_cache_flushes - before.idle_cache_flushes;
+  r.peak_sums = after.peak_sums - before.peak_sums;
   r.backend_allocations = after.backend_allocations - before.backend_allocations;
   r.misses = after.misses - before.misses;
   r.backend_frees = after.backend_frees - before.backend_frees;

@@ -47,6 +47,7 @@ struct ReplayResult {
   std::uint64_t lag_events = 0;
   std::uint32_t threads = 1;             // threads that made the calls
   std::uint64_t idle_cache_flushes = 0;  // thread caches returned for their threads' idleness
+  std::uint64_t peak_sums = 0;  // PoolStats::peak_sums: exact sums of the thread caches for the peaks
   // Memory mapped (or segments allocated) at the end of the replay, by arena: what a training run's pool
   // holds after its last step (bench_allocators.py's "arenas_mapped"; PyTorch's small and large pools).
   std::uint64_t small_arena_bytes = 0;

@@ -148,6 +148,7 @@ nlohmann::json ToJson(const ReplayArgs& args, const TraceOutcome& o) {
       {"repeat", args.repeat},
       {"cache_hits", r.cache_hits},
       {"idle_cache_flushes", r.idle_cache_flushes},
+      {"peak_sums", r.peak_sums},
       {"backend_allocations", r.backend_allocations},
       {"backend_frees", r.backend_frees},
       // Driver calls: map (or segment allocation) and unmap (or segment release) calls, the bytes they

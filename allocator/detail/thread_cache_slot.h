@@ -104,6 +104,9 @@ struct alignas(128) ThreadCacheSlot {
   // Blocks the owner took from the pool (its misses); with `hits`, its allocations, which other threads'
   // misses watch (IdleWatch). Written by the owner only.
   Counter from_pool;
+  // Exact sums of every slot's cache this slot's allocations made (ThreadCacheAdaptor::check_peaks;
+  // PoolStats::peak_sums): an atomic add, as the slot of threads beyond kMaxSlots is shared.
+  Counter peak_sums;
   std::size_t sweep_cursor = 0;  // the owner's: the last slot its misses looked at
   // The owner's: the driver-free path looked for this request (`looked`) and found `pending_flush` idle (or
   // nullptr), for the full path that follows its decline.

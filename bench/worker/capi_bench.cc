@@ -31,6 +31,10 @@
 // first count's on that CPU; "cpu_ratio_base_threads" names the first count) and "median_cpu_ratio", their
 // median: "no worse per thread at N" read on the same CPUs, beside the control's own ratio. Pinned, each CPU
 // has runs/size one-thread runs, so give --runs several times the number of CPUs listed.
+// A library with memcoord_snapshot_json also gives each thread count's "peak_sums" (its runs' exact sums of
+// every thread cache, made to settle the pool's peaks: PoolStats::peak_sums) and
+// "peak_sums_per_million_pairs": each sum reads every thread's cache counters, a cache miss per thread, so
+// they are where a thread count's per-pair cost can grow that the control's cannot.
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
@@ -45,6 +49,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <string>
 #include <thread>
@@ -56,6 +61,8 @@ namespace {
 using MallocFn = void* (*)(std::ptrdiff_t, int, void*);
 using FreeFn = void (*)(void*, std::ptrdiff_t, int, void*);
 using IntFn = int (*)();
+using SnapshotFn = char* (*)(int);
+using FreeStringFn = void (*)(char*);
 using ErrorFn = const char* (*)();
 
 struct Library {
@@ -65,6 +72,8 @@ struct Library {
   IntFn init = nullptr;
   IntFn shutdown = nullptr;
   ErrorFn last_error = nullptr;
+  SnapshotFn snapshot_json = nullptr;  // optional (older libraries, the control): no peak_sums then
+  FreeStringFn free_string = nullptr;
 };
 
 bool Load(const std::string& path, Library& lib) {
@@ -79,6 +88,9 @@ bool Load(const std::string& path, Library& lib) {
   lib.init = reinterpret_cast<IntFn>(::dlsym(handle, "memcoord_init"));
   lib.shutdown = reinterpret_cast<IntFn>(::dlsym(handle, "memcoord_shutdown"));
   lib.last_error = reinterpret_cast<ErrorFn>(::dlsym(handle, "memcoord_last_error"));
+  lib.snapshot_json = reinterpret_cast<SnapshotFn>(::dlsym(handle, "memcoord_snapshot_json"));
+  lib.free_string = reinterpret_cast<FreeStringFn>(::dlsym(handle, "memcoord_free_string"));
+  if (!lib.free_string) lib.snapshot_json = nullptr;
   if (!lib.malloc_fn || !lib.free_fn || !lib.init || !lib.shutdown || !lib.last_error) {
     std::fprintf(stderr, "capi_bench: %s lacks the memcoord_* entry points\n", path.c_str());
     return false;
@@ -206,6 +218,21 @@ std::vector<PerPair> Run(const Library& lib, int run_index, int threads, long pa
   return per_thread;
 }
 
+// The pools' peak_sums on device 0 (every "peak_sums" figure of memcoord_snapshot_json summed); -1 when the
+// library cannot tell (no snapshot function, a failed snapshot, or a library whose stats lack the field).
+long long PeakSums(const Library& lib) {
+  if (lib.snapshot_json == nullptr) return -1;
+  char* json = lib.snapshot_json(0);
+  if (json == nullptr) return -1;
+  static constexpr char kKey[] = "\"peak_sums\":";
+  long long total = -1;
+  for (const char* at = std::strstr(json, kKey); at != nullptr; at = std::strstr(at + 1, kKey)) {
+    total = (total < 0 ? 0 : total) + std::strtoll(at + sizeof(kKey) - 1, nullptr, 10);
+  }
+  lib.free_string(json);
+  return total;
+}
+
 template <typename T>
 std::string Join(const std::vector<T>& values) {
   std::string out;
@@ -294,6 +321,7 @@ std::string Measure(const Library& lib, const std::vector<int>& thread_counts, l
     std::string run_text, cpus_text, thread_ns_text;
     std::map<int, std::vector<double>> wall_by_cpu;  // each thread's ns per pair, by the CPU it ended on
     int runs_sharing_a_core = 0;
+    long long peak_sums = 0;  // -1: the library cannot tell
   };
   std::vector<Figures> figures(thread_counts.size());
   for (int r = 0; r < runs; ++r) {
@@ -301,7 +329,14 @@ std::string Measure(const Library& lib, const std::vector<int>& thread_counts, l
       Figures& f = figures[c];
       std::vector<double> run_wall;
       std::vector<int> run_cpus;
+      const long long sums_before = PeakSums(lib);
       const std::vector<PerPair> threads = Run(lib, r, thread_counts[c], pairs);
+      const long long sums_after = PeakSums(lib);
+      if (sums_before < 0 || sums_after < 0 || f.peak_sums < 0) {
+        f.peak_sums = -1;
+      } else {
+        f.peak_sums += sums_after - sums_before;
+      }
       for (const PerPair& p : threads) {
         f.wall.push_back(p.wall_ns);
         f.cpu.push_back(p.cpu_ns);
@@ -326,6 +361,11 @@ std::string Measure(const Library& lib, const std::vector<int>& thread_counts, l
            f.run_text + "],\"run_cpus\":[" + f.cpus_text + "],\"run_thread_ns\":[" + f.thread_ns_text +
            "],\"cpu_median_ns\":{" + CpuMedians(f.wall_by_cpu) +
            "},\"runs_sharing_a_core\":" + std::to_string(f.runs_sharing_a_core);
+    if (f.peak_sums >= 0) {
+      const double all_pairs = static_cast<double>(pairs) * runs * thread_counts[c];
+      out += ",\"peak_sums\":" + std::to_string(f.peak_sums) + ",\"peak_sums_per_million_pairs\":" +
+             std::to_string(static_cast<double>(f.peak_sums) * 1e6 / all_pairs);
+    }
     if (c > 0) {
       double median = 0;
       const std::string ratios = CpuRatios(figures[0].wall_by_cpu, f.wall_by_cpu, median);

@@ -457,5 +457,47 @@ TEST(PoolThreadCache, FreeCachedTakesOnlyWhatThisThreadsCacheKeeps) {
   EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
 }
 
+// PoolStats::peak_sums counts the exact sums of every thread's cache that allocations make for the peaks: one
+// pass (both figures) whenever a cheap bound passes its peak. Alone, a thread's bound is exact, so it sums
+// only at a new peak; another thread's cache above its floor makes the bound loose, and a sum then finds no
+// new peak.
+TEST(PoolThreadCache, PeakSumsCountTheExactSumsOfTheCaches) {
+  VirtualBackend backend(64 * kGiB);
+  CachingPool pool(backend);
+  std::vector<void*> mine;
+  for (int i = 0; i < 4; ++i) mine.push_back(*pool.allocate(4096));  // each a new peak
+  EXPECT_EQ(pool.stats().peak_sums, 4u);
+  EXPECT_EQ(pool.stats().peak_allocated_bytes, 4 * 4096u);
+  for (void* p : mine) ASSERT_TRUE(pool.deallocate(p).ok());
+  for (void*& p : mine) p = *pool.allocate(4096);  // cache hits, none above the peak: no sum
+  EXPECT_EQ(pool.stats().peak_sums, 4u);
+  for (void* p : mine) ASSERT_TRUE(pool.deallocate(p).ok());
+
+  std::latch filled(1), checked(1);
+  // Five blocks of its own, then all cached. This thread's four cached blocks make its bound loose: each of
+  // its five allocations sums, and only the fifth finds a new peak.
+  std::thread other([&] {
+    std::vector<void*> blocks;
+    for (int i = 0; i < 5; ++i) blocks.push_back(*pool.allocate(4096));
+    for (void* p : blocks) ASSERT_TRUE(pool.deallocate(p).ok());
+    filled.count_down();
+    checked.wait();  // its cache stays while this thread lives
+  });
+  filled.wait();
+  const PoolStats before = pool.stats();
+  EXPECT_EQ(before.peak_sums, 4u + 5u);
+  EXPECT_EQ(before.peak_allocated_bytes, 5 * 4096u);
+  void* again =
+      *pool.allocate(4096);  // a hit: the bound counts the other thread's five cached blocks as held
+  const PoolStats after = pool.stats();
+  EXPECT_EQ(after.peak_sums, before.peak_sums + 1);  // summed, and found no new peak
+  EXPECT_EQ(after.peak_allocated_bytes, 5 * 4096u);
+  EXPECT_EQ(after.allocated_bytes, 4096u);
+  checked.count_down();
+  other.join();
+  ASSERT_TRUE(pool.deallocate(again).ok());
+  EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
+}
+
 }  // namespace
 }  // namespace memcoord

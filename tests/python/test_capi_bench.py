@@ -1,7 +1,8 @@
 """bench/worker/capi_bench on host memory: its JSON names where each run's threads ran ("run_cpus") and counts the
 runs in which two of them shared a physical core ("runs_sharing_a_core"), so that an unpinned run slowed by SMT
 siblings is told from the C ABI's own cost; pinned runs go round the listed CPUs; each thread count after the first is
-set against it CPU by CPU ("cpu_ratio"); and bad --cpus are refused with a reason."""
+set against it CPU by CPU ("cpu_ratio"); memcoord's results count the pool's exact peak sums ("peak_sums"); and bad
+--cpus are refused with a reason."""
 
 import json
 import os
@@ -87,6 +88,22 @@ class CapiBenchTest(unittest.TestCase):
                 for cpu, ratio in two["cpu_ratio"].items():
                     self.assertAlmostEqual(ratio, two["cpu_median_ns"][cpu] / one["cpu_median_ns"][cpu], places=4)
                 self.assertEqual(two["median_cpu_ratio"], max(two["cpu_ratio"].values()))
+
+    def test_memcoords_results_count_the_exact_peak_sums(self):
+        # One thread sums at each new peak: its first run's four sizes, growing (512 B to 1 MiB), make four; later
+        # runs hold no more, so none. The control has no pool to ask.
+        done = bench("--threads", "1,2", "--runs", "3", "--control")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        results = json.loads(done.stdout)["results"]
+        one, two, control_one, control_two = results
+        self.assertEqual(one["peak_sums"], 4)
+        for r in (one, two):
+            with self.subTest(threads=r["threads"]):
+                self.assertGreaterEqual(r["peak_sums"], 0)
+                self.assertAlmostEqual(r["peak_sums_per_million_pairs"], r["peak_sums"] * 1e6 / (2000 * 3 * r["threads"]),
+                                       places=3)
+        for r in (control_one, control_two):
+            self.assertNotIn("peak_sums", r)
 
     def test_a_cpu_the_machine_lacks_is_refused(self):
         done = bench("--threads", "1", "--cpus", "100000")

@@ -376,6 +376,7 @@ TEST_F(CAbi, SnapshotListsEverySegmentWithBlocksThatTileItAndOurLiveBlocks) {
   EXPECT_EQ(pool["stats"]["pack_drains"], 0u);  // the packing figures the bench reads (bench_allocators.py)
   EXPECT_EQ(pool["stats"]["pack_waits"], 0u);
   EXPECT_EQ(pool["stats"]["idle_cache_flushes"], 0u);  // one thread: never idle while it calls
+  EXPECT_EQ(pool["stats"]["peak_sums"], 3u);  // one thread: one sum at each new peak, its three allocations
   ASSERT_FALSE(pool["segments"].empty());
   std::uint64_t mapped = 0, allocated = 0, requested = 0, inactive = 0, unmapped = 0;
   std::map<std::uint64_t, nlohmann::json> live;  // address -> block

@@ -46,6 +46,7 @@ nlohmann::json StatsJson(const PoolStats& s) {
           {"trims", s.trims},
           {"trimmed_bytes", s.trimmed_bytes},
           {"idle_cache_flushes", s.idle_cache_flushes},
+          {"peak_sums", s.peak_sums},
           {"ooms", s.ooms},
           {"largest_free_bytes", s.largest_free_bytes},
           {"limit_bytes", s.limit_bytes},
