@@ -30,7 +30,10 @@ class Runs20261206gTest(unittest.TestCase):
     def test_the_folder_holds_what_its_readme_lists(self):
         self.assertEqual(RUNS.names(), sorted(KERNELS + [FIRSTSTEP, "README.md",
             "6b31db3-capi_bench.json", "6b31db3-capi_bench_pinned.json", "6b31db3-capi_threads-cuda-vmm.json",
-            "6b31db3-capi_threads-host.json", "6b31db3-checks-graph.log", "6b31db3-firstprof-kernels-diff.json"]))
+            "6b31db3-capi_threads-host.json", "6b31db3-checks-graph.log", "6b31db3-firstprof-kernels-diff.json",
+            "42aff5f-capi_bench_pinned.json", "42aff5f-capi_threads-cuda-vmm.json", "42aff5f-capi_threads-host.json",
+            "42aff5f-capi_threads-default-2.json", "42aff5f-capi_threads-idle_misses_0.json",
+            "42aff5f-capi_threads-fence_off.json", "42aff5f-checks.log", "42aff5f-abort.log", "42aff5f-trim.log"]))
 
     def test_both_allocators_launched_the_same_kernels(self):
         records = [kernels_diff.load(RUNS.file(n)) for n in KERNELS]
@@ -115,6 +118,45 @@ class Runs20261206gTest(unittest.TestCase):
                 control = [r[("control", t)]["median_cpu_ratio"] for t in (2, 4, 8)]
                 self.assertTrue(all(abs(x - 1) < 0.003 for x in control), control)
                 self.assertEqual(len(r[("memcoord", 1)]["runs"]), 40)
+
+    def test_peak_sums_by_thread_count(self):
+        quoted = {  # run: {threads: (median ns for one thread, else median CPU ratio; peak sums a million pairs)}
+            "42aff5f-capi_bench_pinned.json": {1: (46.8, 0.5), 4: (0.989, 1215.3)},
+            "42aff5f-capi_threads-cuda-vmm.json": {1: (44.7, 0.5), 2: (1.005, 26.5), 4: (1.028, 55.8),
+                                                   8: (1.048, 1254.8)},
+            "42aff5f-capi_threads-host.json": {1: (45.0, 0.5), 2: (0.993, 28.4), 4: (1.012, 59.3), 8: (1.040, 1374.2)},
+            "42aff5f-capi_threads-default-2.json": {1: (45.4, 0.6), 4: (1.000, 77.2), 8: (1.020, 1476.3)},
+            "42aff5f-capi_threads-idle_misses_0.json": {1: (45.5, 0.6), 4: (1.001, 90.1), 8: (1.029, 1546.6)},
+            "42aff5f-capi_threads-fence_off.json": {1: (45.5, 0.6), 4: (0.993, 65.3), 8: (1.020, 1660.2)},
+        }
+        four, eight = [], []
+        for name, rows in quoted.items():
+            r = capi(name)
+            with self.subTest(run=name):
+                for threads, (figure, sums) in rows.items():
+                    result = r[("memcoord", threads)]
+                    read = result["median_ns_per_pair"] if threads == 1 else result["median_cpu_ratio"]
+                    self.assertEqual(round(read, 1 if threads == 1 else 3), figure)
+                    self.assertEqual(round(result["peak_sums_per_million_pairs"], 1), sums)
+                self.assertEqual(r[("memcoord", 1)]["peak_sums"], 4)  # one thread: its four growing sizes
+                self.assertNotIn("peak_sums", r.get(("control", 1), {}))
+        for name in [n for n in RUNS.names() if "capi_threads" in n or "capi_bench_pinned" in n]:
+            r = capi(name)
+            four += [r[("memcoord", 4)]["median_cpu_ratio"]] if ("memcoord", 4) in r else []
+            eight += [r[("memcoord", 8)]["median_cpu_ratio"]] if ("memcoord", 8) in r else []
+        self.assertEqual((len(four), round(min(four), 3), round(max(four), 3)), (9, 0.989, 1.028))
+        self.assertEqual((len(eight), round(min(eight), 3), round(max(eight), 3)), (7, 1.020, 1.048))
+
+    def test_checks_abort_and_trim_at_42aff5f(self):
+        checks = RUNS.text("42aff5f-checks.log")
+        self.assertIn("failed: none", checks)
+        self.assertRegex(checks, r"(?m)^multi_device +skip ")
+        self.assertRegex(checks, r"(?m)^stats +pass ")
+        abort = RUNS.text("42aff5f-abort.log")
+        self.assertRegex(abort, r"memcoord +0\.119 s +75 .*rank 1 .*is dead")
+        self.assertRegex(abort, r"plain +0\.423 s +1 .*Connection closed by peer")
+        trim = RUNS.text("42aff5f-trim.log")
+        self.assertIn("every rank trimmed at step [13]; released 28.14 GB; device free rose 28.14 GB", trim)
 
 
 if __name__ == "__main__":
