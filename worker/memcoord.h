@@ -174,6 +174,12 @@ typedef struct memcoord_device_stats {
    * allocated_bytes. Like the counts above, a capture pool's leave the sums when the pool is destroyed. */
   uint64_t allocated_bytes_total;
   uint64_t freed_bytes_total;
+  /* Version 6. Exact sums of every thread cache's counters that allocations made to settle the peaks: one
+   * whenever an allocation's cheap bound on a peak passes it. Each reads every thread cache's counters, which
+   * their threads write at every call, so with several threads allocating a sum costs a cache miss per
+   * thread: where the alloc/free cost can grow with the number of threads. One thread sums only at a new
+   * peak. */
+  uint64_t peak_sums;
 } memcoord_device_stats;
 /* Bytes; sizeof(memcoord_device_stats) grows with later versions. A caller built against version 1 (192
  * bytes) gets version 1's fields; the library fills what struct_size covers. */
@@ -182,6 +188,7 @@ typedef struct memcoord_device_stats {
 #define MEMCOORD_DEVICE_STATS_V3_SIZE 232
 #define MEMCOORD_DEVICE_STATS_V4_SIZE 240
 #define MEMCOORD_DEVICE_STATS_V5_SIZE 256
+#define MEMCOORD_DEVICE_STATS_V6_SIZE 264
 
 /* Sums every pool on `device` (-1: primary): the default pool, named pools and capture pools. Most figures
  * are counters read without a lock, but it takes locks: the worker's pool list's (to copy the list), the

@@ -86,7 +86,7 @@ class AbortedError(MemcoordError):
 
 
 class DeviceStats(ctypes.Structure):
-    """memcoord_device_stats, version 5 (see worker/memcoord.h for each field). A library of an earlier
+    """memcoord_device_stats, version 6 (see worker/memcoord.h for each field). A library of an earlier
     version fills only the fields it knows (it copies what its own struct holds): the later ones read 0."""
 
     _fields_ = [
@@ -123,6 +123,7 @@ class DeviceStats(ctypes.Structure):
         ("peak_live_blocks", ctypes.c_uint64),  # version 4
         ("allocated_bytes_total", ctypes.c_uint64),  # version 5
         ("freed_bytes_total", ctypes.c_uint64),
+        ("peak_sums", ctypes.c_uint64),  # version 6
     ]
 
     def as_dict(self):

@@ -43,6 +43,7 @@ _ACCUMULATED = (
     "misses",
     "miss_ns",
     "pack_wait_ns",
+    "peak_sums",
 )
 
 _baselines = {}
@@ -121,6 +122,7 @@ def torch_stats(device, raw):
                 "misses": acc["misses"],
                 "miss_ns": acc["miss_ns"],
                 "pack_wait_ns": acc["pack_wait_ns"],
+                "peak_sums": acc["peak_sums"],
                 "device_total_bytes": int(raw.get("device_total_bytes", 0)),
             },
         }

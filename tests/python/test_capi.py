@@ -309,7 +309,8 @@ class AllocationTest(unittest.TestCase):
 
     def test_a_struct_of_an_earlier_version_gets_its_fields_only(self):
         # Version 4 added peak_live_blocks at the end; a caller of version 3 gets no byte past its struct.
-        self.assertEqual(ctypes.sizeof(_capi.DeviceStats), 256)  # MEMCOORD_DEVICE_STATS_V5_SIZE
+        self.assertEqual(ctypes.sizeof(_capi.DeviceStats), 264)  # MEMCOORD_DEVICE_STATS_V6_SIZE
+        self.assertEqual(_capi.DeviceStats.peak_sums.offset, 256)  # MEMCOORD_DEVICE_STATS_V5_SIZE
         self.assertEqual(_capi.DeviceStats.peak_live_blocks.offset, 232)  # MEMCOORD_DEVICE_STATS_V3_SIZE
         self.assertEqual(_capi.DeviceStats.allocated_bytes_total.offset, 240)  # MEMCOORD_DEVICE_STATS_V4_SIZE
         blocks = [memcoord.alloc(MIB) for _ in range(2)]
@@ -340,6 +341,26 @@ class AllocationTest(unittest.TestCase):
         del raw["allocated_bytes_total"], raw["freed_bytes_total"]
         flat = memcoord._stats.flatten(memcoord._stats.torch_stats(0, raw))
         self.assertEqual((flat["allocated_bytes.all.allocated"], flat["allocated_bytes.all.freed"]), (0, 0))
+
+    def test_peak_sums_count_and_a_version_5_struct_gets_none(self):
+        # Version 6 added peak_sums: the pool's exact sums of its thread caches for the peaks. One thread sums at
+        # each new peak only; the memcoord part of memory_stats carries it.
+        memcoord.reset_peak_stats()
+        before = memcoord.stats()["peak_sums"]
+        blocks = [memcoord.alloc(MIB) for _ in range(3)]  # above the reset peak from the first: a sum each
+        try:
+            self.assertEqual(memcoord.stats()["peak_sums"], before + 3)
+            out = _capi.DeviceStats()
+            out.struct_size = 256
+            out.peak_sums = 0xDEAD
+            _capi.library().call("memcoord_device_stats_get", -1, ctypes.byref(out))
+            self.assertEqual(out.peak_sums, 0xDEAD)
+            self.assertGreaterEqual(out.live_blocks, 3)
+        finally:
+            for ptr in blocks:
+                memcoord.free(ptr)
+        nested = memcoord._stats.torch_stats(0, memcoord.stats())
+        self.assertGreaterEqual(nested["memcoord"]["peak_sums"], 3)
 
     def test_empty_cache_returns_cached_memory(self):
         require(self, "memcoord_empty_cache")

@@ -214,6 +214,7 @@ TEST_F(CAbi, StatsEmptyCacheAndSnapshotReportThePoolsCounters) {
   EXPECT_EQ(s.frees, 1u);
   EXPECT_GE(s.backend_allocations, 1u);
   EXPECT_GT(s.device_total_bytes, 0u);
+  EXPECT_EQ(s.peak_sums, 2u);  // one thread sums at each new peak: both allocations
   uint64_t released = 0;
   ASSERT_EQ(memcoord_empty_cache(0, &released), 0) << memcoord_last_error();
   EXPECT_GE(released, 8u << 20);
@@ -230,6 +231,7 @@ TEST_F(CAbi, StatsEmptyCacheAndSnapshotReportThePoolsCounters) {
   EXPECT_EQ(doc["pools"][0]["name"], "default");
   EXPECT_EQ(doc["pools"][0]["stats"]["allocated_bytes"].get<std::uint64_t>(), after.allocated_bytes);
   EXPECT_EQ(doc["pools"][0]["stats"]["reserved_bytes"].get<std::uint64_t>(), after.reserved_bytes);
+  EXPECT_EQ(doc["pools"][0]["stats"]["peak_sums"].get<std::uint64_t>(), after.peak_sums);
   memcoord_torch_free(b, 1 << 20, 0, nullptr);
 }
 

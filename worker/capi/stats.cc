@@ -18,7 +18,9 @@ static_assert(offsetof(memcoord_device_stats, peak_live_blocks) == MEMCOORD_DEVI
               "v3 layout changed");
 static_assert(offsetof(memcoord_device_stats, allocated_bytes_total) == MEMCOORD_DEVICE_STATS_V4_SIZE,
               "v4 layout changed");
-static_assert(sizeof(memcoord_device_stats) == MEMCOORD_DEVICE_STATS_V5_SIZE, "v5 layout changed");
+static_assert(offsetof(memcoord_device_stats, peak_sums) == MEMCOORD_DEVICE_STATS_V5_SIZE,
+              "v5 layout changed");
+static_assert(sizeof(memcoord_device_stats) == MEMCOORD_DEVICE_STATS_V6_SIZE, "v6 layout changed");
 static_assert(sizeof(memcoord_abort_info) == MEMCOORD_ABORT_INFO_V1_SIZE, "v1 layout changed");
 static_assert(std::is_standard_layout_v<memcoord_device_stats>);
 
@@ -65,6 +67,7 @@ void Add(memcoord_device_stats& s, const PoolStats& p) {
   s.frees += p.allocations - p.live_blocks;
   s.allocated_bytes_total += p.allocated_bytes_total;
   s.freed_bytes_total += p.freed_bytes_total;
+  s.peak_sums += p.peak_sums;
   s.cache_hits += p.cache_hits;
   s.ooms += p.ooms;
   s.backend_allocations += p.backend_allocations;
