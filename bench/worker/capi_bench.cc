@@ -31,8 +31,8 @@
 // first count's on that CPU; "cpu_ratio_base_threads" names the first count) and "median_cpu_ratio", their
 // median: "no worse per thread at N" read on the same CPUs, beside the control's own ratio. Pinned, each CPU
 // has runs/size one-thread runs, so give --runs several times the number of CPUs listed.
-// A library with memcoord_snapshot_json also gives each thread count's "peak_sums" (its runs' exact sums of
-// every thread cache, made to settle the pool's peaks: PoolStats::peak_sums) and
+// A library whose memcoord_device_stats has peak_sums (version 6) also gives each thread count's "peak_sums"
+// (its runs' exact sums of every thread cache, made to settle the pool's peaks) and
 // "peak_sums_per_million_pairs": each sum reads every thread's cache counters, a cache miss per thread, so
 // they are where a thread count's per-pair cost can grow that the control's cannot.
 #include <dlfcn.h>
@@ -47,22 +47,23 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "worker/memcoord.h"  // the C ABI's types only: the library itself is loaded with dlopen
+
 namespace {
 
 using MallocFn = void* (*)(std::ptrdiff_t, int, void*);
 using FreeFn = void (*)(void*, std::ptrdiff_t, int, void*);
 using IntFn = int (*)();
-using SnapshotFn = char* (*)(int);
-using FreeStringFn = void (*)(char*);
+using StatsFn = int (*)(int, memcoord_device_stats*);
 using ErrorFn = const char* (*)();
 
 struct Library {
@@ -72,8 +73,7 @@ struct Library {
   IntFn init = nullptr;
   IntFn shutdown = nullptr;
   ErrorFn last_error = nullptr;
-  SnapshotFn snapshot_json = nullptr;  // optional (older libraries, the control): no peak_sums then
-  FreeStringFn free_string = nullptr;
+  StatsFn device_stats = nullptr;  // optional (the control): no peak_sums then
 };
 
 bool Load(const std::string& path, Library& lib) {
@@ -88,9 +88,7 @@ bool Load(const std::string& path, Library& lib) {
   lib.init = reinterpret_cast<IntFn>(::dlsym(handle, "memcoord_init"));
   lib.shutdown = reinterpret_cast<IntFn>(::dlsym(handle, "memcoord_shutdown"));
   lib.last_error = reinterpret_cast<ErrorFn>(::dlsym(handle, "memcoord_last_error"));
-  lib.snapshot_json = reinterpret_cast<SnapshotFn>(::dlsym(handle, "memcoord_snapshot_json"));
-  lib.free_string = reinterpret_cast<FreeStringFn>(::dlsym(handle, "memcoord_free_string"));
-  if (!lib.free_string) lib.snapshot_json = nullptr;
+  lib.device_stats = reinterpret_cast<StatsFn>(::dlsym(handle, "memcoord_device_stats_get"));
   if (!lib.malloc_fn || !lib.free_fn || !lib.init || !lib.shutdown || !lib.last_error) {
     std::fprintf(stderr, "capi_bench: %s lacks the memcoord_* entry points\n", path.c_str());
     return false;
@@ -218,19 +216,16 @@ std::vector<PerPair> Run(const Library& lib, int run_index, int threads, long pa
   return per_thread;
 }
 
-// The pools' peak_sums on device 0 (every "peak_sums" figure of memcoord_snapshot_json summed); -1 when the
-// library cannot tell (no snapshot function, a failed snapshot, or a library whose stats lack the field).
+// Device 0's peak_sums (every pool's); -1 when the library cannot tell: no stats function, a failed call, or
+// a library older than version 6, which copies only its own struct and leaves the marker in place.
 long long PeakSums(const Library& lib) {
-  if (lib.snapshot_json == nullptr) return -1;
-  char* json = lib.snapshot_json(0);
-  if (json == nullptr) return -1;
-  static constexpr char kKey[] = "\"peak_sums\":";
-  long long total = -1;
-  for (const char* at = std::strstr(json, kKey); at != nullptr; at = std::strstr(at + 1, kKey)) {
-    total = (total < 0 ? 0 : total) + std::strtoll(at + sizeof(kKey) - 1, nullptr, 10);
-  }
-  lib.free_string(json);
-  return total;
+  if (lib.device_stats == nullptr) return -1;
+  constexpr std::uint64_t kUnset = ~std::uint64_t{0};
+  memcoord_device_stats stats{};
+  stats.struct_size = sizeof(stats);
+  stats.peak_sums = kUnset;
+  if (lib.device_stats(0, &stats) != 0 || stats.peak_sums == kUnset) return -1;
+  return static_cast<long long>(stats.peak_sums);
 }
 
 template <typename T>

@@ -18,28 +18,18 @@ namespace {
 
 using memcoord::testing::CallCounts;
 using memcoord::testing::Classify;
-using memcoord::testing::SaysNotInitialized;
+using memcoord::testing::CountedDeviceAlloc;
+using memcoord::testing::CountedTorchPair;
+using memcoord::testing::NextHammerSize;
 
 // One thread's loop: the torch hooks or the device calls (neither re-initializes after a shutdown).
 void Hammer(bool torch, const std::atomic<bool>& stop, CallCounts& counts) {
   std::size_t size = 512;
   while (!stop.load(std::memory_order_relaxed)) {
-    size = size * 3 % (1 << 20) + 512;
+    size = NextHammerSize(size);
     if (torch) {
-      void* p = memcoord_torch_malloc(static_cast<std::ptrdiff_t>(size), 0, nullptr);
-      if (p == nullptr) {
-        Classify(counts, SaysNotInitialized() ? MEMCOORD_ERR_FAILED_PRECONDITION : MEMCOORD_ERR_INTERNAL,
-                 "memcoord_torch_malloc");
-        continue;
-      }
-      memcoord_torch_free(p, static_cast<std::ptrdiff_t>(size), 0, nullptr);  // void: errors are logged
-      ++counts.ok;
-    } else {
-      void* p = memcoord_device_alloc(0, size, 0);
-      if (p == nullptr) {
-        Classify(counts, MEMCOORD_ERR_FAILED_PRECONDITION, "memcoord_device_alloc");
-        continue;
-      }
+      CountedTorchPair(size, counts);
+    } else if (void* p = CountedDeviceAlloc(size, counts)) {
       Classify(counts, memcoord_device_free(0, p, 0), "memcoord_device_free");
     }
   }

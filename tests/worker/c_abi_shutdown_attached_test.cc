@@ -24,7 +24,9 @@ namespace {
 using memcoord::testing::CallCounts;
 using memcoord::testing::Classify;
 using memcoord::testing::CoordinatorProcess;
-using memcoord::testing::SaysNotInitialized;
+using memcoord::testing::CountedDeviceAlloc;
+using memcoord::testing::CountedTorchPair;
+using memcoord::testing::NextHammerSize;
 using memcoord::testing::ScopedEnv;
 using memcoord::testing::WaitFor;
 using std::chrono::milliseconds;
@@ -39,23 +41,13 @@ struct Counts : CallCounts {
 void Hammer(int kind, const std::atomic<bool>& stop, Counts& counts) {
   std::size_t size = 512;
   while (!stop.load(std::memory_order_relaxed)) {
-    size = size * 3 % (1 << 20) + 512;
+    size = NextHammerSize(size);
     if (kind == 0) {
-      void* p = memcoord_torch_malloc(static_cast<std::ptrdiff_t>(size), 0, nullptr);
-      if (p == nullptr) {
-        Classify(counts, SaysNotInitialized() ? MEMCOORD_ERR_FAILED_PRECONDITION : MEMCOORD_ERR_INTERNAL,
-                 "memcoord_torch_malloc");
-        continue;
-      }
-      memcoord_torch_free(p, static_cast<std::ptrdiff_t>(size), 0, nullptr);  // void: errors are logged
-      ++counts.ok;
+      CountedTorchPair(size, counts);
       continue;
     }
-    void* p = memcoord_device_alloc(0, size, 0);
-    if (p == nullptr) {
-      Classify(counts, MEMCOORD_ERR_FAILED_PRECONDITION, "memcoord_device_alloc");
-      continue;
-    }
+    void* p = CountedDeviceAlloc(size, counts);
+    if (p == nullptr) continue;
     if (kind == 2) {
       const int code = memcoord_step_end();
       if (code == 0) ++counts.steps;

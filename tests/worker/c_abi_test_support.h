@@ -1,11 +1,13 @@
-// What the C ABI's lifetime and abort tests share: an environment set for a scope, and the tally of calls
-// that hammer the entry points while memcoord shuts down and starts again (each either succeeds or fails with
-// a clear "not initialized"/"not found"; anything else is a test failure naming the call). Test-only.
+// What the C ABI's lifetime and abort tests share: an environment set for a scope, the calls that hammer the
+// entry points while memcoord shuts down and starts again (a torch-hook pair, a device allocation), and their
+// tally (each either succeeds or fails with a clear "not initialized"/"not found"; anything else is a test
+// failure naming the call). Test-only.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdlib>
 #include <initializer_list>
 #include <optional>
@@ -68,6 +70,29 @@ inline void Classify(CallCounts& counts, int code, const char* call) {
     ++counts.other;
     ADD_FAILURE() << call << ": code " << code << ": " << memcoord_last_error();
   }
+}
+
+// The next request size of a hammering loop: 512 B to 1 MiB, a different size each call.
+inline std::size_t NextHammerSize(std::size_t size) { return size * 3 % (1 << 20) + 512; }
+
+// One alloc+free pair through the torch hooks, counted: a failed allocation by its error (the free is void:
+// its errors are logged).
+inline void CountedTorchPair(std::size_t size, CallCounts& counts) {
+  void* p = memcoord_torch_malloc(static_cast<std::ptrdiff_t>(size), 0, nullptr);
+  if (p == nullptr) {
+    Classify(counts, SaysNotInitialized() ? MEMCOORD_ERR_FAILED_PRECONDITION : MEMCOORD_ERR_INTERNAL,
+             "memcoord_torch_malloc");
+    return;
+  }
+  memcoord_torch_free(p, static_cast<std::ptrdiff_t>(size), 0, nullptr);
+  ++counts.ok;
+}
+
+// memcoord_device_alloc on device 0; a failure is counted and returns nullptr.
+inline void* CountedDeviceAlloc(std::size_t size, CallCounts& counts) {
+  void* p = memcoord_device_alloc(0, size, 0);
+  if (p == nullptr) Classify(counts, MEMCOORD_ERR_FAILED_PRECONDITION, "memcoord_device_alloc");
+  return p;
 }
 
 }  // namespace memcoord::testing
