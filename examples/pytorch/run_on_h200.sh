@@ -35,6 +35,11 @@
 #            turns, 2 processes each (FIRSTPROF_WORKLOAD, llama_1b by default: 60 s on an H100; FIRSTPROF_ROUNDS=N
 #            processes each); each also writes firstprof-ALLOCATOR-N.kernels.json, its first step's GPU kernels by
 #            name and count, and kernels_diff.py sets the two allocators' kernels side by side
+#   replaycost replay_cost.py: bench/traces replayed through torch.empty, no kernels, expandable against
+#            memcoord (the allocator's own cost: a cold pass, where the pool grows as in a first step, and a warm
+#            one), 6 processes each, pinned, with the driver calls and the calls beside them (cudaMemGetInfo,
+#            events, the current device); REPLAYCOST_TRACES=a,b (resnet50_amp,gpt2_fp32,alternating),
+#            REPLAYCOST_REPEAT=N
 #   losses   bench_allocators.py --deterministic, 6 steps of all five workloads x 3 allocators: losses bit for bit
 #            (184 s on an H100); LOSSES_WORKLOADS=a,b names others
 #   traces   bench_allocators.py --trace-dir: memcoord's traces of alternating and gpt2_fp32, each call with its
@@ -208,6 +213,14 @@ part_firstprof() {  # where the first step's CPU time goes, operator by operator
     || rc=1
   return $rc
 }
+part_replaycost() {  # what each allocator's calls cost with no model around them
+  local pin=() timer=()
+  [ -n "${gpu_cpus:-}" ] && pin=(taskset -c "$gpu_cpus")
+  [ ${#timer_args[@]} -gt 0 ] && timer=(--timer "${timer_args[1]}")
+  "${pin[@]}" python3 examples/pytorch/replay_cost.py --traces "${REPLAYCOST_TRACES:-resnet50_amp,gpt2_fp32,alternating}" \
+    --allocators expandable,memcoord --repeat "${REPLAYCOST_REPEAT:-6}" "${timer[@]}" --json "$out/replaycost.json" \
+    2>&1 | tee "$out/replaycost.log"
+}
 part_losses() {
   python3 examples/pytorch/bench_allocators.py --deterministic --steps 6 \
     --workloads "${LOSSES_WORKLOADS:-gpt2_fp32,gpt2_bf16_varlen,resnet50_amp,llama_1b,alternating}" \
@@ -218,7 +231,7 @@ part_losses() {
 # Every part named must exist before any runs: a typo found after an hour of parts wastes device time.
 for part in "$@"; do
   if ! declare -F "part_$part" > /dev/null; then
-    echo "run_on_h200: unknown part '$part'; accepted: shim checks abort abort_nccl trim train bench1 bench2 benches gtests firststep firstprof losses traces variants"
+    echo "run_on_h200: unknown part '$part'; accepted: shim checks abort abort_nccl trim train bench1 bench2 benches gtests firststep firstprof replaycost losses traces variants"
     exit 2
   fi
 done

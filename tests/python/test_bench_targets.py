@@ -791,6 +791,15 @@ class RunOnH200Test(unittest.TestCase):
                 self.assertEqual(done.returncode, 0, done.stderr)
                 self.assertEqual(done.stdout.strip(), want)
 
+    def test_the_refusal_names_every_part_and_only_those(self):
+        # A part added without its name in the refusal's list is refused in the usage's words but not named.
+        with open(self.SCRIPT) as f:
+            text = f.read()
+        defined = re.findall(r"^part_([a-z_0-9]+)\(\) \{", text, re.M)
+        accepted = re.search(r"accepted: ([a-z_0-9 ]+)\"", text).group(1).split()
+        self.assertEqual(sorted(accepted), sorted(defined))
+        self.assertIn("replaycost", defined)
+
     def test_no_part_or_an_unknown_one_runs_nothing(self):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "out")
