@@ -29,7 +29,8 @@ Usage: bench_allocators.py [--workloads a,b] [--allocators native,expandable,mem
                            [--repeat N]        (N fresh processes per configuration: median times, highest memory;
                                                 each round rotates the allocators' order: take a multiple
                                                 of the number of allocators)
-                           [--cpus auto|LIST]  (every process pinned to these CPUs; auto: the GPU's local ones)
+                           [--cpus auto|fastest:N|LIST] (every process pinned to these CPUs; auto: the GPU's local
+                                                ones; fastest:N: the N fastest of those by a probe, cpu_pinning.py)
                            [--deterministic]   (deterministic kernels: the losses check becomes meaningful bit for bit)
                            [--driver-timer SO] (bench/gpu/driver_call_timer.so preloaded: each first step's driver calls,
                                                 and every step's memory calls)
@@ -716,10 +717,12 @@ def process_line(result):
     return line
 
 
-def write_json(path, rows, tolerance, warmup=None):
+def write_json(path, rows, tolerance, warmup=None, cpu_probe=None):
     document = {"runs": rows, "targets": targets(rows, tolerance)}
     if warmup is not None:
         document["warmup"] = warmup
+    if cpu_probe:  # --cpus fastest:N: each candidate CPU's probe time (ms)
+        document["cpu_probe_ms"] = {str(cpu): round(s * 1000, 2) for cpu, s in sorted(cpu_probe.items())}
     with open(path, "w") as f:
         json.dump(document, f, indent=1)
 
@@ -784,8 +787,10 @@ def main():
     parser.add_argument("--deterministic", action="store_true",
                         help="deterministic kernels in every run, so losses compare bit for bit (see above)")
     parser.add_argument("--cpus", default="none",
-                        help="CPUs every process runs on: 'auto' (those local to the GPU, from sysfs), a list such as "
-                             "0-7,16-23, or 'none' (default: wherever the scheduler puts them); see cpu_pinning.py")
+                        help="CPUs every process runs on: 'auto' (those local to the GPU, from sysfs), 'fastest:N' "
+                             "(the N of those on which a Python probe ran fastest, chosen once before the first "
+                             "process), a list such as 0-7,16-23, or 'none' (default: wherever the scheduler puts "
+                             "them); see cpu_pinning.py")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -803,12 +808,16 @@ def main():
 
     if args.repeat < 1 or args.repeat > 20:
         parser.error(f"--repeat must be between 1 and 20, got {args.repeat}")
+    probed = {}
     try:
-        cpus = cpu_pinning.resolve_cpus(args.cpus)
+        cpus = cpu_pinning.resolve_cpus(args.cpus, probed)
     except (ValueError, LookupError) as e:
         parser.error(f"--cpus {args.cpus}: {e}")
     if cpus:
         print(f"bench_allocators: every process runs on CPUs {cpu_pinning.format_cpus(cpus)}", flush=True)
+    if probed:  # --cpus fastest:N: what each candidate took, fastest first
+        print("bench_allocators: the CPUs' probe times (ms): " +
+              ", ".join(f"{cpu} {probed[cpu] * 1000:.1f}" for cpu in sorted(probed, key=probed.get)), flush=True)
     names = [w for w in args.workloads.split(",") if w]
     allocators = [a for a in split_allocators(args.allocators) if a]
     for name in names:
@@ -834,7 +843,7 @@ def main():
             rows.append(combine(runs_of[allocator]))
             print_row(rows[-1], rows)
         if args.json:
-            write_json(args.json, rows, args.loss_tolerance, warmup)  # after every workload, for the same reason
+            write_json(args.json, rows, args.loss_tolerance, warmup, probed)  # after every workload, for the same reason
     checks = targets(rows, args.loss_tolerance)  # the last workload's write_json above already holds them
     print_tables(rows, checks)
     failed = any("error" in r or failures(r) for r in rows) or any(

@@ -10,16 +10,26 @@ it was the cause shows in the next run's spread.
 
     parse_cpus("0-3,8")       -> {0, 1, 2, 3, 8}; ValueError naming what is wrong and the accepted form
     gpu_local_cpus()          -> the CPUs local to the first visible GPU (sysfs), or raises LookupError saying why
-    resolve_cpus(text)        -> "none": None (no pinning); "auto": gpu_local_cpus(); else parse_cpus(text),
-                                 each checked against the CPUs this process may use
+    resolve_cpus(text[, speeds]) -> "none": None (no pinning); "auto": gpu_local_cpus(); "fastest:N": fastest_cpus;
+                                 else parse_cpus(text), each checked against the CPUs this process may use
+    fastest_cpus(n, cpus)     -> the n of `cpus` on which a short Python probe ran fastest, and each CPU's time
     pin_to(cpus)              -> a subprocess preexec_fn that sets the child's affinity (None: no pinning)
 No PyTorch needed: the bench's parent process never imports it before its children run.
+
+"fastest:N": on the device machines (virtual machines) the CPUs are not alike. On 2026-12-06h's H100 start one
+thread of capi_bench took 82-91 ns a pair in five runs on CPU 0 and 51-53 in two on CPU 15; a fresh process's
+first step (serial CPU work) ran 637-1035 ms on the GPU's 16 local CPUs. Pinning every process of a comparison to the same few CPUs, the fastest by a probe taken
+once before the first process, gives every allocator the same CPUs.
 """
 
 import os
+import statistics
 import subprocess
+import time
 
-ACCEPTED = "a list of CPU numbers and ranges such as 0-7,16-23, 'auto' (the GPU's local CPUs) or 'none'"
+ACCEPTED = ("a list of CPU numbers and ranges such as 0-7,16-23, 'auto' (the GPU's local CPUs), 'fastest:N' (the N "
+            "fastest of them by a probe) or 'none'")
+PROBE_ROUNDS = 3
 
 
 def parse_cpus(text):
@@ -83,18 +93,69 @@ def gpu_local_cpus(bus_id=None, sysfs="/sys/bus/pci/devices"):
     return cpus
 
 
-def resolve_cpus(text):
-    """None for 'none'; else the CPUs `text` names ('auto': the GPU's local ones), all usable here."""
+def resolve_cpus(text, speeds=None):
+    """None for 'none'; else the CPUs `text` names ('auto': the GPU's local ones; 'fastest:N': fastest_cpus, whose
+    probe times then go into the dict `speeds` when one is given), all usable here."""
     if text is None or text == "none":
         return None
     if text == "auto":
         return gpu_local_cpus()
+    if text.startswith("fastest:"):
+        chosen, probed = fastest_cpus(_count(text), _probe_candidates())
+        if speeds is not None:
+            speeds.update(probed)
+        return chosen
     cpus = parse_cpus(text)
     allowed = os.sched_getaffinity(0)
     if not cpus <= allowed:
         raise ValueError(f"CPUs {format_cpus(cpus - allowed)} of {text!r} are not among those this process may "
                          f"use ({format_cpus(allowed)})")
     return cpus
+
+
+def _count(text):
+    """N of "fastest:N", a whole number from 1."""
+    n = text[len("fastest:"):]
+    if not n.isdigit() or int(n) < 1:
+        raise ValueError(f"{text!r}: N must be a whole number of CPUs from 1; expected {ACCEPTED}")
+    return int(n)
+
+
+def _probe_candidates():
+    """The GPU's local CPUs where sysfs and nvidia-smi name them, else every CPU this process may use."""
+    try:
+        return gpu_local_cpus()
+    except LookupError:
+        return set(os.sched_getaffinity(0))
+
+
+def python_probe():
+    """Seconds a fixed piece of Python work takes on the CPU this thread runs on (8-13 ms on this project's 2-core
+    test machine): the interpreter's speed there, much of what a first step's Python thread spends its time on."""
+    started = time.perf_counter()
+    total = 0
+    for i in range(200_000):
+        total += i * i
+    return time.perf_counter() - started
+
+
+def fastest_cpus(n, cpus, probe=python_probe):
+    """(the n CPUs of `cpus` on which `probe` ran fastest, {cpu: its median seconds over PROBE_ROUNDS}). This
+    thread runs on each CPU in turn and is put back where it was allowed before, even when the probe raises."""
+    cpus = sorted(cpus)
+    if n > len(cpus):
+        raise ValueError(f"fastest:{n} asks for more CPUs than the {len(cpus)} there are to choose from "
+                         f"({format_cpus(cpus)})")
+    allowed = os.sched_getaffinity(0)
+    speeds = {}
+    try:
+        for cpu in cpus:
+            os.sched_setaffinity(0, {cpu})
+            speeds[cpu] = statistics.median(probe() for _ in range(PROBE_ROUNDS))
+    finally:
+        os.sched_setaffinity(0, allowed)
+    ranked = sorted(cpus, key=lambda cpu: (speeds[cpu], cpu))
+    return set(ranked[:n]), speeds
 
 
 def pin_to(cpus):

@@ -674,7 +674,12 @@ class FirstStepFiguresTest(unittest.TestCase):
             path = os.path.join(tmp, "bench.json")
             bench.write_json(path, [run("memcoord", [2.0])], 0.0, warmup)
             with open(path) as f:
-                self.assertEqual(json.load(f)["warmup"]["first_step_ms"], 1300.0)
+                written = json.load(f)
+            self.assertEqual(written["warmup"]["first_step_ms"], 1300.0)
+            self.assertNotIn("cpu_probe_ms", written)  # only with --cpus fastest:N
+            bench.write_json(path, [run("memcoord", [2.0])], 0.0, warmup, {15: 0.005123, 0: 0.0089})
+            with open(path) as f:
+                self.assertEqual(json.load(f)["cpu_probe_ms"], {"0": 8.9, "15": 5.12})
 
 
 def run_example(script, *args, env=None, **kwargs):

@@ -1,6 +1,6 @@
 """bench_allocators.py --cpus (examples/pytorch/cpu_pinning.py): CPU lists read as sysfs and taskset write
-them, bad lists refused with what is accepted, the GPU's local CPUs found through its PCI bus id, and a child
-process really pinned."""
+them, bad lists refused with what is accepted, the GPU's local CPUs found through its PCI bus id, the fastest CPUs
+by a probe, and a child process really pinned."""
 
 import os
 import subprocess
@@ -69,6 +69,69 @@ class GpuLocalTest(unittest.TestCase):
             with self.assertRaises(LookupError) as caught:
                 cpu_pinning.gpu_local_cpus("0000:aa:00.0", sysfs)
             self.assertIn("cannot read", str(caught.exception))
+
+
+class FastestTest(unittest.TestCase):
+    """fastest:N: the probe runs on each candidate CPU in turn, the fastest N are chosen, and the calling thread
+    is allowed back where it was, also when the probe fails."""
+
+    def setUp(self):
+        self.allowed = os.sched_getaffinity(0)
+        self.addCleanup(os.sched_setaffinity, 0, self.allowed)
+
+    def test_the_probe_runs_on_each_cpu_and_the_fastest_are_chosen(self):
+        cpus = sorted(self.allowed)
+        # A made-up probe whose time depends on the CPU it runs on: the highest-numbered CPUs are the fastest.
+        seen = []
+
+        def probe():
+            (cpu,) = os.sched_getaffinity(0)  # pinned to exactly one CPU while probing
+            seen.append(cpu)
+            return 1.0 / (cpu + 1)
+
+        chosen, speeds = cpu_pinning.fastest_cpus(1, cpus, probe)
+        self.assertEqual(chosen, {cpus[-1]})
+        self.assertEqual(speeds, {cpu: 1.0 / (cpu + 1) for cpu in cpus})
+        self.assertEqual(seen, [cpu for cpu in cpus for _ in range(cpu_pinning.PROBE_ROUNDS)])
+        self.assertEqual(os.sched_getaffinity(0), self.allowed)
+        chosen, _ = cpu_pinning.fastest_cpus(len(cpus), cpus, probe)
+        self.assertEqual(chosen, set(cpus))
+
+    def test_ties_go_to_the_lower_cpu_and_the_median_round_counts(self):
+        cpus = sorted(self.allowed)
+        if len(cpus) < 2:
+            self.skipTest("needs two CPUs")
+        rounds = {cpus[0]: iter([5.0, 1.0, 1.0]), cpus[1]: iter([1.0, 9.0, 1.0])}  # one slow round each
+        chosen, speeds = cpu_pinning.fastest_cpus(1, cpus[:2], lambda: next(rounds[min(os.sched_getaffinity(0))]))
+        self.assertEqual(speeds, {cpus[0]: 1.0, cpus[1]: 1.0})
+        self.assertEqual(chosen, {cpus[0]})
+
+    def test_a_failing_probe_leaves_the_affinity_as_it_was(self):
+        def probe():
+            raise RuntimeError("probe failed")
+
+        with self.assertRaises(RuntimeError):
+            cpu_pinning.fastest_cpus(1, sorted(self.allowed), probe)
+        self.assertEqual(os.sched_getaffinity(0), self.allowed)
+
+    def test_bad_counts_name_what_is_accepted(self):
+        for text, says in [("fastest:0", "from 1"), ("fastest:x", "from 1"), ("fastest:", "from 1"),
+                           ("fastest:-2", "from 1"), ("fastest:100000", "more CPUs than the")]:
+            with self.subTest(text=text):
+                with self.assertRaises(ValueError) as caught:
+                    cpu_pinning.resolve_cpus(text)
+                self.assertIn(says, str(caught.exception))
+
+    def test_resolve_with_the_real_probe(self):
+        speeds = {}
+        chosen = cpu_pinning.resolve_cpus("fastest:1", speeds)
+        self.assertEqual(len(chosen), 1)
+        self.assertLessEqual(chosen, self.allowed)
+        self.assertEqual(set(speeds), cpu_pinning._probe_candidates())
+        (cpu,) = chosen
+        self.assertEqual(speeds[cpu], min(speeds.values()))
+        self.assertTrue(all(0 < t < 5 for t in speeds.values()), speeds)
+        self.assertEqual(os.sched_getaffinity(0), self.allowed)
 
 
 class PinTest(unittest.TestCase):
