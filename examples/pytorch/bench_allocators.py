@@ -813,11 +813,8 @@ def main():
         cpus = cpu_pinning.resolve_cpus(args.cpus, probed)
     except (ValueError, LookupError) as e:
         parser.error(f"--cpus {args.cpus}: {e}")
-    if cpus:
-        print(f"bench_allocators: every process runs on CPUs {cpu_pinning.format_cpus(cpus)}", flush=True)
-    if probed:  # --cpus fastest:N: what each candidate took, fastest first
-        print("bench_allocators: the CPUs' probe times (ms): " +
-              ", ".join(f"{cpu} {probed[cpu] * 1000:.1f}" for cpu in sorted(probed, key=probed.get)), flush=True)
+    for line in cpu_pinning.choice_lines("bench_allocators", cpus, probed):
+        print(line, flush=True)
     names = [w for w in args.workloads.split(",") if w]
     allocators = [a for a in split_allocators(args.allocators) if a]
     for name in names:

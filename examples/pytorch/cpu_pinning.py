@@ -13,6 +13,7 @@ it was the cause shows in the next run's spread.
     resolve_cpus(text[, speeds]) -> "none": None (no pinning); "auto": gpu_local_cpus(); "fastest:N": fastest_cpus;
                                  else parse_cpus(text), each checked against the CPUs this process may use
     fastest_cpus(n, cpus)     -> the n of `cpus` on which a short Python probe ran fastest, and each CPU's time
+    choice_lines(program, cpus, speeds) -> the lines a bench prints of what it chose
     pin_to(cpus)              -> a subprocess preexec_fn that sets the child's affinity (None: no pinning)
 No PyTorch needed: the bench's parent process never imports it before its children run.
 
@@ -156,6 +157,16 @@ def fastest_cpus(n, cpus, probe=python_probe):
         os.sched_setaffinity(0, allowed)
     ranked = sorted(cpus, key=lambda cpu: (speeds[cpu], cpu))
     return set(ranked[:n]), speeds
+
+
+def choice_lines(program, cpus, speeds):
+    """What a bench prints of its --cpus: the CPUs its processes run on, and with fastest:N each candidate's probe
+    time, fastest first."""
+    lines = [f"{program}: every process runs on CPUs {format_cpus(cpus)}"] if cpus else []
+    if speeds:
+        lines.append(f"{program}: the CPUs' probe times (ms): " +
+                     ", ".join(f"{cpu} {speeds[cpu] * 1000:.1f}" for cpu in sorted(speeds, key=speeds.get)))
+    return lines
 
 
 def pin_to(cpus):

@@ -16,7 +16,7 @@ go round the allocators, rotated each round (bench_allocators.process_order), ea
 out is named beside the medians of the others, and the script then exits 1.
 
 Usage: replay_cost.py [--traces gpt2_fp32,...] [--allocators native,expandable,memcoord] [--repeat 3]
-                      [--timer PATH/driver_call_timer.so] [--json F]
+                      [--timer PATH/driver_call_timer.so] [--json F] [--cpus auto|fastest:N|LIST]
 """
 
 import argparse
@@ -33,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 TRACES = HERE.parent.parent / "bench" / "traces"
 sys.path.insert(0, str(HERE))
 sys.path.append(str(HERE.parent.parent / "python"))
+import cpu_pinning  # noqa: E402
 import driver_timer  # noqa: E402
 from bench_allocators import clean_environment, figures_since, memcoord_step_figures, process_order  # noqa: E402
 
@@ -86,7 +87,7 @@ def child(trace, allocator):
     return 0
 
 
-def run_child(trace, allocator, timer, timeout=300):
+def run_child(trace, allocator, timer, timeout=300, cpus=None):
     env = clean_environment(dict(os.environ))
     if allocator == "expandable":
         env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
@@ -96,7 +97,7 @@ def run_child(trace, allocator, timer, timeout=300):
     env.setdefault("NCCL_NVLS_ENABLE", "0")
     try:
         proc = subprocess.run([sys.executable, __file__, "--child", trace, allocator], capture_output=True,
-                              text=True, timeout=timeout, env=env)
+                              text=True, timeout=timeout, env=env, preexec_fn=cpu_pinning.pin_to(cpus))
     except subprocess.TimeoutExpired:  # one stuck process used to end the script, and every figure with it
         return {"trace": trace, "allocator": allocator, "error": f"timed out after {timeout:.0f} s"}
     out = proc.stdout + proc.stderr
@@ -150,7 +151,17 @@ def main():
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--timer", help="bench/gpu/driver_call_timer.so, preloaded into every process")
     parser.add_argument("--json")
+    parser.add_argument("--cpus", default="none",
+                        help="CPUs every process runs on, as bench_allocators.py --cpus takes them: 'auto', "
+                             "'fastest:N', a list such as 0-7, or 'none' (default)")
     args = parser.parse_args()
+    probed = {}
+    try:
+        cpus = cpu_pinning.resolve_cpus(args.cpus, probed)
+    except (ValueError, LookupError) as e:
+        parser.error(f"--cpus {args.cpus}: {e}")
+    for line in cpu_pinning.choice_lines("replay_cost", cpus, probed):
+        print(line, flush=True)
     allocators = args.allocators.split(",")
     for a in allocators:
         if a not in ALLOCATORS:
@@ -162,7 +173,9 @@ def main():
         runs = {a: [] for a in allocators}
         for round_ in range(args.repeat):  # interleaved, so drift in the machine falls on every allocator alike
             for a in process_order(allocators, round_):  # and rotated: each allocator in each place in turn
-                runs[a].append(run_child(trace, a, args.timer))
+                result = run_child(trace, a, args.timer, cpus=cpus)
+                result["cpus"] = cpu_pinning.format_cpus(cpus) if cpus else "any"
+                runs[a].append(result)
         for a in allocators:
             print_row(trace, a, runs[a])
             every.extend(runs[a])

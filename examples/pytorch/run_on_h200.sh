@@ -50,8 +50,8 @@
 #            large_map_unit:40MiB and free_marker_interval_us:0, 2 processes each (device memory and first-step
 #            driver calls of each setting; 16 steps a process, as before the pair's 48; 28 processes of 16-17 s,
 #            ~490 s, an estimate: not yet run as one part)
-# BENCH_CPUS=fastest:N (or a CPU list) runs bench1, bench2, firststep and variants on those CPUs in place of the
-# GPU's local ones: fastest:N takes the N on which a Python probe ran fastest (cpu_pinning.py says why).
+# BENCH_CPUS=fastest:N (or a CPU list) runs bench1, bench2, firststep, variants and replaycost on those CPUs in
+# place of the GPU's local ones: fastest:N takes the N on which a Python probe ran fastest (cpu_pinning.py says why).
 # PACK_OUT=1 leaves $OUT holding one archive of the logs, run_on_h200.tgz (a second call packing the same $OUT
 # replaces it with one holding it). Exits non-zero when a part failed (each part's last lines say why).
 set -uo pipefail
@@ -216,12 +216,11 @@ part_firstprof() {  # where the first step's CPU time goes, operator by operator
   return $rc
 }
 part_replaycost() {  # what each allocator's calls cost with no model around them
-  local pin=() timer=()
-  [ -n "${gpu_cpus:-}" ] && pin=(taskset -c "$gpu_cpus")
+  local timer=()
   [ ${#timer_args[@]} -gt 0 ] && timer=(--timer "${timer_args[1]}")
-  "${pin[@]}" python3 examples/pytorch/replay_cost.py --traces "${REPLAYCOST_TRACES:-resnet50_amp,gpt2_fp32,alternating}" \
-    --allocators expandable,memcoord --repeat "${REPLAYCOST_REPEAT:-6}" "${timer[@]}" --json "$out/replaycost.json" \
-    2>&1 | tee "$out/replaycost.log"
+  python3 examples/pytorch/replay_cost.py --traces "${REPLAYCOST_TRACES:-resnet50_amp,gpt2_fp32,alternating}" \
+    --allocators expandable,memcoord --repeat "${REPLAYCOST_REPEAT:-6}" "${timer[@]}" "${pin_args[@]}" \
+    --json "$out/replaycost.json" 2>&1 | tee "$out/replaycost.log"
 }
 part_losses() {
   python3 examples/pytorch/bench_allocators.py --deterministic --steps 6 \
@@ -252,11 +251,11 @@ if pinning=$(python3 -c "import sys; sys.path.insert(0, 'examples/pytorch'); imp
 else
   echo "bench processes not pinned: ${pinning##*$'\n'}"
 fi
-# BENCH_CPUS=fastest:4 (or a list): bench_allocators.py's processes (bench1, bench2, firststep,
-# variants) on those CPUs instead; fastest:N picks the N that a probe found fastest (cpu_pinning.py).
+# BENCH_CPUS=fastest:4 (or a list): the processes of bench1, bench2, firststep, variants and
+# replaycost on those CPUs instead; fastest:N picks the N that a probe found fastest (cpu_pinning.py).
 if [ -n "${BENCH_CPUS:-}" ]; then
   pin_args=(--cpus "$BENCH_CPUS")
-  echo "bench_allocators.py processes on --cpus $BENCH_CPUS (BENCH_CPUS)"
+  echo "bench processes on --cpus $BENCH_CPUS (BENCH_CPUS)"
 fi
 # Every part but gtests needs the shim: built once per machine (the `shim` part rebuilds it).
 # A shim built earlier on a machine like this one may be placed in python/memcoord/ instead.

@@ -42,8 +42,8 @@ class ReadEventsTest(unittest.TestCase):
 
 class RunChildTest(unittest.TestCase):
     def fake(self, recorded, outcome):
-        def run(command, capture_output, text, timeout, env):
-            recorded.update(command=command, env=env, timeout=timeout)
+        def run(command, capture_output, text, timeout, env, preexec_fn=None):
+            recorded.update(command=command, env=env, timeout=timeout, preexec_fn=preexec_fn)
             if isinstance(outcome, BaseException):
                 raise outcome
             return outcome
@@ -63,6 +63,7 @@ class RunChildTest(unittest.TestCase):
                 replay_cost.run_child("t", allocator, None)
                 env = recorded["env"]
                 self.assertNotIn("PYTORCH_ALLOC_CONF", env)
+                self.assertIsNone(recorded["preexec_fn"])  # no --cpus: not pinned
                 self.assertNotIn("MEMCOORD_ALLOC_CONF", env)  # memcoord ran with the caller's conf before
                 self.assertEqual(env.get("PYTORCH_CUDA_ALLOC_CONF"),
                                  "expandable_segments:True" if allocator == "expandable" else None)
@@ -98,8 +99,9 @@ class ReportTest(unittest.TestCase):
     def test_processes_rotate_and_a_failure_exits_1(self):
         order = []
 
-        def fake_child(trace, allocator, timer):
+        def fake_child(trace, allocator, timer, cpus=None):
             order.append(allocator)
+            self.assertIsNone(cpus)  # --cpus none, the default
             if allocator == "memcoord" and len(order) > 3:
                 return {"trace": trace, "allocator": allocator, "error": "exit 1: boom"}
             return process(allocator, 10.0)
@@ -116,6 +118,59 @@ class ReportTest(unittest.TestCase):
                                  "memcoord", "native", "expandable"])
         self.assertEqual(code, 1)
         self.assertIn("replay_cost: 2 of 9 processes failed", out.getvalue())
+
+
+class CpusTest(unittest.TestCase):
+    """--cpus as bench_allocators.py takes it: a bad value is refused before any process runs; the CPUs chosen go to
+    every process and into its result."""
+
+    def run_main(self, *args):
+        started = []
+
+        def fake_child(trace, allocator, timer, cpus=None):
+            started.append(cpus)
+            return process(allocator, 10.0)
+
+        real, argv = replay_cost.run_child, sys.argv
+        replay_cost.run_child = fake_child
+        sys.argv = ["replay_cost.py", "--traces", "gpt2_fp32", "--repeat", "1", "--allocators", "memcoord", *args]
+        try:
+            with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
+                try:
+                    code = replay_cost.main()
+                except SystemExit as e:
+                    code = e.code
+        finally:
+            replay_cost.run_child, sys.argv = real, argv
+        return code, started, out.getvalue() + err.getvalue()
+
+    def test_bad_cpus_are_refused_before_any_process(self):
+        for value, says in (("fastest:0", "from 1"), ("7-2", "runs backwards"), ("100000", "not among those")):
+            with self.subTest(value=value):
+                code, started, text = self.run_main("--cpus", value)
+                self.assertEqual((code, started), (2, []))
+                self.assertIn(f"--cpus {value}:", text)
+                self.assertIn(says, text)
+
+    def test_the_cpus_chosen_reach_every_process(self):
+        cpu = min(os.sched_getaffinity(0))
+        code, started, text = self.run_main("--cpus", str(cpu))
+        self.assertEqual((code, started), (0, [{cpu}]))
+        self.assertIn(f"replay_cost: every process runs on CPUs {cpu}", text)
+        code, started, text = self.run_main("--cpus", "fastest:1")
+        self.assertEqual((code, len(started), len(started[0])), (0, 1, 1))
+        self.assertIn("replay_cost: the CPUs' probe times (ms): ", text)
+
+    def test_a_child_is_pinned(self):
+        recorded = {}
+        done = types.SimpleNamespace(stdout='RESULT {"trace": "t"}\n', stderr="", returncode=0)
+        real = replay_cost.subprocess.run
+        replay_cost.subprocess.run = RunChildTest.fake(None, recorded, done)
+        try:
+            replay_cost.run_child("t", "memcoord", None, cpus={0})
+        finally:
+            replay_cost.subprocess.run = real
+        self.assertIsNotNone(recorded["preexec_fn"])
 
 
 if __name__ == "__main__":
