@@ -840,7 +840,8 @@ def main():
             rows.append(combine(runs_of[allocator]))
             print_row(rows[-1], rows)
         if args.json:
-            write_json(args.json, rows, args.loss_tolerance, warmup, probed)  # after every workload, for the same reason
+            # After every workload, for the same reason.
+            write_json(args.json, rows, args.loss_tolerance, warmup, probed)
     checks = targets(rows, args.loss_tolerance)  # the last workload's write_json above already holds them
     print_tables(rows, checks)
     failed = any("error" in r or failures(r) for r in rows) or any(

@@ -19,8 +19,9 @@ No PyTorch needed: the bench's parent process never imports it before its childr
 
 "fastest:N": on the device machines (virtual machines) the CPUs are not alike. On 2026-12-06h's H100 start one
 thread of capi_bench took 82-91 ns a pair in five runs on CPU 0 and 51-53 in two on CPU 15; a fresh process's
-first step (serial CPU work) ran 637-1035 ms on the GPU's 16 local CPUs. Pinning every process of a comparison to the same few CPUs, the fastest by a probe taken
-once before the first process, gives every allocator the same CPUs.
+first step (serial CPU work) ran 637-1035 ms on the GPU's 16 local CPUs. Pinning every process of a comparison
+to the same few CPUs, the fastest by a probe taken once before the first process, gives every allocator the same
+CPUs.
 """
 
 import os

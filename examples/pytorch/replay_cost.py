@@ -155,17 +155,17 @@ def main():
                         help="CPUs every process runs on, as bench_allocators.py --cpus takes them: 'auto', "
                              "'fastest:N', a list such as 0-7, or 'none' (default)")
     args = parser.parse_args()
-    probed = {}
-    try:
-        cpus = cpu_pinning.resolve_cpus(args.cpus, probed)
-    except (ValueError, LookupError) as e:
-        parser.error(f"--cpus {args.cpus}: {e}")
-    for line in cpu_pinning.choice_lines("replay_cost", cpus, probed):
-        print(line, flush=True)
     allocators = args.allocators.split(",")
     for a in allocators:
         if a not in ALLOCATORS:
             parser.error(f"unknown allocator '{a}'; accepted: {', '.join(ALLOCATORS)}")
+    probed = {}
+    try:
+        cpus = cpu_pinning.resolve_cpus(args.cpus, probed)  # fastest:N probes every CPU: after the cheap checks
+    except (ValueError, LookupError) as e:
+        parser.error(f"--cpus {args.cpus}: {e}")
+    for line in cpu_pinning.choice_lines("replay_cost", cpus, probed):
+        print(line, flush=True)
     every = []
     for trace in args.traces.split(","):
         if not (TRACES / f"{trace}.trace.gz").exists():

@@ -41,7 +41,8 @@ class Runs20261206hTest(unittest.TestCase):
 
     def test_each_allocators_own_cost_replayed(self):
         quoted = {  # (trace, allocator): (cold ms, warm ms, cold passes' span)
-            ("resnet50_amp", "expandable"): (44.1, 21.6, (31, 139)), ("resnet50_amp", "memcoord"): (45.0, 22.3, (33, 54)),
+            ("resnet50_amp", "expandable"): (44.1, 21.6, (31, 139)),
+            ("resnet50_amp", "memcoord"): (45.0, 22.3, (33, 54)),
             ("gpt2_fp32", "expandable"): (59.4, 22.1, (49, 78)), ("gpt2_fp32", "memcoord"): (61.1, 21.7, (41, 74))}
         for (trace, allocator), (cold, warm, cold_span) in quoted.items():
             with self.subTest(trace=trace, allocator=allocator):
@@ -72,7 +73,8 @@ class Runs20261206hTest(unittest.TestCase):
     def test_resnet50s_first_step_in_this_folder(self):
         procs = RUNS.processes("1dc52e5-firststep.json.gz")
         firsts = {a: [p["first_step_ms"] for p in procs[("resnet50_amp", a)]] for a in ("expandable", "memcoord")}
-        self.assertEqual({a: span(f, 0) for a, f in firsts.items()}, {"expandable": (637, 1035), "memcoord": (667, 908)})
+        self.assertEqual({a: span(f, 0) for a, f in firsts.items()},
+                         {"expandable": (637, 1035), "memcoord": (667, 908)})
         python_thread = [p["step_cpu"][0]["thread_ms"] for p in procs[("resnet50_amp", "expandable")]]
         self.assertEqual(span(python_thread, 0), (418, 700))
         path = RUNS.file("1dc52e5-firststep.json.gz")
@@ -117,7 +119,8 @@ class Runs20261206hTest(unittest.TestCase):
         self.assertEqual({p["device_bytes"] for p in bf16[("gpt2_bf16_varlen", "expandable")]}, {26912751616})
 
         def ratio(procs, workload):
-            med = {a: statistics.median(p["median_step_ms"] for p in procs[(workload, a)]) for a in ("native", "memcoord")}
+            med = {a: statistics.median(p["median_step_ms"] for p in procs[(workload, a)])
+                   for a in ("native", "memcoord")}
             return round(med["memcoord"] / med["native"], 3)
 
         self.assertEqual([ratio(every, w) for w in ("gpt2_fp32", "resnet50_amp", "gpt2_bf16_varlen")],
