@@ -632,11 +632,10 @@ void ThreadCacheAdaptor::check_peaks(Slot& slot) {
 }
 
 void ThreadCacheAdaptor::reset_peaks() {
-  peak_allocated_.store(static_cast<std::uint64_t>(std::max<std::int64_t>(
-                            0, visible(below_.allocated_bytes->load(), &Slot::cached_bytes))),
+  const VisibleBytes now = visible_bytes();
+  peak_allocated_.store(static_cast<std::uint64_t>(std::max<std::int64_t>(0, now.allocated)),
                         std::memory_order_relaxed);
-  peak_requested_.store(static_cast<std::uint64_t>(std::max<std::int64_t>(
-                            0, visible(below_.requested_bytes->load(), &Slot::cached_requested))),
+  peak_requested_.store(static_cast<std::uint64_t>(std::max<std::int64_t>(0, now.requested)),
                         std::memory_order_relaxed);
   peak_blocks_.store(static_cast<std::uint64_t>(std::max<std::int64_t>(
                          0, visible(upstream_blocks_.load(std::memory_order_relaxed), &Slot::cached_blocks))),

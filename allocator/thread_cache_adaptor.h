@@ -179,7 +179,7 @@ class ThreadCacheAdaptor final : public DirectHooks<ThreadCacheAdaptor, Resource
   void push_cached(Slot& slot, const detail::CachedBlock& b);
   // `below` (a figure of the layers below) minus what every slot caches of it.
   std::int64_t visible(std::uint64_t below, detail::Counter Slot::*cached) const;
-  // The allocated and requested bytes users hold, both in one pass over the slots (check_peaks).
+  // The allocated and requested bytes users hold, both in one pass over the slots (check_peaks, reset_peaks).
   struct VisibleBytes {
     std::int64_t allocated = 0;
     std::int64_t requested = 0;
