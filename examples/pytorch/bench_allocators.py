@@ -5,6 +5,9 @@ Every workload (examples/pytorch/workloads.py) runs under each allocator in a fr
   native       PyTorch's caching allocator, PYTORCH_CUDA_ALLOC_CONF unset
   expandable   PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
   memcoord     memcoord.enable() on the cuda-vmm backend (MEMCOORD_BACKEND, default cuda-vmm)
+and, named only, a control: expandable+memcoord, expandable segments in a process where memcoord runs as under
+memcoord.enable() but is not the allocator (init, the abort watcher, the shim loaded): what memcoord's presence
+costs apart from its allocations.
 and reports: device memory above the CUDA context (cudaMemGetInfo, highest at any step's end), the pool's
 peak reserved and peak allocated (torch.cuda.max_memory_*: memcoord's own counters under memcoord), their
 ratio, the median and first step times (ms, synchronized; the median over every step but the first, and for a
@@ -74,6 +77,8 @@ import cpu_pinning  # noqa: E402 (beside this file; no torch)
 import driver_timer  # noqa: E402 (beside this file; no torch)
 
 ALLOCATORS = ["native", "expandable", "memcoord"]
+# PyTorch's expandable segments with everything of memcoord's but the allocator (informational: no target reads it).
+LOADED_CONTROL = "expandable+memcoord"
 VARIANT = re.compile(r"memcoord\[([^\]]*)\]")  # memcoord[CONF]: memcoord with MEMCOORD_ALLOC_CONF=CONF
 
 
@@ -254,6 +259,18 @@ def cpu_since(before, after):
             for name, a, b in zip(CPU_FIGURES, before, after)}
 
 
+def load_memcoord_beside():
+    """The control's process: memcoord's worker, its abort watcher and the shim, as memcoord.enable() makes
+    them, with PyTorch's own allocator left in place."""
+    import memcoord
+    from memcoord import _torch
+
+    os.environ.setdefault("MEMCOORD_BACKEND", "cuda-vmm")
+    memcoord.watch_aborts()  # init() first, as enable() does
+    if _torch._load_shim("auto") is None:
+        raise RuntimeError(f"{LOADED_CONTROL}: memcoord's shim did not load")
+
+
 def child(workload_name, allocator, steps, deterministic=False):
     """One configuration in this (fresh) process; prints one RESULT line."""
     child_started = time.monotonic()
@@ -267,6 +284,8 @@ def child(workload_name, allocator, steps, deterministic=False):
 
         os.environ.setdefault("MEMCOORD_BACKEND", "cuda-vmm")
         enabled = memcoord.enable()
+    elif allocator == LOADED_CONTROL:
+        load_memcoord_beside()
     import torch
 
     import workloads
@@ -415,7 +434,7 @@ def run_config(workload, allocator, steps, timeout, trace_dir=None, deterministi
         # memcoord's pools record every allocation and free of the real run (TraceRecorder), for
         # `memcoord replay` to set the real run beside the replay of the same events.
         env["MEMCOORD_TRACE_DIR"] = str(Path(trace_dir) / workload)
-    if allocator == "expandable":
+    if allocator in ("expandable", LOADED_CONTROL):
         env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     env.setdefault("NCCL_NVLS_ENABLE", "0")
     command = [sys.executable, __file__, "--child", workload, allocator, str(steps or 0)]
@@ -821,8 +840,9 @@ def main():
         if name not in workloads.BUILDERS:
             parser.error(f"unknown workload {name!r}; accepted: {', '.join(workloads.BUILDERS)}")
     for allocator in allocators:
-        if allocator not in ALLOCATORS and not is_memcoord(allocator):
-            parser.error(f"unknown allocator {allocator!r}; accepted: {', '.join(ALLOCATORS)}, or memcoord[CONF] "
+        if allocator not in ALLOCATORS and allocator != LOADED_CONTROL and not is_memcoord(allocator):
+            parser.error(f"unknown allocator {allocator!r}; accepted: {', '.join(ALLOCATORS)}, {LOADED_CONTROL} "
+                         "(PyTorch's expandable segments with memcoord loaded beside it), or memcoord[CONF] "
                          "(memcoord with MEMCOORD_ALLOC_CONF=CONF, e.g. memcoord[thread_cache:0])")
     rows = []
     warmup = None if args.no_warmup else warm_up(names[0], allocators[0], args.timeout, cpus)

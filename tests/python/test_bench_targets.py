@@ -385,6 +385,27 @@ class VariantTest(unittest.TestCase):
         self.assertEqual(checks_of(base + [worse]), checks_of(base))
 
 
+class LoadedControlTest(unittest.TestCase):
+    """expandable+memcoord: PyTorch's expandable segments in a process where memcoord runs beside it (what
+    memcoord's presence costs apart from its allocations); no target reads it."""
+
+    def test_the_control_runs_expandable_segments_without_memcoords_settings(self):
+        launch = RunConfigTest.launch.__get__(self)
+        row, command, env = launch(bench.LOADED_CONTROL, trace_dir="/tmp/traces")
+        self.assertEqual(env["PYTORCH_CUDA_ALLOC_CONF"], "expandable_segments:True")
+        self.assertNotIn("MEMCOORD_TRACE_DIR", env)  # its allocations are PyTorch's: nothing to record
+        self.assertNotIn("MEMCOORD_ALLOC_CONF", env)
+        self.assertIn(bench.LOADED_CONTROL, command)
+        self.assertEqual(row["allocator"], bench.LOADED_CONTROL)
+        self.assertFalse(bench.is_memcoord(bench.LOADED_CONTROL))
+
+    def test_targets_ignore_the_control(self):
+        base = [run("native", [3.0, 2.0]), run("expandable", [3.0, 2.0], device=9 * GB),
+                run("memcoord", [3.0, 2.0], device=9 * GB)]
+        control = run(bench.LOADED_CONTROL, [9.0, 9.0], median=1.0, first=1.0, device=1 * GB)
+        self.assertEqual(checks_of(base + [control]), checks_of(base))
+
+
 class LossesTest(unittest.TestCase):
     """Losses compared at every step of every process, a NaN never equal to a number."""
 
