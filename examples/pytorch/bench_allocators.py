@@ -262,6 +262,11 @@ def cpu_since(before, after):
 def load_memcoord_beside():
     """The control's process: memcoord's worker, its abort watcher and the shim, as memcoord.enable() makes
     them, with PyTorch's own allocator left in place."""
+    # torch first, as enable() imports it. On an H100 device machine (2026-12-06i) memcoord.init() in a process
+    # that had not imported torch failed in cudaGetDevice with cudaErrorCallRequiresNewerDriver (36); why is not
+    # known (the bundle's GPU tests, without torch, passed on the same machine).
+    import torch  # noqa: F401
+
     import memcoord
     from memcoord import _torch
 
