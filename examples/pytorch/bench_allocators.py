@@ -262,9 +262,10 @@ def cpu_since(before, after):
 def load_memcoord_beside():
     """The control's process: memcoord's worker, its abort watcher and the shim, as memcoord.enable() makes
     them, with PyTorch's own allocator left in place."""
-    # torch first, as enable() imports it. On an H100 device machine (2026-12-06i) memcoord.init() in a process
-    # that had not imported torch failed in cudaGetDevice with cudaErrorCallRequiresNewerDriver (36); why is not
-    # known (the bundle's GPU tests, without torch, passed on the same machine).
+    # torch first, as enable() imports it, so that libcudart is loaded globally before memcoord's library
+    # (ctypes, RTLD_LOCAL) brings its own: the driver-call timer (--driver-timer) forwards runtime calls with
+    # dlsym(RTLD_NEXT), which finds no libcudart loaded only locally, and memcoord.init() before torch failed
+    # in cudaGetDevice with cudaErrorCallRequiresNewerDriver (36), as driver_call_timer.c warns.
     import torch  # noqa: F401
 
     import memcoord
