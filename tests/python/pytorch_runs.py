@@ -4,6 +4,7 @@ name, as text or JSON (gzipped or plain), and bench_allocators.py's processes by
 import gzip
 import json
 import os
+import re
 
 RUNS_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "bench", "pytorch_runs"))
 
@@ -36,6 +37,26 @@ class RunFolder:
             for row in self.json(name)["runs"]:
                 out.setdefault((row["workload"], row["allocator"]), []).extend(row["runs"])
         return out
+
+    def capi_bench(self, name):
+        """capi_bench's JSON `name`: (lib, threads) -> result, lib "memcoord" or "control" (the C library's
+        malloc/free)."""
+        return {("control" if r["lib"].startswith("control") else "memcoord", r["threads"]): r
+                for r in self.json(name)["results"]}
+
+    def check_gpu_parts(self, test, commit, abort_s, plain_s, trim_step, trim_gb):
+        """The `checks`, `abort` and `trim` logs of `commit` as the folders' READMEs quote them: no check failed
+        and multi_device skipped (one GPU); rank 0 ended `abort_s` seconds after rank 1's SIGKILL with exit 75,
+        naming it, against plain PyTorch's `plain_s` and exit 1; every rank trimmed at `trim_step`, and the
+        device's free memory rose by the `trim_gb` released."""
+        checks = self.text(f"{commit}-checks.log")
+        test.assertIn("failed: none", checks)
+        test.assertRegex(checks, r"(?m)^multi_device +skip ")
+        abort = self.text(f"{commit}-abort.log")
+        test.assertRegex(abort, rf"memcoord +{re.escape(abort_s)} s +75 .*rank 1 .*is dead")
+        test.assertRegex(abort, rf"plain +{re.escape(plain_s)} s +1 .*Connection closed by peer")
+        test.assertIn(f"every rank trimmed at step [{trim_step}]; released {trim_gb} GB; device free rose {trim_gb} GB",
+                      self.text(f"{commit}-trim.log"))
 
 
 def span(values, digits=1):

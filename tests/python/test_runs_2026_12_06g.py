@@ -20,10 +20,7 @@ FIRSTSTEP = "6b31db3-firststep.json.gz"
 KERNELS = [f"6b31db3-firstprof-{a}-{n}.kernels.json" for a in ("expandable", "memcoord") for n in (1, 2)]
 
 
-def capi(name):
-    """(lib, threads) -> result, lib "memcoord" or "control"."""
-    return {("control" if r["lib"].startswith("control") else "memcoord", r["threads"]): r
-            for r in RUNS.json(name)["results"]}
+capi = RUNS.capi_bench
 
 
 class Runs20261206gTest(unittest.TestCase):
@@ -175,16 +172,8 @@ class Runs20261206gTest(unittest.TestCase):
         self.assertEqual((len(eight), round(min(eight), 3), round(max(eight), 3)), (7, 1.020, 1.048))
 
     def test_checks_abort_and_trim_at_42aff5f(self):
-        checks = RUNS.text("42aff5f-checks.log")
-        self.assertIn("failed: none", checks)
-        self.assertRegex(checks, r"(?m)^multi_device +skip ")
-        self.assertRegex(checks, r"(?m)^stats +pass ")
-        abort = RUNS.text("42aff5f-abort.log")
-        self.assertRegex(abort, r"memcoord +0\.119 s +75 .*rank 1 .*is dead")
-        self.assertRegex(abort, r"plain +0\.423 s +1 .*Connection closed by peer")
-        trim = RUNS.text("42aff5f-trim.log")
-        self.assertIn("every rank trimmed at step [13]; released 28.14 GB; device free rose 28.14 GB", trim)
-
+        RUNS.check_gpu_parts(self, "42aff5f", abort_s="0.119", plain_s="0.423", trim_step=13, trim_gb="28.14")
+        self.assertRegex(RUNS.text("42aff5f-checks.log"), r"(?m)^stats +pass ")
 
 if __name__ == "__main__":
     unittest.main()

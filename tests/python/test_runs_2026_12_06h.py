@@ -134,20 +134,10 @@ class Runs20261206hTest(unittest.TestCase):
         self.assertEqual(steps, {2, 13, 17, 20})
 
     def test_checks_abort_and_trim(self):
-        checks = RUNS.text("1dc52e5-checks.log")
-        self.assertIn("failed: none", checks)
-        self.assertRegex(checks, r"(?m)^multi_device +skip ")
-        abort = RUNS.text("1dc52e5-abort.log")
-        self.assertRegex(abort, r"memcoord +0\.177 s +75 .*rank 1 .*is dead")
-        self.assertRegex(abort, r"plain +0\.430 s +1 .*Connection closed by peer")
-        self.assertIn("every rank trimmed at step [14]; released 28.14 GB; device free rose 28.14 GB",
-                      RUNS.text("1dc52e5-trim.log"))
+        RUNS.check_gpu_parts(self, "1dc52e5", abort_s="0.177", plain_s="0.430", trim_step=14, trim_gb="28.14")
 
     def test_capi_bench(self):
-        def capi(name):
-            return {("control" if r["lib"].startswith("control") else "memcoord", r["threads"]): r
-                    for r in RUNS.json(name)["results"]}
-
+        capi = RUNS.capi_bench
         unpinned, pinned = capi("1dc52e5-capi_bench.json"), capi("1dc52e5-capi_bench_pinned.json")
         self.assertEqual([round(r[k]["median_ns_per_pair"], 1) for r in (unpinned, pinned)
                           for k in (("memcoord", 1), ("control", 1))], [83.7, 57.5, 84.1, 56.7])

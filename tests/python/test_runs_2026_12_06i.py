@@ -124,20 +124,10 @@ class Runs20261206iTest(unittest.TestCase):
         self.assertEqual(round(med["memcoord"] / med["native"], 3), 0.995)
 
     def test_checks_abort_and_trim(self):
-        checks = RUNS.text("88eda94-checks.log")
-        self.assertIn("failed: none", checks)
-        self.assertRegex(checks, r"(?m)^multi_device +skip ")
-        abort = RUNS.text("88eda94-abort.log")
-        self.assertRegex(abort, r"memcoord +0\.174 s +75 .*rank 1 .*is dead")
-        self.assertRegex(abort, r"plain +0\.520 s +1 .*Connection closed by peer")
-        self.assertIn("every rank trimmed at step [13]; released 28.14 GB; device free rose 28.14 GB",
-                      RUNS.text("88eda94-trim.log"))
+        RUNS.check_gpu_parts(self, "88eda94", abort_s="0.174", plain_s="0.520", trim_step=13, trim_gb="28.14")
 
     def test_capi_bench(self):
-        def capi(name):
-            return {("control" if r["lib"].startswith("control") else "memcoord", r["threads"]): r
-                    for r in RUNS.json(name)["results"]}
-
+        capi = RUNS.capi_bench
         unpinned, pinned = capi("88eda94-capi_bench.json"), capi("88eda94-capi_bench_pinned.json")
         self.assertEqual([round(r[("memcoord", 1)]["median_ns_per_pair"], 1) for r in (unpinned, pinned)], [42.6, 41.7])
         self.assertEqual([round(r[(lib, 4)]["median_cpu_ratio"], 3) for r in (unpinned, pinned)
