@@ -8,9 +8,15 @@ pool grows from empty: the driver's cost), the warm pass is the steady state (ca
 the default stream (the traces' side streams are ignored) and nothing touches the memory, so the figures are
 the allocator's own cost plus Python's fixed cost per event, which is the same for every allocator.
 
-Printed per trace and allocator, median of --repeat processes: each pass's milliseconds, the peak reserved
-bytes, and (with bench/gpu/driver_call_timer.so preloaded, see --timer) the driver calls and their time in the
-cold pass. Memcoord runs also report their pool's misses and the host time they took. The processes of a trace
+After the passes each process times alloc+free pairs of one size in a loop (PAIR_SIZES): 0 bytes, which reach
+the allocator's allocate() but no memory and no free (under memcoord, CUDAPluggableAllocator's own work per
+allocation and the shim's, not memcoord's library), 64 KiB (a thread-cache hit in memcoord, PyTorch's small
+pool) and 8 MiB (memcoord's pool under its lock, PyTorch's large pool): where a difference between the warm
+passes lies.
+
+Printed per trace and allocator, median of --repeat processes: each pass's milliseconds, the pairs' ns, the peak
+reserved bytes, and (with bench/gpu/driver_call_timer.so preloaded, see --timer) the driver calls and their time
+in the cold pass. Memcoord runs also report their pool's misses and the host time they took. The processes of a trace
 go round the allocators, rotated each round (bench_allocators.process_order), each from the same environment
 (bench_allocators.clean_environment: no allocator setting of the caller's shell). A process that fails or times
 out is named beside the medians of the others, and the script then exits 1.
@@ -38,6 +44,9 @@ import driver_timer  # noqa: E402
 from bench_allocators import clean_environment, figures_since, memcoord_step_figures, process_order  # noqa: E402
 
 ALLOCATORS = ["native", "expandable", "memcoord"]
+PAIR_SIZES = (0, 64 << 10, 8 << 20)
+PAIRS = 20_000  # a pair loop: about 30 ms of Python and torch.empty at 1.5 us a pair
+PAIR_ROUNDS = 3  # each size's figure is the median of its rounds
 
 
 def read_events(path):
@@ -50,6 +59,21 @@ def read_events(path):
             kind, addr, size = line.split()[:3]  # then the stream, and the thread where a trace names them
             events.append((kind == "a", addr, int(size)))
     return events
+
+
+def pair_ns(torch, size, pairs=PAIRS, rounds=PAIR_ROUNDS):
+    """Median over `rounds` of the ns an alloc+free pair of `size` bytes took through torch.empty and del, on a
+    warm cache (one pair first, untimed)."""
+    warm = torch.empty(size, dtype=torch.uint8, device="cuda")
+    del warm
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter_ns()
+        for _ in range(pairs):
+            block = torch.empty(size, dtype=torch.uint8, device="cuda")
+            del block
+        times.append((time.perf_counter_ns() - started) / pairs)
+    return statistics.median(times)
 
 
 def child(trace, allocator):
@@ -82,7 +106,8 @@ def child(trace, allocator):
         if own_before is not None:
             passed["pool"] = figures_since(own_before, memcoord_step_figures())
         result["passes"].append(passed)
-    result["peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
+    result["peak_reserved_bytes"] = torch.cuda.max_memory_reserved()  # the trace's: before the pairs
+    result["pair_ns"] = {str(size): round(pair_ns(torch, size), 1) for size in PAIR_SIZES}
     print("RESULT " + json.dumps(result), flush=True)
     return 0
 
@@ -117,6 +142,13 @@ def driver_calls(passed):
     return None if d is None else driver_timer.memory_calls(d)
 
 
+def size_text(size):
+    for unit, shift in (("MiB", 20), ("KiB", 10)):
+        if size and size % (1 << shift) == 0:
+            return f"{size >> shift} {unit}"
+    return f"{size} B"
+
+
 def print_row(trace, allocator, runs):
     ok = [r for r in runs if "error" not in r]
     if not ok:
@@ -135,6 +167,11 @@ def print_row(trace, allocator, runs):
         pool = ok[0]["passes"][0]["pool"]
         line += f"  (pool: {pool['misses']:.0f} misses {pool['miss_ms']:.1f} ms, {pool['units_mapped']:.0f} units)"
     line += "  per process cold: " + ", ".join(f"{r['passes'][0]['ms']:.0f}" for r in ok)
+    pairs = [r for r in ok if "pair_ns" in r]
+    if pairs:
+        line += "\n    alloc+free pairs: " + ", ".join(
+            f"{size_text(int(size))} {statistics.median(r['pair_ns'][size] for r in pairs):.0f} ns"
+            for size in pairs[0]["pair_ns"])
     if failed:  # left out of the medians above, and said so
         line += f"\n    FAILED: {len(failed)} of {len(runs)} processes (left out of the figures): {failed[0][-300:]}"
     if ok[0]["passes"][0].get("driver") is not None:

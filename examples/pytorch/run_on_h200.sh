@@ -36,10 +36,10 @@
 #            processes each); each also writes firstprof-ALLOCATOR-N.kernels.json, its first step's GPU kernels by
 #            name and count, and kernels_diff.py sets the two allocators' kernels side by side
 #   replaycost replay_cost.py: bench/traces replayed through torch.empty, no kernels, expandable against
-#            memcoord (the allocator's own cost: a cold pass, where the pool grows as in a first step, and a warm
-#            one), 6 processes each, pinned, with the driver calls and the calls beside them (cudaMemGetInfo,
-#            events, the current device); REPLAYCOST_TRACES=a,b (resnet50_amp,gpt2_fp32,alternating),
-#            REPLAYCOST_REPEAT=N
+#            memcoord (the allocator's own cost: a cold pass, where the pool grows as in a first step, a warm
+#            one, and alloc+free pair loops of 0 B, 64 KiB and 8 MiB), 6 processes each, pinned, with the
+#            driver calls and the calls beside them (cudaMemGetInfo, events, the current device);
+#            REPLAYCOST_TRACES=a,b (resnet50_amp,gpt2_fp32,alternating), REPLAYCOST_REPEAT=N
 #   losses   bench_allocators.py --deterministic, 6 steps of all five workloads x 3 allocators: losses bit for bit
 #            (184 s on an H100); LOSSES_WORKLOADS=a,b names others
 #   traces   bench_allocators.py --trace-dir: memcoord's traces of alternating and gpt2_fp32, each call with its

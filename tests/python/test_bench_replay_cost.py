@@ -86,6 +86,40 @@ class RunChildTest(unittest.TestCase):
         self.assertEqual(result, {"trace": "t", "allocator": "memcoord", "error": "timed out after 300 s"})
 
 
+class PairsTest(unittest.TestCase):
+    """The pair loops: every pair allocates and frees one block of the size asked, and the figure is the median
+    of the rounds; the report gives each size's median over the processes."""
+
+    def test_pairs_allocate_and_free_one_block_of_the_size_each(self):
+        calls = []
+
+        class Block:
+            def __init__(self, size):
+                calls.append(("a", size))
+
+            def __del__(self):
+                calls.append(("f", None))
+
+        fake = types.SimpleNamespace(uint8="u8", empty=lambda size, dtype, device: Block(size))
+        ns = replay_cost.pair_ns(fake, 4096, pairs=5, rounds=3)
+        self.assertGreater(ns, 0)
+        self.assertEqual(len(calls), 2 * (1 + 5 * 3))  # one untimed pair first
+        self.assertEqual(calls[:4], [("a", 4096), ("f", None), ("a", 4096), ("f", None)])  # freed before the next
+
+    def test_the_report_gives_each_sizes_median(self):
+        runs = []
+        for ns in (100.0, 300.0, 200.0):
+            run = process("memcoord", 10.0)
+            run["pair_ns"] = {"0": ns, "65536": ns + 1, "8388608": ns + 2}
+            runs.append(run)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            replay_cost.print_row("t", "memcoord", runs)
+        self.assertIn("alloc+free pairs: 0 B 200 ns, 64 KiB 201 ns, 8 MiB 202 ns", out.getvalue())
+        self.assertEqual([replay_cost.size_text(n) for n in (0, 512, 1 << 20, 3 << 10)],
+                         ["0 B", "512 B", "1 MiB", "3 KiB"])
+
+
 class ReportTest(unittest.TestCase):
     def test_a_failed_process_is_named_beside_the_others_medians(self):
         out = io.StringIO()
