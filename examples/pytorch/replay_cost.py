@@ -107,7 +107,10 @@ def child(trace, allocator):
             passed["pool"] = figures_since(own_before, memcoord_step_figures())
         result["passes"].append(passed)
     result["peak_reserved_bytes"] = torch.cuda.max_memory_reserved()  # the trace's: before the pairs
-    result["pair_ns"] = {str(size): round(pair_ns(torch, size), 1) for size in PAIR_SIZES}
+    try:  # a failure here keeps the passes' figures, and says why
+        result["pair_ns"] = {str(size): round(pair_ns(torch, size), 1) for size in PAIR_SIZES}
+    except Exception as error:  # noqa: BLE001 - any failure of the loops is reported, not raised
+        result["pair_error"] = f"{type(error).__name__}: {error}"[:300]
     print("RESULT " + json.dumps(result), flush=True)
     return 0
 
@@ -168,6 +171,9 @@ def print_row(trace, allocator, runs):
         line += f"  (pool: {pool['misses']:.0f} misses {pool['miss_ms']:.1f} ms, {pool['units_mapped']:.0f} units)"
     line += "  per process cold: " + ", ".join(f"{r['passes'][0]['ms']:.0f}" for r in ok)
     pairs = [r for r in ok if "pair_ns" in r]
+    pair_errors = [r["pair_error"] for r in ok if "pair_error" in r]
+    if pair_errors:
+        line += f"\n    alloc+free pairs FAILED in {len(pair_errors)} of {len(ok)} processes: {pair_errors[0]}"
     if pairs:
         line += "\n    alloc+free pairs: " + ", ".join(
             f"{size_text(int(size))} {statistics.median(r['pair_ns'][size] for r in pairs):.0f} ns"

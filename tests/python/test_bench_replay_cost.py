@@ -5,6 +5,7 @@ a failed or stuck process named beside the others' medians (it ended the script,
 import contextlib
 import gzip
 import io
+import json
 import os
 import subprocess
 import sys
@@ -105,6 +106,50 @@ class PairsTest(unittest.TestCase):
         self.assertGreater(ns, 0)
         self.assertEqual(len(calls), 2 * (1 + 5 * 3))  # one untimed pair first
         self.assertEqual(calls[:4], [("a", 4096), ("f", None), ("a", 4096), ("f", None)])  # freed before the next
+
+    def test_a_child_whose_loop_fails_still_prints_its_passes(self):
+        class Cuda:
+            @staticmethod
+            def set_device(device):
+                pass
+
+            @staticmethod
+            def synchronize():
+                pass
+
+            @staticmethod
+            def max_memory_reserved():
+                return 1
+
+        def empty(size, dtype, device):
+            if size == 0:  # the first pair loop's size (the trace allocates none of 0 bytes)
+                raise RuntimeError("no empty tensors")
+            return object()
+
+        fake = types.SimpleNamespace(uint8="u8", cuda=Cuda, empty=empty)
+        real = sys.modules.get("torch")
+        sys.modules["torch"] = fake
+        try:
+            with contextlib.redirect_stdout(io.StringIO()) as out:
+                self.assertEqual(replay_cost.child("resnet50_amp", "expandable"), 0)
+        finally:
+            if real is None:
+                sys.modules.pop("torch", None)
+            else:
+                sys.modules["torch"] = real
+        result = json.loads(out.getvalue().split("RESULT ", 1)[1])
+        self.assertEqual(len(result["passes"]), 2)
+        self.assertEqual(result["pair_error"], "RuntimeError: no empty tensors")
+        self.assertNotIn("pair_ns", result)
+
+    def test_a_failing_loop_is_reported_and_the_passes_kept(self):
+        run = process("memcoord", 10.0)
+        run["pair_error"] = "RuntimeError: boom"
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            replay_cost.print_row("t", "memcoord", [run])
+        self.assertIn("cold     10.0 ms", out.getvalue())
+        self.assertIn("alloc+free pairs FAILED in 1 of 1 processes: RuntimeError: boom", out.getvalue())
 
     def test_the_report_gives_each_sizes_median(self):
         runs = []
