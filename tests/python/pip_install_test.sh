@@ -24,7 +24,9 @@ MEMCOORD_CAPI_LIB="$capi" MEMCOORD_TORCH_SHIM=off "$python" -m pip install --no-
   --disable-pip-version-check --target "$work/site" "$work/src" > "$work/pip.log" 2>&1 ||
   { tail -30 "$work/pip.log" >&2; fail "pip install"; }
 [ -f "$work/site/memcoord/lib/libmemcoord_capi.so" ] || fail "the installed package has no memcoord/lib/libmemcoord_capi.so"
-[ -f "$work/site/memcoord/csrc/torch_shim.cpp" ] || fail "the installed package has no memcoord/csrc/torch_shim.cpp"
+for shim_file in torch_shim.cpp block_devices.h; do  # the shim's sources, for a build on first use
+  [ -f "$work/site/memcoord/csrc/$shim_file" ] || fail "the installed package has no memcoord/csrc/$shim_file"
+done
 echo "pip_install_test: installed $(ls "$work/site" | tr '\n' ' ')"
 
 unset MEMCOORD_CAPI_LIB

@@ -4,7 +4,10 @@
 //
 // It creates a torch::cuda::CUDAPluggableAllocator whose malloc/free are libmemcoord_capi.so's
 // memcoord_torch_malloc/free (C function pointers handed in from Python's ctypes: the shim does not link
-// memcoord), then sets:
+// memcoord), and whose allocate/raw_alloc/raw_delete and DataPtr deleter call them directly, without
+// CUDAPluggableAllocator's record of every block (MemcoordAllocator below, and block_devices.h; these
+// overrides follow c10::Allocator from PyTorch 2.3 on, where allocate() is not const: on an older torch the
+// shim does not build and memcoord.enable() falls back to PyTorch's Python pluggable path), then sets:
 //   - record_stream -> memcoord_torch_record_stream (Tensor.record_stream is honoured);
 //   - reset (torch.cuda.empty_cache) -> memcoord_empty_cache on every device;
 //   - begin/end allocate-to-pool and release-pool (CUDA graph capture) -> memcoord's private capture pools,
@@ -55,6 +58,8 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "block_devices.h"
 
 namespace {
 
@@ -153,6 +158,38 @@ void Free(void* ptr, std::size_t size, int device, cudaStream_t stream) {
 
 using PluggableAllocator = torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator;
 
+memcoord::shim::BlockDevices& Devices() {
+  static auto* devices = new memcoord::shim::BlockDevices();  // never destroyed: see block_devices.h
+  return *devices;
+}
+
+// The DataPtr deleter of every block (and raw_delete): PyTorch's DataPtr holds the block's address as its
+// context, as CUDAPluggableAllocator's do (Allocator::raw_allocate relies on it). The free's stream is 0: the
+// block's own allocation stream, as worker/memcoord.h's memcoord_device_free says, which is the stream
+// CUDAPluggableAllocator would pass.
+void DeleteBlock(void* ptr) {
+  if (ptr == nullptr) return;
+  g_capi.free(ptr, 0, Devices().take(ptr), nullptr);
+}
+
+void* AllocateOn(std::size_t size, c10::DeviceIndex device, cudaStream_t stream) {
+  void* ptr = Allocate(size, device, stream);
+  if (ptr == nullptr) return nullptr;
+  try {
+    Devices().remember(ptr, device);
+  } catch (...) {  // no memory for the record: the block is returned rather than lost
+    Free(ptr, size, device, stream);
+    throw;
+  }
+  return ptr;
+}
+
+c10::DeviceIndex CurrentDevice() {
+  c10::DeviceIndex device = -1;
+  C10_CUDA_CHECK(c10::cuda::GetDevice(&device));
+  return device;
+}
+
 // A CUDAPluggableAllocator that answers cacheInfo as PyTorch's own allocator does: the larger of the device's
 // free memory and the largest block cached (memcoord_cache_info; a library without it: the device's free
 // memory alone). memcoord maps more on a miss; a request it cannot serve raises torch.OutOfMemoryError,
@@ -162,6 +199,23 @@ class MemcoordAllocator final : public PluggableAllocator {
   MemcoordAllocator(std::function<void*(std::size_t, int, cudaStream_t)> alloc_fn,
                     std::function<void(void*, std::size_t, int, cudaStream_t)> free_fn)
       : PluggableAllocator(std::move(alloc_fn), std::move(free_fn)) {}
+
+  // PyTorch's allocations and frees, straight to memcoord (AllocateOn, DeleteBlock) rather than through
+  // CUDAPluggableAllocator's std::functions and its per-block record.
+  c10::DataPtr allocate(std::size_t size) override {
+    const c10::DeviceIndex device = CurrentDevice();
+    void* ptr = AllocateOn(size, device, c10::cuda::getCurrentCUDAStream(device));
+    return {ptr, ptr, &DeleteBlock, c10::Device(c10::DeviceType::CUDA, device)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &DeleteBlock; }
+  void* raw_alloc(std::size_t size) override {
+    const c10::DeviceIndex device = CurrentDevice();
+    return AllocateOn(size, device, c10::cuda::getCurrentCUDAStream(device));
+  }
+  void* raw_alloc_with_stream(std::size_t size, cudaStream_t stream) override {
+    return AllocateOn(size, CurrentDevice(), stream);
+  }
+  void raw_delete(void* ptr) override { DeleteBlock(ptr); }
 
   void cacheInfo(c10::DeviceIndex device, std::size_t* largest_block) override {
     c10::cuda::CUDAGuard on_device(device);
