@@ -25,7 +25,8 @@ in a fresh process (memcoord.enable() must precede CUDA's initialisation):
                  cacheInfo, answered by memcoord)
   compile        torch.compile trains a small transformer block (losses finite and falling)
   ddp            DistributedDataParallel, one rank over NCCL, trains
-  multi_device   two GPUs in one process route to their own pools (skipped with one GPU)
+  multi_device   two GPUs in one process route to their own pools, and each block's free to its own device's
+                 pool whichever device is current (skipped with one GPU)
   hf_trainer     transformers.Trainer with memcoord's TrainerCallback placed by huggingface.add_to: a memcoord
                  step per optimizer step, memcoord's figures in the log history and in what a reporter placed
                  as report_to places them (before the `callbacks` given) receives
@@ -518,7 +519,23 @@ def check_multi_device(quick):
     s0, s1 = memcoord.stats(0), memcoord.stats(1)
     assert s0["allocated_bytes"] > 0 and s1["allocated_bytes"] > 0, (s0, s1)
     assert ya.device.index == 0 and yb.device.index == 1
-    return f"device 0 {s0['allocated_bytes'] / MB:.1f} MB, device 1 {s1['allocated_bytes'] / MB:.1f} MB"
+    # Frees go to the block's own device whichever is current (the shim records the device of every device but
+    # the first a process allocates on): device 1's blocks freed with device 0 current, and the other way round.
+    with torch.cuda.device(1):
+        extra0 = torch.empty(64 * MB, dtype=torch.uint8, device="cuda:0")
+    extra1 = torch.empty(64 * MB, dtype=torch.uint8, device="cuda:1")
+    before = memcoord.stats(0)["allocated_bytes"], memcoord.stats(1)["allocated_bytes"]
+    torch.cuda.set_device(0)
+    del extra1, yb
+    torch.cuda.synchronize(1)
+    torch.cuda.set_device(1)
+    del extra0, ya
+    torch.cuda.set_device(0)
+    after = memcoord.stats(0)["allocated_bytes"], memcoord.stats(1)["allocated_bytes"]
+    freed = before[0] - after[0], before[1] - after[1]
+    assert freed[0] >= 64 * MB and freed[1] >= 64 * MB, (before, after)
+    return (f"device 0 {s0['allocated_bytes'] / MB:.1f} MB, device 1 {s1['allocated_bytes'] / MB:.1f} MB; frees "
+            f"under the other device returned {freed[0] / MB:.1f} and {freed[1] / MB:.1f} MB to their own pools")
 
 
 def check_refuses_after_init(quick):

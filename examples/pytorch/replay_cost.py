@@ -3,7 +3,8 @@
 
 Replays an allocation trace (bench/traces/*.trace.gz: `a|f ADDR SIZE STREAM` lines recorded from real PyTorch
 training) through torch.empty and del, in a fresh process per allocator (native, expandable_segments:True,
-memcoord on cuda-vmm), twice over: the cold pass is what a first training step asks of the allocator (the
+memcoord on cuda-vmm, and memcoord-pluggable: memcoord through PyTorch's CUDAPluggableAllocator without
+memcoord's shim), twice over: the cold pass is what a first training step asks of the allocator (the
 pool grows from empty: the driver's cost), the warm pass is the steady state (cache hits). Every event runs on
 the default stream (the traces' side streams are ignored) and nothing touches the memory, so the figures are
 the allocator's own cost plus Python's fixed cost per event, which is the same for every allocator.
@@ -43,7 +44,12 @@ import cpu_pinning  # noqa: E402
 import driver_timer  # noqa: E402
 from bench_allocators import clean_environment, figures_since, memcoord_step_figures, process_order  # noqa: E402
 
-ALLOCATORS = ["native", "expandable", "memcoord"]
+DEFAULT_ALLOCATORS = ["native", "expandable", "memcoord"]
+ALLOCATORS = DEFAULT_ALLOCATORS + ["memcoord-pluggable"]
+# memcoord's allocators and the shim setting memcoord.enable() gets: memcoord-pluggable is memcoord through
+# PyTorch's own CUDAPluggableAllocator layer, without the shim (its per-block record included), beside
+# memcoord as users get it, to show what the shim's direct path saves.
+MEMCOORD_SHIMS = {"memcoord": {}, "memcoord-pluggable": {"shim": "off"}}
 PAIR_SIZES = (0, 64 << 10, 8 << 20)
 PAIRS = 20_000  # a pair loop: about 30 ms of Python and torch.empty at 1.5 us a pair
 PAIR_ROUNDS = 3  # each size's figure is the median of its rounds
@@ -77,11 +83,11 @@ def pair_ns(torch, size, pairs=PAIRS, rounds=PAIR_ROUNDS):
 
 
 def child(trace, allocator):
-    if allocator == "memcoord":
+    if allocator in MEMCOORD_SHIMS:
         import memcoord
 
         os.environ.setdefault("MEMCOORD_BACKEND", "cuda-vmm")
-        memcoord.enable()
+        memcoord.enable(**MEMCOORD_SHIMS[allocator])
     import torch
 
     events = read_events(TRACES / f"{trace}.trace.gz")
@@ -92,7 +98,7 @@ def child(trace, allocator):
     for _ in range(2):
         live = {}
         before = driver_timer.read()
-        own_before = memcoord_step_figures() if allocator == "memcoord" else None
+        own_before = memcoord_step_figures() if allocator in MEMCOORD_SHIMS else None
         started = time.perf_counter()
         for is_alloc, addr, size in events:
             if is_alloc:
@@ -155,13 +161,13 @@ def size_text(size):
 def print_row(trace, allocator, runs):
     ok = [r for r in runs if "error" not in r]
     if not ok:
-        print(f"{trace:<18} {allocator:<11} error: {runs[0]['error']}", flush=True)
+        print(f"{trace:<18} {allocator:<18} error: {runs[0]['error']}", flush=True)
         return
     failed = [r["error"] for r in runs if "error" in r]
     med = lambda f: statistics.median(f(r) for r in ok)  # noqa: E731
     cold = med(lambda r: r["passes"][0]["ms"])
     warm = med(lambda r: r["passes"][1]["ms"])
-    line = (f"{trace:<18} {allocator:<11} cold {cold:8.1f} ms  warm {warm:7.1f} ms  "
+    line = (f"{trace:<18} {allocator:<18} cold {cold:8.1f} ms  warm {warm:7.1f} ms  "
             f"reserved {max(r['peak_reserved_bytes'] for r in ok) / 2**20:9.0f} MiB")
     if driver_ms(ok[0]["passes"][0]) is not None:
         line += (f"  cold driver {med(lambda r: driver_ms(r['passes'][0])):6.1f} ms in "
@@ -190,7 +196,7 @@ def main():
         return child(sys.argv[2], sys.argv[3])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", default="gpt2_fp32,gpt2_bf16_varlen,resnet50_amp,alternating")
-    parser.add_argument("--allocators", default=",".join(ALLOCATORS))
+    parser.add_argument("--allocators", default=",".join(DEFAULT_ALLOCATORS))
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--timer", help="bench/gpu/driver_call_timer.so, preloaded into every process")
     parser.add_argument("--json")

@@ -39,7 +39,8 @@
 #            memcoord (the allocator's own cost: a cold pass, where the pool grows as in a first step, a warm
 #            one, and alloc+free pair loops of 0 B, 64 KiB and 8 MiB), 6 processes each, pinned, with the
 #            driver calls and the calls beside them (cudaMemGetInfo, events, the current device);
-#            REPLAYCOST_TRACES=a,b (resnet50_amp,gpt2_fp32,alternating), REPLAYCOST_REPEAT=N
+#            REPLAYCOST_TRACES=a,b (resnet50_amp,gpt2_fp32,alternating), REPLAYCOST_REPEAT=N,
+#            REPLAYCOST_ALLOCATORS=a,b (expandable,memcoord; memcoord-pluggable: memcoord without the shim)
 #   losses   bench_allocators.py --deterministic, 6 steps of all five workloads x 3 allocators: losses bit for bit
 #            (184 s on an H100); LOSSES_WORKLOADS=a,b names others
 #   traces   bench_allocators.py --trace-dir: memcoord's traces of alternating and gpt2_fp32, each call with its
@@ -219,7 +220,7 @@ part_replaycost() {  # what each allocator's calls cost with no model around the
   local timer=()
   [ ${#timer_args[@]} -gt 0 ] && timer=(--timer "${timer_args[1]}")
   python3 examples/pytorch/replay_cost.py --traces "${REPLAYCOST_TRACES:-resnet50_amp,gpt2_fp32,alternating}" \
-    --allocators expandable,memcoord --repeat "${REPLAYCOST_REPEAT:-6}" "${timer[@]}" "${pin_args[@]}" \
+    --allocators "${REPLAYCOST_ALLOCATORS:-expandable,memcoord}" --repeat "${REPLAYCOST_REPEAT:-6}" "${timer[@]}" "${pin_args[@]}" \
     --json "$out/replaycost.json" 2>&1 | tee "$out/replaycost.log"
 }
 part_losses() {

@@ -12,6 +12,7 @@ import sys
 import tempfile
 import types
 import unittest
+from unittest import mock
 
 EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pytorch"))
 sys.path.insert(0, EXAMPLES)
@@ -141,6 +142,35 @@ class PairsTest(unittest.TestCase):
         self.assertEqual(len(result["passes"]), 2)
         self.assertEqual(result["pair_error"], "RuntimeError: no empty tensors")
         self.assertNotIn("pair_ns", result)
+
+    def test_memcoord_runs_with_the_shim_and_memcoord_pluggable_without(self):
+        class Cuda:
+            set_device = synchronize = staticmethod(lambda *a: None)
+            max_memory_reserved = staticmethod(lambda: 1)
+
+        fake_torch = types.SimpleNamespace(uint8="u8", cuda=Cuda, empty=lambda size, dtype, device: object())
+        enabled = []
+        fake_memcoord = types.SimpleNamespace(enable=lambda **options: enabled.append(options))
+        saved = {name: sys.modules.get(name) for name in ("torch", "memcoord")}
+        sys.modules.update(torch=fake_torch, memcoord=fake_memcoord)
+        figures = replay_cost.memcoord_step_figures, replay_cost.figures_since
+        replay_cost.memcoord_step_figures, replay_cost.figures_since = dict, lambda before, after: {}
+        try:
+            for allocator in ("memcoord", "memcoord-pluggable", "expandable"):
+                with contextlib.redirect_stdout(io.StringIO()) as out, mock.patch.dict(os.environ):
+                    self.assertEqual(replay_cost.child("resnet50_amp", allocator), 0)
+                result = json.loads(out.getvalue().split("RESULT ", 1)[1])
+                self.assertEqual(result["allocator"], allocator)
+                self.assertEqual("pool" in result["passes"][0], allocator != "expandable")
+        finally:
+            replay_cost.memcoord_step_figures, replay_cost.figures_since = figures
+            for name, module in saved.items():
+                if module is None:
+                    sys.modules.pop(name, None)
+                else:
+                    sys.modules[name] = module
+        self.assertEqual(enabled, [{}, {"shim": "off"}])  # memcoord as users enable it; then PyTorch's layer alone
+        self.assertNotIn("memcoord-pluggable", replay_cost.DEFAULT_ALLOCATORS)
 
     def test_a_failing_loop_is_reported_and_the_passes_kept(self):
         run = process("memcoord", 10.0)
