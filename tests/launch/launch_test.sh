@@ -68,6 +68,23 @@ EOF
 chmod +x "$rank_program"
 export RANK_DIR="$tmp"
 
+# find_rank_2 ADDRESS: the pid of the memcoord-train process that got coordinator ADDRESS and rank 2, looked for
+# for up to 5 s: one pass over pgrep's list once missed a rank that was training (CI, 2026-12-06), and the
+# zombies of earlier cases' ranks (reparented to a PID 1 that does not reap them) have no environment to read.
+find_rank_2() {
+  local pid
+  for _ in $(seq 50); do
+    for pid in $(pgrep -x memcoord-train || true); do
+      if { tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null | grep -qx "MEMCOORD_COORDINATOR=$1" &&
+        { tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=2"; then
+        echo "$pid"
+        return 0
+      fi
+    done
+    sleep 0.1
+  done
+}
+
 # train_with_dead_rank SIGNAL: 3 ranks of memcoord-train under memcoord-launch and a coordinator it starts;
 # once training runs, rank 2 gets SIGNAL (KILL: a crash, the connection closes; STOP: a silent death the
 # coordinator finds after --dead-after 3s). Sets rc, dead_pid and elapsed_ms (from the signal to the
@@ -79,15 +96,11 @@ train_with_dead_rank() {
   for _ in $(seq 600); do grep -qE '^step +20/' "$out" && break; sleep 0.1; done
   grep -qE '^step +20/' "$out" || fail "training did not reach step 20"
   address=$(sed -n 's/^memcoord-launch: started a coordinator on \([^ ]*\).*/\1/p' "$out")
-  dead_pid=""
-  # This job's rank 2: a memcoord-train process that got this job's coordinator address.
-  for pid in $(pgrep -x memcoord-train || true); do
-    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "MEMCOORD_COORDINATOR=$address" &&
-      tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=2"; then
-      dead_pid=$pid
-    fi
-  done
-  [ -n "$dead_pid" ] || fail "rank 2 of the job on $address not found"
+  dead_pid=$(find_rank_2 "$address")
+  if [ -z "$dead_pid" ]; then
+    kill -TERM "$launcher_pid" 2>/dev/null || true # a 100000-step job must not outlive the test
+    fail "rank 2 of the job on $address not found; memcoord-train processes: $(ps -o pid=,stat=,args= -C memcoord-train | tr '\n' ';')"
+  fi
   local start_ns
   start_ns=$(date +%s%N)
   kill -"$1" "$dead_pid"
