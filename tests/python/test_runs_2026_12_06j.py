@@ -12,17 +12,15 @@ sys.path.insert(0, EXAMPLES)
 import driver_timer  # noqa: E402
 import first_steps_pooled as pooled  # noqa: E402
 from pytorch_runs import RunFolder, bench_files, span  # noqa: E402
+from test_runs_2026_12_06i import SINCE_GROW_TO_UNIT_END as NINETEEN_BEFORE  # noqa: E402
 
 RUNS = RunFolder("2026-12-06j")
 FIRSTSTEPS = [f"30dfc1c-firststep-{run}.json.gz" for run in "abc"]
 REPLAYS = {run: f"30dfc1c-replaycost-{run}.json" for run in "ab"}
 ALLOCATORS = ("expandable", "memcoord", "memcoord-pluggable")
-# Every run since grow_to_unit_end: the nineteen of the folders before and this folder's three.
-SINCE_GROW_TO_UNIT_END = [("2026-12-06c", ("bench", "firststep")),
-                          ("2026-12-06d", ("firststep-a", "firststep-b", "firststep-c", "firststep-d")),
-                          ("2026-12-06e", ("firststep",)), ("2026-12-06f", ("firststep",)),
-                          ("2026-12-06g", ("firststep",)), ("2026-12-06h", ("firststep", "bench1.json")),
-                          ("2026-12-06i", ("firststep",)), ("2026-12-06j", ("firststep",))]
+# Every run since grow_to_unit_end: the nineteen of the folders before (2026-12-06i's selection) and this
+# folder's three.
+SINCE_GROW_TO_UNIT_END = NINETEEN_BEFORE + [("2026-12-06j", ("firststep",))]
 
 
 def resnet(name, allocator):
