@@ -284,6 +284,9 @@ int memcoord_record_stream(void* ptr, uintptr_t stream) {
 }
 
 void* memcoord_torch_malloc(ptrdiff_t size, int device, void* stream) {
+  // An empty tensor: PyTorch's pluggable layer asks for 0 bytes and later frees the NULL it got, as it would
+  // with cudaMalloc(0). No memory, no error, no worker started for it.
+  if (size == 0) return nullptr;
   return Boundary("memcoord_torch_malloc", static_cast<void*>(nullptr), [&]() -> void* {
     CallGuard guard;
     if (guard.runtime() == nullptr) {
@@ -292,9 +295,9 @@ void* memcoord_torch_malloc(ptrdiff_t size, int device, void* stream) {
       guard.refresh();
       if (guard.runtime() == nullptr) return (FailNotInitialized("memcoord_torch_malloc"), nullptr);
     }
-    if (size <= 0) {
-      (void)Fail(memcoord::InvalidArgument(
-          fmt::format("memcoord_torch_malloc: size must be positive, got {}", static_cast<long long>(size))));
+    if (size < 0) {
+      (void)Fail(memcoord::InvalidArgument(fmt::format(
+          "memcoord_torch_malloc: size must be 0 or more, got {}", static_cast<long long>(size))));
       return nullptr;
     }
     return AllocateBlock(*guard.runtime(), device, static_cast<std::size_t>(size),
@@ -303,6 +306,7 @@ void* memcoord_torch_malloc(ptrdiff_t size, int device, void* stream) {
 }
 
 void memcoord_torch_free(void* ptr, ptrdiff_t /*size*/, int device, void* stream) {
+  if (ptr == nullptr) return;  // an empty tensor's NULL from memcoord_torch_malloc(0), as free(NULL)
   Boundary("memcoord_torch_free", 0, [&] {
     CallGuard guard;
     if (guard.runtime() == nullptr) return FailNotInitialized("memcoord_torch_free");
