@@ -538,6 +538,41 @@ def check_multi_device(quick):
             f"under the other device returned {freed[0] / MB:.1f} and {freed[1] / MB:.1f} MB to their own pools")
 
 
+def _empty_tensors(shim):
+    """Empty tensors take no block and leave no error: through the shim (which answers 0 bytes itself) and
+    through PyTorch's own pluggable layer (shim "off"), which asks memcoord_torch_malloc for 0 bytes and frees
+    the NULL it got."""
+    if os.environ.get("MEMCOORD_CHECKS_NATIVE") == "1":
+        raise Skip("a check of memcoord's C ABI")
+    os.environ["MEMCOORD_TORCH_SHIM"] = shim
+    memcoord, details = _enable()
+    import torch
+
+    assert details["shim"] == (shim != "off"), details
+    x = torch.ones(4, device="cuda")
+    torch.cuda.synchronize()
+    library = memcoord._lib()
+    error_before, blocks_before = library.last_error(), memcoord.stats(0)["live_blocks"]
+    empties = [torch.empty(0, device="cuda"), torch.zeros((0, 7), device="cuda"), x[:0].clone(),
+               torch.cat([x[:0], x[:0]]), torch.empty(0, dtype=torch.bfloat16, device="cuda")]
+    torch.cuda.synchronize()
+    assert all(t.numel() == 0 and t.data_ptr() == 0 for t in empties), [t.data_ptr() for t in empties]
+    blocks_with = memcoord.stats(0)["live_blocks"]
+    del empties
+    assert blocks_with == blocks_before == memcoord.stats(0)["live_blocks"], (blocks_before, blocks_with)
+    assert library.last_error() == error_before, (error_before, library.last_error())
+    assert float(x.sum()) == 4.0
+    return f"5 empty tensors: no block, no error ({'shim' if details['shim'] else 'PyTorch pluggable layer'})"
+
+
+def check_empty_tensors(quick):
+    return _empty_tensors("auto")
+
+
+def check_empty_tensors_pluggable(quick):
+    return _empty_tensors("off")
+
+
 def check_refuses_after_init(quick):
     import torch
 
@@ -654,6 +689,8 @@ CHECKS = {
     "compile": check_compile,
     "ddp": check_ddp,
     "multi_device": check_multi_device,
+    "empty_tensors": check_empty_tensors,
+    "empty_tensors_pluggable": check_empty_tensors_pluggable,
     "hf_trainer": check_hf_trainer,
     "lightning": check_lightning,
 }
