@@ -114,10 +114,10 @@ int memcoord_record_stream(void* ptr, uintptr_t stream);
  * routes to that device's default pool; memcoord_init() is called on the process's first allocation (only
  * then: after memcoord_shutdown(), or when that init failed, allocations fail until the program calls
  * memcoord_init() itself). The free's stream is used
- * as memcoord_device_free() says. A size of 0 (PyTorch's empty tensors) returns NULL and sets no error, and
- * memcoord_torch_free(NULL, ...) does nothing, as cudaMalloc(0) and cudaFree(NULL) do; a negative size
- * returns NULL with INVALID_ARGUMENT. memcoord_torch_record_stream has the signature of PyTorch's
- * record_stream hook (void(void* ptr, cudaStream_t stream)). */
+ * as memcoord_device_free() says. A size of 0 (PyTorch's empty tensors) returns NULL and sets no error, as
+ * PyTorch's own caching allocator answers 0 bytes, and memcoord_torch_free(NULL, ...) does nothing, as
+ * cudaFree(NULL) does; a negative size returns NULL with INVALID_ARGUMENT. memcoord_torch_record_stream
+ * has the signature of PyTorch's record_stream hook (void(void* ptr, cudaStream_t stream)). */
 void* memcoord_torch_malloc(ptrdiff_t size, int device, void* stream);
 void memcoord_torch_free(void* ptr, ptrdiff_t size, int device, void* stream);
 void memcoord_torch_record_stream(void* ptr, void* stream);

@@ -284,8 +284,8 @@ int memcoord_record_stream(void* ptr, uintptr_t stream) {
 }
 
 void* memcoord_torch_malloc(ptrdiff_t size, int device, void* stream) {
-  // An empty tensor: PyTorch's pluggable layer asks for 0 bytes and later frees the NULL it got, as it would
-  // with cudaMalloc(0). No memory, no error, no worker started for it.
+  // An empty tensor: PyTorch's pluggable layer asks for 0 bytes and later frees the NULL it got. NULL is what
+  // PyTorch's own caching allocator gives 0 bytes; no memory, no error, no worker started for it.
   if (size == 0) return nullptr;
   return Boundary("memcoord_torch_malloc", static_cast<void*>(nullptr), [&]() -> void* {
     CallGuard guard;
@@ -306,7 +306,7 @@ void* memcoord_torch_malloc(ptrdiff_t size, int device, void* stream) {
 }
 
 void memcoord_torch_free(void* ptr, ptrdiff_t /*size*/, int device, void* stream) {
-  if (ptr == nullptr) return;  // an empty tensor's NULL from memcoord_torch_malloc(0), as free(NULL)
+  if (ptr == nullptr) return;  // an empty tensor's NULL from memcoord_torch_malloc(0), as cudaFree(NULL)
   Boundary("memcoord_torch_free", 0, [&] {
     CallGuard guard;
     if (guard.runtime() == nullptr) return FailNotInitialized("memcoord_torch_free");
