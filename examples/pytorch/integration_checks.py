@@ -540,8 +540,8 @@ def check_multi_device(quick):
 
 def _empty_tensors(shim):
     """Empty tensors take no block and leave no error: through the shim (which answers 0 bytes itself) and
-    through PyTorch's own pluggable layer (shim "off"), which asks memcoord_torch_malloc for 0 bytes and frees
-    the NULL it got."""
+    through PyTorch's own pluggable layer (shim "off"), which asks memcoord_torch_malloc for 0 bytes (and,
+    in versions whose DataPtr holds a deleter context, frees the NULL it got)."""
     if os.environ.get("MEMCOORD_CHECKS_NATIVE") == "1":
         raise Skip("a check of memcoord's C ABI")
     os.environ["MEMCOORD_TORCH_SHIM"] = shim

@@ -536,8 +536,8 @@ TEST_F(CAbi, RecordHistoryPutsAllocationsAndFreesInTheSnapshotTrace) {
   ASSERT_EQ(memcoord_record_history(0, 0, 0), 0);
 }
 
-// PyTorch's pluggable layer allocates an empty tensor with memcoord_torch_malloc(0) and frees the NULL it got
-// (its deleter context frees whatever malloc returned). Neither is an error: no message is formatted, the
+// PyTorch's pluggable layer allocates an empty tensor with memcoord_torch_malloc(0), and the versions whose
+// DataPtr holds a deleter context free the NULL they got. Neither is an error: no message is formatted, the
 // thread's last error stays the earlier failure's, and no worker is started for it.
 TEST_F(CAbi, TorchEmptyTensorIsNullWithoutAnError) {
   EXPECT_EQ(memcoord_torch_malloc(0, 0, nullptr), nullptr);

@@ -284,8 +284,9 @@ int memcoord_record_stream(void* ptr, uintptr_t stream) {
 }
 
 void* memcoord_torch_malloc(ptrdiff_t size, int device, void* stream) {
-  // An empty tensor: PyTorch's pluggable layer asks for 0 bytes and later frees the NULL it got. NULL is what
-  // PyTorch's own caching allocator gives 0 bytes; no memory, no error, no worker started for it.
+  // An empty tensor: PyTorch's pluggable layer asks for 0 bytes (and the versions whose DataPtr holds a
+  // deleter context later free the NULL they got). NULL is what PyTorch's own caching allocator gives 0
+  // bytes; no memory, no error, no worker started for it.
   if (size == 0) return nullptr;
   return Boundary("memcoord_torch_malloc", static_cast<void*>(nullptr), [&]() -> void* {
     CallGuard guard;
