@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "allocator/detail/small_growth_fence.h"
+#include "common/thread_exit_key.h"
 
 namespace memcoord {
 namespace {
@@ -42,10 +44,10 @@ struct LastSlot {
 // Python; the slot is 16 bytes of the static TLS surplus glibc keeps for such libraries, as the C ABI's own
 // call guard uses).
 __attribute__((tls_model("initial-exec"))) thread_local LastSlot t_last;
-// Set once this thread's bindings were destroyed (it is exiting). A thread_local destructor that runs after
-// them (one constructed before the thread's first pool call) may still allocate and free: it must not touch
-// the destroyed bindings nor the slots they gave back, which another thread may own by then. Trivially
-// destructible, so it stays readable until the thread is gone.
+// Set once this thread's bindings were released (it is exiting). A call after that (from a pthread key
+// destructor that runs after the bindings' own) may still allocate and free: it must not touch the released
+// bindings nor the slots they gave back, which another thread may own by then. Trivially destructible, so it
+// stays readable until the thread is gone.
 __attribute__((tls_model("initial-exec"))) thread_local bool t_bindings_gone = false;
 }  // namespace
 
@@ -59,8 +61,6 @@ struct ThreadCacheBindings {
   std::vector<Binding> list;
 
   ~ThreadCacheBindings() {
-    t_last = {};  // the slots go back below: later calls on this thread bind the shared slot instead
-    t_bindings_gone = true;
     for (Binding& b : list) {
       detail::ThreadCacheSlot& slot = *b.slot;
       std::lock_guard lock(slot.mu);
@@ -70,7 +70,40 @@ struct ThreadCacheBindings {
 };
 
 namespace {
-thread_local ThreadCacheBindings t_bindings;
+// This thread's bindings, made by its first bind_slot and released at its exit by a pthread key rather than
+// a thread_local's destructor: a thread whose first pool call comes from a pthread key destructor (a C
+// program freeing a per-thread block at exit) made its bindings after the thread_local destructors had run,
+// so the destructor it registered then never ran: its slot stayed claimed for good and the cached blocks in
+// it were stranded until a flush, and past kMaxSlots such threads every thread shared the slot that caches
+// nothing (LeakSanitizer found the bindings leaked, 2026-12-07). A value set while the key destructors run is
+// destroyed in a further pass.
+thread_local ThreadCacheBindings* t_bindings = nullptr;
+
+void ReleaseBindings(void* bindings) {
+  t_last = {};  // the slots go back below: later calls on this thread bind the shared slot instead
+  t_bindings_gone = true;
+  t_bindings = nullptr;
+  delete static_cast<ThreadCacheBindings*>(bindings);
+}
+
+// A function's static, so that it exists before any pool's first call whatever the order of static
+// initialization; the key is deleted at exit or unload (ThreadExitKey), after which no thread's release runs:
+// the adaptors' destructors take every slot's cache back.
+ThreadExitKey& BindingsKey() {
+  static ThreadExitKey key(&ReleaseBindings);
+  return key;
+}
+
+// This thread's bindings, made (and registered for release at its exit) on first use; nullptr when no
+// release could be registered (the process had no pthread key left): the caller then takes the shared slot,
+// which holds nothing that would need giving back.
+ThreadCacheBindings* MyBindings() {
+  if (t_bindings != nullptr) return t_bindings;
+  auto bindings = std::make_unique<ThreadCacheBindings>();
+  if (!BindingsKey().set(bindings.get())) return nullptr;
+  t_bindings = bindings.release();
+  return t_bindings;
+}
 }  // namespace
 
 ThreadCacheAdaptor::ThreadCacheAdaptor(MemoryResource& upstream, LiveFigures below, ThreadCacheLimits limits,
@@ -106,11 +139,12 @@ ThreadCacheAdaptor::Slot& ThreadCacheAdaptor::my_slot() {
 
 // First call of this thread on this adaptor (or alternating between adaptors): find or claim a slot.
 ThreadCacheAdaptor::Slot& ThreadCacheAdaptor::bind_slot() {
-  if (t_bindings_gone) {  // an exiting thread's late call: the shared slot, which caches nothing
+  ThreadCacheBindings* bindings = t_bindings_gone ? nullptr : MyBindings();
+  if (bindings == nullptr) {  // an exiting thread's late call, or no way to give a slot back: the shared slot
     t_last = {id_, slots_[0].get()};
     return *slots_[0];
   }
-  auto& list = t_bindings.list;
+  auto& list = bindings->list;
   for (const auto& b : list) {
     if (b.id == id_) {
       t_last = {id_, b.slot.get()};

@@ -48,7 +48,8 @@
 // caller makes next flushes. Lock order: a slot's lock, then the pool's (evictions, flushes, a thread's exit
 // and the destructor return blocks under the slot's lock); never a slot's lock under the pool's. Thread
 // safety: every call is thread-safe. Each thread claims a slot; beyond kMaxSlots threads share one slot that
-// caches nothing and always takes its lock. A thread's cache goes back to the pool when the thread exits.
+// caches nothing and always takes its lock. A thread's cache goes back to the pool when the thread exits
+// (through a pthread key, so also when its first call came from a key destructor at its exit).
 // Freeing one pointer twice at the same instant from two threads is not detected (one of the two frees may be
 // lost or the block cached twice); a double free in any other order is NOT_FOUND. Ownership: does not own
 // `upstream` or the live figures it reads, which must outlive it. Destroying it returns every cached block to

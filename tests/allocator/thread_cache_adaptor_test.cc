@@ -1,9 +1,11 @@
 // ThreadCacheAdaptor on its own, over a counting upstream (FakeResource under a StatsAdaptor and a
 // ThreadSafeAdaptor, as CachingPool stacks it): what it keeps and what it sends down, its figures, and that
-// flushes, trims, an OOM, a thread's exit and its own destruction give every cached block back.
+// flushes, trims, an OOM, a thread's exit (its first call made from a pthread key destructor included) and
+// its own destruction give every cached block back.
 #include "allocator/thread_cache_adaptor.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <functional>
@@ -228,29 +230,54 @@ TEST_F(ThreadCacheTest, AThreadsExitReturnsItsCache) {
   EXPECT_TRUE(cache_->check_invariants(stats_.live_blocks()).ok());
 }
 
-// A thread_local made before the thread's first call is destroyed after the thread gave its slot back; its
-// destructor's calls must not use that slot, which another thread owns by then.
-struct AtThreadExit {
-  std::function<void()> run;
-  ~AtThreadExit() {
-    if (run) run();
+// Runs a function on an exiting thread from a pthread key destructor: after the thread's thread_local
+// destructors, in the passes where the adaptor gives the thread's slots back (a pthread key of its own). With
+// `pass` 2 the value is set again in the first pass, so the function runs in a second one, after every key
+// destructor of the first (the adaptor's release included, whatever order glibc takes the keys in).
+class AtKeyExit {
+ public:
+  AtKeyExit() { EXPECT_EQ(::pthread_key_create(&key_, &Run), 0); }
+  ~AtKeyExit() { ::pthread_key_delete(key_); }
+  // On the calling thread: `fn` runs at its exit, in the key destructors' `pass`-th pass (1 or 2).
+  void arm(std::function<void()> fn, int pass) {
+    armed_ = {key_, std::move(fn), pass};
+    EXPECT_EQ(::pthread_setspecific(key_, &armed_), 0);
   }
+
+ private:
+  struct Armed {
+    pthread_key_t key{};
+    std::function<void()> fn;
+    int passes_left = 0;
+  };
+  static void Run(void* value) {
+    auto* armed = static_cast<Armed*>(value);
+    if (--armed->passes_left > 0) {
+      ::pthread_setspecific(armed->key, armed);
+      return;
+    }
+    armed->fn();
+  }
+  pthread_key_t key_{};
+  Armed armed_;
 };
-thread_local AtThreadExit t_at_exit;
 
 TEST_F(ThreadCacheTest, CallsAfterAThreadGaveItsSlotBackDoNotUseIt) {
   std::latch released(1), other_cached(1), late_done(1);
   void* other_cached_block = nullptr;
   void* late_block = nullptr;
+  AtKeyExit at_exit;
   std::thread exiting([&] {
-    t_at_exit.run = [&] {  // runs after this thread's slot went back
-      released.count_down();
-      other_cached.wait();
-      late_block = Alloc(4096);
-      EXPECT_TRUE(Free(late_block).ok());
-      late_done.count_down();
-    };
     ASSERT_TRUE(Free(Alloc(512)).ok());  // binds a slot, which the thread's exit gives back
+    at_exit.arm(
+        [&] {  // runs after this thread's slot went back
+          released.count_down();
+          other_cached.wait();
+          late_block = Alloc(4096);
+          EXPECT_TRUE(Free(late_block).ok());
+          late_done.count_down();
+        },
+        /*pass=*/2);
   });
   std::thread next([&] {
     released.wait();
@@ -263,6 +290,28 @@ TEST_F(ThreadCacheTest, CallsAfterAThreadGaveItsSlotBackDoNotUseIt) {
   next.join();
   EXPECT_NE(late_block, other_cached_block);  // not taken from the other thread's cache
   cache_->flush();
+  EXPECT_TRUE(fake_.live.empty());
+  EXPECT_TRUE(cache_->check_invariants(stats_.live_blocks()).ok());
+}
+
+TEST_F(ThreadCacheTest, AThreadWhoseFirstCallIsInAKeyDestructorGivesItsSlotBack) {
+  // A C program freeing a per-thread block from a pthread key destructor: the thread's first call comes after
+  // its thread_local destructors ran. Its slot (and the block it cached) must still go back at its exit, for
+  // more threads than there are slots: had each kept its slot, the later ones would share the slot that
+  // caches nothing.
+  AtKeyExit at_exit;
+  for (std::size_t i = 0; i < ThreadCacheAdaptor::kMaxSlots + 44; ++i) {
+    std::thread exiting([&] { at_exit.arm([&] { ASSERT_TRUE(Free(Alloc(4096)).ok()); }, /*pass=*/1); });
+    exiting.join();
+    ASSERT_EQ(cache_->cached_bytes(), 0u) << "thread " << i << " kept its cache past its exit";
+  }
+  std::uint64_t cached_by_a_new_thread = 0;
+  std::thread fresh([&] {
+    ASSERT_TRUE(Free(Alloc(4096)).ok());
+    cached_by_a_new_thread = cache_->cached_bytes();
+  });
+  fresh.join();
+  EXPECT_EQ(cached_by_a_new_thread, 4096u);  // a slot that caches, not the shared one
   EXPECT_TRUE(fake_.live.empty());
   EXPECT_TRUE(cache_->check_invariants(stats_.live_blocks()).ok());
 }

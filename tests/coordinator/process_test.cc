@@ -23,7 +23,7 @@ using memcoord::testing::WaitFor;
 using std::chrono::milliseconds;
 using SteadyClock = std::chrono::steady_clock;
 
-const std::vector<std::string> kMpiEnv = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+const std::vector<std::string> kMpiEnv = memcoord::testing::MpiJobEnv();
 
 struct Fixture {
   Fixture() {

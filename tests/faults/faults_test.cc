@@ -27,7 +27,7 @@ using coordinator::CoordinatorClient;
 using coordinator::WorkerState;
 using std::chrono::milliseconds;
 
-const std::vector<std::string> kMpiEnv = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+const std::vector<std::string> kMpiEnv = memcoord::testing::MpiJobEnv();
 
 double MsSince(SteadyClock::time_point start) {
   return std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();

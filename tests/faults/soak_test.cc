@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <regex>
+#include <string>
 #include <thread>
 
 #include "coordinator/service/coordinator_client.h"
@@ -104,6 +105,15 @@ TEST(Soak, SynchronizedTrimsInterleavedWithAllreduceStepsNeverDeadlockAndRssStay
   const int trims = EnvInt("MEMCOORD_SOAK_TRIMS", 10000);
   const int ranks = EnvInt("MEMCOORD_SOAK_RANKS", 2);
   const int concurrency = EnvInt("MEMCOORD_SOAK_CONCURRENCY", 32);
+#ifdef __SANITIZE_ADDRESS__
+  // AddressSanitizer holds freed memory in a quarantine (256 MiB by default) before reusing it, so a
+  // process's resident memory grows by what it frees until the quarantine is full (over 10,000 trims the
+  // coordinator's grew by 297 MiB on 2 ranks, and by 10 MiB on 4 ranks without one, 2026-12-07). The children
+  // (the coordinator here, the ranks below) run without one, so that their resident memory grows only by what
+  // they keep, as in a build without ASan.
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  ::setenv("ASAN_OPTIONS", (std::string(asan != nullptr ? asan : "") + " quarantine_size_mb=0").c_str(), 1);
+#endif
   CoordinatorProcess coordinator(MEMCOORD_CLI, FreeLoopbackPort());
   ASSERT_TRUE(coordinator.start()) << coordinator.output();
   ClientOptions options;
@@ -112,14 +122,20 @@ TEST(Soak, SynchronizedTrimsInterleavedWithAllreduceStepsNeverDeadlockAndRssStay
   CoordinatorClient client(options);
   const std::string stop_file = "/tmp/memcoord-soak-stop-" + std::to_string(::getpid());
   ::unlink(stop_file.c_str());
+  std::vector<std::string> job_env = MpiJobEnv();
+  job_env.insert(job_env.end(), {"MEMCOORD_COORDINATOR=" + coordinator.address(), "MEMCOORD_LOG_LEVEL=warn"});
+#ifdef __SANITIZE_ADDRESS__
+  std::replace_if(
+      job_env.begin(), job_env.end(), [](const std::string& e) { return e.starts_with("ASAN_OPTIONS="); },
+      "ASAN_OPTIONS=halt_on_error=1 detect_leaks=0 quarantine_size_mb=0");
+#endif
   Child job({MEMCOORD_MPIEXEC, "-np",  std::to_string(ranks), "--oversubscribe",
              "--bind-to",      "none", MEMCOORD_TEST_WORKER,  "--mpi",
              "--allreduce",    "4096", "--stop-file",         stop_file,
              "--steps",        "0",    "--step-ms",           "1",
              "--alloc",        "2MiB", "--rss-every",         "2000",
              "--quiet-applied"},
-            {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
-             "MEMCOORD_COORDINATOR=" + coordinator.address(), "MEMCOORD_LOG_LEVEL=warn"});
+            job_env);
   ASSERT_TRUE(WaitFor(
       [&] {
         auto v = client.GetCluster();

@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "common/membarrier.h"
+#include "common/thread_exit_key.h"
 #include "worker/capi/runtime.h"
-#include "worker/capi/thread_exit_key.h"
 
 namespace memcoord::capi {
 

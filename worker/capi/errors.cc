@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "worker/capi/thread_exit_key.h"
+#include "common/thread_exit_key.h"
 
 namespace memcoord::capi {
 namespace {

@@ -1,13 +1,15 @@
 // ThreadExitKey: a pthread key whose destructor runs for a thread's value when the thread exits. glibc runs
 // key destructors after the thread's C++ thread_local destructors, and a value set while they run (a memcoord
 // call made from another key's destructor) is destroyed in a further pass: what a thread_local's destructor
-// cannot promise for state made that late. The key is deleted when the library unloads, so that no thread
-// exiting later calls into unmapped code. Thread safety: set() touches only the calling thread's value.
+// cannot promise for state made that late (a thread_local first constructed in that phase registers a
+// destructor that never runs). The key is deleted when the library unloads, so that no thread exiting later
+// calls into unmapped code. Used by the C ABI's call guard and last error and by the allocator's thread
+// caches. Thread safety: set() touches only the calling thread's value.
 #pragma once
 
 #include <pthread.h>
 
-namespace memcoord::capi {
+namespace memcoord {
 
 class ThreadExitKey {
  public:
@@ -29,4 +31,4 @@ class ThreadExitKey {
   bool made_ = false;
 };
 
-}  // namespace memcoord::capi
+}  // namespace memcoord
