@@ -61,7 +61,7 @@ int memcoord_init(void);
 /* Allocates from the named pool (NULL or "default": the primary device's default pool; another name: an
  * isolated pool on the primary device, created on first use). A name is 1 to 128 bytes of UTF-8 text
  * without control characters, not starting with "default@" (the device pools' names); anything else is
- * INVALID_ARGUMENT. NULL on failure. */
+ * INVALID_ARGUMENT, as is 0 bytes. NULL on failure. */
 void* memcoord_alloc(const char* pool, size_t bytes, uintptr_t stream);
 /* Returns a block to its pool (NULL: whichever device default pool holds it). 5 (not found) for a pointer
  * the pool did not hand out. */
@@ -97,7 +97,8 @@ const char* memcoord_last_error(void);
 /* --- devices and streams ---------------------------------------------------------------------------- */
 /* Devices this process may use (CUDA ordinals 0..n-1, or simulated devices); -1 before memcoord_init(). */
 int memcoord_device_count(void);
-/* Allocates from `device`'s default pool (-1: the primary device). NULL on failure. */
+/* Allocates from `device`'s default pool (-1: the primary device). 0 bytes is INVALID_ARGUMENT. NULL on
+ * failure. */
 void* memcoord_device_alloc(int device, size_t bytes, uintptr_t stream);
 /* Frees a block of `device`'s default pool. `stream` is the stream the caller last used the block on (the
  * stream it was allocated on, in PyTorch): when it is not the allocation stream, the block is reused only

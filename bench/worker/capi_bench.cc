@@ -31,10 +31,19 @@
 // first count's on that CPU; "cpu_ratio_base_threads" names the first count) and "median_cpu_ratio", their
 // median: "no worse per thread at N" read on the same CPUs, beside the control's own ratio. Pinned, each CPU
 // has runs/size one-thread runs, so give --runs several times the number of CPUs listed.
-// A library whose memcoord_device_stats has peak_sums (version 6) also gives each thread count's "peak_sums"
-// (its runs' exact sums of every thread cache, made to settle the pool's peaks) and
-// "peak_sums_per_million_pairs": each sum reads every thread's cache counters, a cache miss per thread, so
-// they are where a thread count's per-pair cost can grow that the control's cannot.
+// With --control, each run of a library is also followed at once by the control's run on the same CPUs
+// ("paired_control_thread_ns", thread by thread beside "run_thread_ns"): a shared host's vCPUs slow one
+// another in spells (on the H100 of 2026-12-06k, in 9 of the control's 40 four-thread runs and in memcoord's
+// last 11, CPUs 2 and 3 both took over 1.3 times their one-thread medians, the control's ~35 ns a pair
+// becoming 52-60 and memcoord's ~49 becoming 85-87, while one-thread runs on either were rarely slowed),
+// which a control measured later in a child of its own cannot match run by run. A thread whose paired control
+// took over kDisturbedControl times the control's calm figure on its CPU (the median of the first count's
+// paired control there) ran on a disturbed CPU: "disturbed_threads" counts them, and every count after the
+// first also carries "undisturbed_cpu_ratio" and "median_undisturbed_cpu_ratio", the CPU-by-CPU ratio of the
+// undisturbed threads alone (both counts filtered alike). A library whose memcoord_device_stats has peak_sums
+// (version 6) also gives each thread count's "peak_sums" (its runs' exact sums of every thread cache, made to
+// settle the pool's peaks) and "peak_sums_per_million_pairs": each sum reads every thread's cache counters, a
+// cache miss per thread, so they are where a thread count's per-pair cost can grow that the control's cannot.
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
@@ -126,6 +135,11 @@ std::vector<std::string> LibrariesToMeasure(std::vector<std::string> given) {
 // --cpus, set once by main before any measurement: thread t of run r runs on g_pin_cpus[(r + t) % size]
 // (empty: unpinned).
 std::vector<int> g_pin_cpus;
+// --control, set once by main: each library's runs are followed by the control's on the same CPUs.
+bool g_paired_control = false;
+// A paired control this many times its calm figure on a CPU marks that thread's CPU as disturbed (the C
+// library's one-thread runs on an idle CPU spread by less; a vCPU whose sibling is busy read ~1.5x).
+constexpr double kDisturbedControl = 1.15;
 
 void PinThisThread(int run_index, int thread_index) {
   if (g_pin_cpus.empty()) return;
@@ -270,7 +284,8 @@ Library ControlLibrary() {
   return lib;
 }
 
-std::string Measure(const Library& lib, const std::vector<int>& thread_counts, long pairs, int runs);
+std::string Measure(const Library& lib, const Library* paired, const std::vector<int>& thread_counts,
+                    long pairs, int runs);
 
 // {"cpu": ratio, ...} of a thread count's median ns per pair on each CPU to the first count's on the same CPU
 // (CPUs both used), and the median of those ratios in `median` (0 when none is shared): how much slower a
@@ -303,12 +318,69 @@ std::string MeasureLibrary(const std::string& path, const std::vector<int>& thre
     std::fprintf(stderr, "capi_bench: memcoord_init failed: %s\n", lib.last_error());
     return {};
   }
-  std::string out = Measure(lib, thread_counts, pairs, runs);
+  const Library control = ControlLibrary();
+  const bool paired = g_paired_control && path != "control";
+  std::string out = Measure(lib, paired ? &control : nullptr, thread_counts, pairs, runs);
   (void)lib.shutdown();
   return out;
 }
 
-std::string Measure(const Library& lib, const std::vector<int>& thread_counts, long pairs, int runs) {
+// A thread of a run measured with a paired control: its CPU, its ns per pair, and the control's on the same
+// CPU right after.
+struct PairedThread {
+  int cpu = -1;
+  double ns = 0;
+  double control_ns = 0;
+};
+
+// The control's calm figure on each CPU: the median of `base`'s paired control there.
+std::map<int, double> CalmControl(const std::vector<PairedThread>& base) {
+  std::map<int, std::vector<double>> by_cpu;
+  for (const PairedThread& t : base) by_cpu[t.cpu].push_back(t.control_ns);
+  std::map<int, double> calm;
+  for (const auto& [cpu, ns] : by_cpu) calm[cpu] = Quantile(ns, 0.5);
+  return calm;
+}
+
+// The ns per pair, CPU by CPU, of the threads of `threads` whose paired control read at most
+// kDisturbedControl times `calm` on their CPU (a CPU without a calm figure counts as disturbed); `disturbed`
+// counts the rest.
+std::map<int, std::vector<double>> Undisturbed(const std::vector<PairedThread>& threads,
+                                               const std::map<int, double>& calm, int& disturbed) {
+  std::map<int, std::vector<double>> by_cpu;
+  disturbed = 0;
+  for (const PairedThread& t : threads) {
+    const auto it = calm.find(t.cpu);
+    if (it == calm.end() || t.control_ns > kDisturbedControl * it->second) {
+      ++disturbed;
+      continue;
+    }
+    by_cpu[t.cpu].push_back(t.ns);
+  }
+  return by_cpu;
+}
+
+// The paired control's fields of one thread count's result (see the header): `base` is the first count's
+// threads, `now` this count's, `text` its "paired_control_thread_ns" runs; the ratios only when `ratio`.
+std::string PairedFigures(const std::vector<PairedThread>& base, const std::vector<PairedThread>& now,
+                          const std::string& text, bool ratio) {
+  const std::map<int, double> calm = CalmControl(base);
+  int disturbed = 0;
+  const std::map<int, std::vector<double>> calm_now = Undisturbed(now, calm, disturbed);
+  std::string out =
+      ",\"paired_control_thread_ns\":[" + text + "],\"disturbed_threads\":" + std::to_string(disturbed);
+  if (ratio) {
+    int base_disturbed = 0;
+    double median = 0;
+    const std::string ratios = CpuRatios(Undisturbed(base, calm, base_disturbed), calm_now, median);
+    out += ",\"undisturbed_cpu_ratio\":{" + ratios +
+           "},\"median_undisturbed_cpu_ratio\":" + std::to_string(median);
+  }
+  return out;
+}
+
+std::string Measure(const Library& lib, const Library* paired, const std::vector<int>& thread_counts,
+                    long pairs, int runs) {
   // Runs go round the thread counts (1, 4, 1, 4, ...), so that a change of the machine's speed during the
   // measurement (a shared host's neighbours, frequency) falls on every thread count alike.
   struct Figures {
@@ -316,7 +388,9 @@ std::string Measure(const Library& lib, const std::vector<int>& thread_counts, l
     std::string run_text, cpus_text, thread_ns_text;
     std::map<int, std::vector<double>> wall_by_cpu;  // each thread's ns per pair, by the CPU it ended on
     int runs_sharing_a_core = 0;
-    long long peak_sums = 0;  // -1: the library cannot tell
+    long long peak_sums = 0;           // -1: the library cannot tell
+    std::vector<PairedThread> paired;  // with a paired control: every thread of every run
+    std::string paired_text;
   };
   std::vector<Figures> figures(thread_counts.size());
   for (int r = 0; r < runs; ++r) {
@@ -331,6 +405,17 @@ std::string Measure(const Library& lib, const std::vector<int>& thread_counts, l
         f.peak_sums = -1;
       } else {
         f.peak_sums += sums_after - sums_before;
+      }
+      if (paired != nullptr) {
+        // Right after, on the same CPUs: the machine as this run found it (thread t of run r is pinned
+        // alike).
+        const std::vector<PerPair> control = Run(*paired, r, thread_counts[c], pairs);
+        std::vector<double> control_wall;
+        for (std::size_t t = 0; t < threads.size(); ++t) {
+          f.paired.push_back({threads[t].cpu, threads[t].wall_ns, control[t].wall_ns});
+          control_wall.push_back(control[t].wall_ns);
+        }
+        f.paired_text += std::string(r ? "," : "") + "[" + Join(control_wall) + "]";
       }
       for (const PerPair& p : threads) {
         f.wall.push_back(p.wall_ns);
@@ -368,6 +453,7 @@ std::string Measure(const Library& lib, const std::vector<int>& thread_counts, l
              "},\"cpu_ratio_base_threads\":" + std::to_string(thread_counts[0]) +
              ",\"median_cpu_ratio\":" + std::to_string(median);
     }
+    if (paired != nullptr) out += PairedFigures(figures[0].paired, f.paired, f.paired_text, c > 0);
     out += "}";
   }
   return out;
@@ -426,6 +512,7 @@ int main(int argc, char** argv) {
   libs = LibrariesToMeasure(std::move(libs));
   if (libs.empty()) return 2;
   if (control) libs.push_back("control");
+  g_paired_control = control;
   ::setenv("MEMCOORD_BACKEND", backend.c_str(), 1);
   ::unsetenv("MEMCOORD_COORDINATOR");
   std::string out = "{\"backend\":\"" + backend + "\",\"pairs_per_thread\":" + std::to_string(pairs) +

@@ -163,6 +163,10 @@ for r in json.load(open(sys.argv[1]))["results"]:
     if "median_cpu_ratio" in r:
         print("%s, %d threads against 1, CPU by CPU: median %.3f%s" % (r["lib"], r["threads"], r["median_cpu_ratio"],
               sums), {c: round(x, 3) for c, x in r["cpu_ratio"].items()})
+        if "median_undisturbed_cpu_ratio" in r:
+            print("  undisturbed threads alone (the paired control calm on their CPU): median %.3f, %d of %d disturbed"
+                  % (r["median_undisturbed_cpu_ratio"], r["disturbed_threads"], len(r["runs"]) * r["threads"]),
+                  {c: round(x, 3) for c, x in r["undisturbed_cpu_ratio"].items()})
     elif sums:
         print("%s, %d thread%s" % (r["lib"], r["threads"], sums))' "$out/capi_bench_pinned.json" || rc=1
   return $rc

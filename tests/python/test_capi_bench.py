@@ -1,8 +1,9 @@
 """bench/worker/capi_bench on host memory: its JSON names where each run's threads ran ("run_cpus") and counts the
 runs in which two of them shared a physical core ("runs_sharing_a_core"), so that an unpinned run slowed by SMT
 siblings is told from the C ABI's own cost; pinned runs go round the listed CPUs; each thread count after the first is
-set against it CPU by CPU ("cpu_ratio"); memcoord's results count the pool's exact peak sums ("peak_sums"); and bad
---cpus are refused with a reason."""
+set against it CPU by CPU ("cpu_ratio"); with --control each run of memcoord is paired with the control's on the same
+CPUs, and threads on a CPU the control found disturbed are left out of a second ratio; memcoord's results count the
+pool's exact peak sums ("peak_sums"); and bad --cpus are refused with a reason."""
 
 import json
 import os
@@ -88,6 +89,54 @@ class CapiBenchTest(unittest.TestCase):
                 for cpu, ratio in two["cpu_ratio"].items():
                     self.assertAlmostEqual(ratio, two["cpu_median_ns"][cpu] / one["cpu_median_ns"][cpu], places=4)
                 self.assertEqual(two["median_cpu_ratio"], max(two["cpu_ratio"].values()))
+
+    def test_each_library_run_is_paired_with_a_control_run_on_the_same_cpus(self):
+        # With --control, every run of memcoord is followed by the control's on the same CPUs: its figures thread by
+        # thread ("paired_control_thread_ns"); a thread whose paired control read over 1.15 times the control's calm
+        # figure on its CPU (the median of the one-thread runs' paired control there) is disturbed; the ratio of the
+        # undisturbed threads alone, CPU by CPU. The control's own results carry none of it.
+        allowed = sorted(os.sched_getaffinity(0))
+        if len(allowed) < 2:
+            self.skipTest("one CPU allowed")
+        a, b = allowed[:2]
+        done = bench("--threads", "1,2", "--runs", "6", "--cpus", f"{a},{b}", "--control")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        one, two, control_one, control_two = json.loads(done.stdout)["results"]
+        for r in (control_one, control_two):
+            self.assertNotIn("paired_control_thread_ns", r)
+            self.assertNotIn("disturbed_threads", r)
+
+        def median(values):  # capi_bench's: of an even count, the upper of the middle two
+            values = sorted(values)
+            return values[int(0.5 * (len(values) - 1) + 0.5)]
+
+        def threads(r):
+            return [(cpu, ns, control) for cpus, nss, controls in
+                    zip(r["run_cpus"], r["run_thread_ns"], r["paired_control_thread_ns"])
+                    for cpu, ns, control in zip(cpus, nss, controls)]
+
+        for r in (one, two):
+            self.assertEqual([len(run) for run in r["paired_control_thread_ns"]], [r["threads"]] * 6)
+            self.assertTrue(all(ns > 0 for run in r["paired_control_thread_ns"] for ns in run))
+        calm = {cpu: median([c for cc, _, c in threads(one) if cc == cpu]) for cpu in (a, b)}
+
+        def undisturbed(r):
+            kept = {}
+            for cpu, ns, control in threads(r):
+                if control <= 1.15 * calm[cpu]:
+                    kept.setdefault(cpu, []).append(ns)
+            return kept
+
+        for r in (one, two):
+            self.assertEqual(r["disturbed_threads"], len(threads(r)) - sum(len(v) for v in undisturbed(r).values()))
+        self.assertNotIn("undisturbed_cpu_ratio", one)
+        base, now = undisturbed(one), undisturbed(two)
+        ratios = {str(cpu): median(now[cpu]) / median(base[cpu]) for cpu in now if cpu in base}
+        self.assertEqual(set(two["undisturbed_cpu_ratio"]), set(ratios))
+        for cpu, ratio in ratios.items():
+            self.assertAlmostEqual(two["undisturbed_cpu_ratio"][cpu], ratio, places=4)
+        if ratios:
+            self.assertAlmostEqual(two["median_undisturbed_cpu_ratio"], median(list(ratios.values())), places=4)
 
     def test_memcoords_results_count_the_exact_peak_sums(self):
         # One thread sums at each new peak: its first run's four sizes, growing (512 B to 1 MiB), make four; later

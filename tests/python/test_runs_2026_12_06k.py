@@ -50,6 +50,26 @@ class Runs20261206kTest(unittest.TestCase):
         self.assertEqual(sum(ns > 78 for ns in pinned[("memcoord", 1)]["runs"]), 3)
         self.assertEqual(span(unpinned[("memcoord", 1)]["runs"]), (55.4, 76.2))
 
+    def test_the_pinned_slowdown_sits_on_cpus_2_and_3_together_under_both_libraries(self):
+        # The README's second reading: a four-thread run in which CPUs 2 and 3 both read over 1.3 times their
+        # one-thread medians, under memcoord (its last 11 runs) and under the control (9 runs); one-thread runs on
+        # either slowed so: 0 of memcoord's 20, 1 of the control's.
+        pinned = RUNS.capi_bench("afcb473-capi_bench_pinned.json")
+        for lib, runs, one_medians, slow in (("memcoord", list(range(29, 40)), (49.7, 48.9), (84.4, 87.2)),
+                                             ("control", [1, 2, 3, 4, 10, 11, 12, 14, 30], (36.1, 35.0), (51.8, 60.5))):
+            with self.subTest(lib=lib):
+                one, four = pinned[(lib, 1)], pinned[(lib, 4)]
+                calm = {int(c): ns for c, ns in one["cpu_median_ns"].items()}
+                self.assertEqual((round(calm[2], 1), round(calm[3], 1)), one_medians)
+                on_2_and_3 = [[ns for c, ns in zip(cpus, nss) if c in (2, 3) and ns > 1.3 * calm[c]]
+                              for cpus, nss in zip(four["run_cpus"], four["run_thread_ns"])]
+                self.assertEqual([i for i, run in enumerate(on_2_and_3) if len(run) == 2], runs)
+                self.assertEqual(span([ns for i in runs for ns in on_2_and_3[i]]), slow)
+                self.assertEqual(sum(cpus[0] in (2, 3) and nss[0] > 1.3 * calm[cpus[0]]
+                                     for cpus, nss in zip(one["run_cpus"], one["run_thread_ns"])),
+                                 0 if lib == "memcoord" else 1)
+        self.assertEqual(pinned[("memcoord", 4)]["runs_sharing_a_core"], 0)
+
     def test_device_memory_and_median_steps(self):
         device = {(w, a): {p["device_bytes"] for p in processes(w, a)}
                   for w in ("llama_1b", "alternating") for a in ALLOCATORS}

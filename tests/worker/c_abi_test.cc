@@ -600,6 +600,16 @@ TEST_F(CAbi, BadCallsGetClearErrorsNeverACrash) {
   EXPECT_NE(LastError().find("size must be 0 or more, got -5"), std::string::npos) << LastError();
   EXPECT_EQ(memcoord_torch_malloc(PTRDIFF_MAX, 0, nullptr), nullptr);
   EXPECT_NE(LastError().find("INVALID_ARGUMENT"), std::string::npos) << LastError();
+  // Zero bytes: NULL and an error from the generic entry points (only the torch hook's 0 is an empty tensor).
+  const std::string zero_bytes = "allocation of 0 bytes; sizes must be positive";
+  for (const char* pool : {static_cast<const char*>(nullptr), "default", "zero-bytes"}) {
+    EXPECT_EQ(memcoord_alloc(pool, 0, 0), nullptr) << (pool ? pool : "NULL");
+    EXPECT_NE(LastError().find(zero_bytes), std::string::npos) << LastError();
+  }
+  EXPECT_EQ(memcoord_device_alloc(-1, 0, 0), nullptr);
+  EXPECT_NE(LastError().find(zero_bytes), std::string::npos) << LastError();
+  EXPECT_EQ(memcoord_device_alloc(0, 0, 7), nullptr);
+  EXPECT_NE(LastError().find(zero_bytes), std::string::npos) << LastError();
   // Bad devices.
   EXPECT_EQ(memcoord_empty_cache(5, nullptr), MEMCOORD_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(memcoord_snapshot_json(-3), nullptr);
