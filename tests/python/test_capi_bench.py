@@ -23,6 +23,16 @@ class CapiBenchTest(unittest.TestCase):
         # ctest sets it (bench/worker/CMakeLists.txt registers this test where capi_bench is built).
         self.assertTrue(BENCH, "MEMCOORD_CAPI_BENCH must name the built capi_bench")
 
+    def pinned_to_two_cpus(self, runs, *args):
+        """capi_bench at 1 and 2 threads pinned round the first two CPUs allowed: (a, b, results); skips with one."""
+        allowed = sorted(os.sched_getaffinity(0))
+        if len(allowed) < 2:
+            self.skipTest("one CPU allowed")
+        a, b = allowed[:2]
+        done = bench("--threads", "1,2", "--runs", str(runs), "--cpus", f"{a},{b}", *args)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return a, b, json.loads(done.stdout)["results"]
+
     def test_each_run_says_where_its_threads_ran(self):
         done = bench("--threads", "1,2", "--runs", "3", "--control")
         self.assertEqual(done.returncode, 0, done.stderr)
@@ -51,13 +61,7 @@ class CapiBenchTest(unittest.TestCase):
     def test_pinned_one_thread_runs_go_round_the_listed_cpus(self):
         # Thread t of run r on LIST[(r + t) % size]: one thread visits every listed CPU in turn, as two threads use
         # both in every run (a shared host's CPUs differ in speed, so one thread on the first alone is unfair).
-        allowed = sorted(os.sched_getaffinity(0))
-        if len(allowed) < 2:
-            self.skipTest("one CPU allowed")
-        a, b = allowed[:2]
-        done = bench("--threads", "1,2", "--runs", "3", "--cpus", f"{a},{b}")
-        self.assertEqual(done.returncode, 0, done.stderr)
-        one, two = json.loads(done.stdout)["results"]
+        a, b, (one, two) = self.pinned_to_two_cpus(3)
         self.assertEqual(one["run_cpus"], [[a], [b], [a]])
         self.assertEqual(two["run_cpus"], [[a, b], [b, a], [a, b]])
         # Each thread's figure beside its CPU, and their median CPU by CPU: 1 and 2 threads on the same CPUs.
@@ -73,13 +77,7 @@ class CapiBenchTest(unittest.TestCase):
     def test_each_count_after_the_first_is_set_against_it_cpu_by_cpu(self):
         # "cpu_ratio": N threads' median on a CPU over one thread's on the same CPU; "median_cpu_ratio" their median
         # (of two, the upper one, as capi_bench's medians). The first count, and the control alike, has none.
-        allowed = sorted(os.sched_getaffinity(0))
-        if len(allowed) < 2:
-            self.skipTest("one CPU allowed")
-        a, b = allowed[:2]
-        done = bench("--threads", "1,2", "--runs", "4", "--cpus", f"{a},{b}", "--control")
-        self.assertEqual(done.returncode, 0, done.stderr)
-        results = json.loads(done.stdout)["results"]
+        a, b, results = self.pinned_to_two_cpus(4, "--control")
         self.assertEqual(len(results), 4)
         for one, two in (results[0:2], results[2:4]):
             with self.subTest(lib=one["lib"]):
@@ -95,13 +93,7 @@ class CapiBenchTest(unittest.TestCase):
         # thread ("paired_control_thread_ns"); a thread whose paired control read over 1.15 times the control's calm
         # figure on its CPU (the median of the one-thread runs' paired control there) is disturbed; the ratio of the
         # undisturbed threads alone, CPU by CPU. The control's own results carry none of it.
-        allowed = sorted(os.sched_getaffinity(0))
-        if len(allowed) < 2:
-            self.skipTest("one CPU allowed")
-        a, b = allowed[:2]
-        done = bench("--threads", "1,2", "--runs", "6", "--cpus", f"{a},{b}", "--control")
-        self.assertEqual(done.returncode, 0, done.stderr)
-        one, two, control_one, control_two = json.loads(done.stdout)["results"]
+        a, b, (one, two, control_one, control_two) = self.pinned_to_two_cpus(6, "--control")
         for r in (control_one, control_two):
             self.assertNotIn("paired_control_thread_ns", r)
             self.assertNotIn("disturbed_threads", r)
