@@ -1,13 +1,15 @@
 // ThreadCacheAdaptor on its own, over a counting upstream (FakeResource under a StatsAdaptor and a
 // ThreadSafeAdaptor, as CachingPool stacks it): what it keeps and what it sends down, its figures, and that
 // flushes, trims, an OOM, a thread's exit (its first call made from a pthread key destructor included) and
-// its own destruction give every cached block back.
+// its own destruction give every cached block back; and that a thread's first call at exit, after the
+// adaptor's pthread key was deleted, sets nothing on that key.
 #include "allocator/thread_cache_adaptor.h"
 
 #include <gtest/gtest.h>
 #include <pthread.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <functional>
 #include <latch>
 #include <memory>
@@ -314,6 +316,63 @@ TEST_F(ThreadCacheTest, AThreadWhoseFirstCallIsInAKeyDestructorGivesItsSlotBack)
   EXPECT_EQ(cached_by_a_new_thread, 4096u);  // a slot that caches, not the shared one
   EXPECT_TRUE(fake_.live.empty());
   EXPECT_TRUE(cache_->check_invariants(stats_.live_blocks()).ok());
+}
+
+// At exit, after the static that holds the adaptor's pthread key was destroyed (the key deleted), a thread's
+// first call: the handler below is registered before the first call constructs that static, so exit() runs it
+// after the static's destruction. It first takes the key indices exit freed with keys of its own; had the
+// adaptor still set its bindings on its deleted key, one of these keys' destructors would get them at the
+// thread's exit. The adaptor and its upstream are left alive (leaked), as a process's pools are at exit.
+namespace first_call_after_the_key {
+testing::FakeResource* fake;
+ThreadCacheAdaptor* cache;
+std::atomic<int> foreign_values{0};  // values another key's destructor was given
+
+void Count(void* value) {
+  if (value != nullptr) foreign_values.fetch_add(1);
+}
+
+void AfterTheKeyWasDeleted() {
+  for (int i = 0; i < 64; ++i) {
+    pthread_key_t key;
+    if (::pthread_key_create(&key, &Count) != 0) std::_Exit(16);
+  }
+  const std::uint64_t cached_before = cache->cached_bytes();  // the main thread's 512 bytes
+  int failures = 0;                                           // the exit code: a bit per failure
+  std::thread late([&] {
+    Allocation a, freed;
+    Status error;
+    if (!cache->try_allocate(4096, kStream, kUntagged, a, error) ||
+        !cache->try_deallocate(a.ptr, freed, error)) {
+      failures |= 8;
+    } else if (cache->cached_bytes() != cached_before) {
+      failures |= 2;  // cached in a slot of its own: the bindings were set on some key
+    }
+  });
+  late.join();
+  if (foreign_values.load() != 0) failures |= 4;  // ... and that key was another's
+  std::_Exit(failures);
+}
+
+[[noreturn]] void Run() {
+  fake = new testing::FakeResource();
+  auto* stats = new StatsAdaptor<>(*fake);
+  auto* locked = new ThreadSafeAdaptor(*stats);
+  cache =
+      new ThreadCacheAdaptor(*locked, LiveFigures{&stats->allocated_counter(), &stats->requested_counter()},
+                             ThreadCacheLimits{}, "pool 'exit'");
+  if (std::atexit(&AfterTheKeyWasDeleted) != 0) std::_Exit(32);
+  Allocation a, freed;
+  Status error;
+  if (!cache->try_allocate(512, kStream, kUntagged, a, error) || !cache->try_deallocate(a.ptr, freed, error))
+    std::_Exit(64);
+  std::exit(1);  // the handler ends the process with its own code
+}
+}  // namespace first_call_after_the_key
+
+TEST(ThreadCacheExitTest, AFirstCallAfterTheKeyWasDeletedAtExitSetsNoKey) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process: the key's static is made in it
+  EXPECT_EXIT(first_call_after_the_key::Run(), ::testing::ExitedWithCode(0), "");
 }
 
 TEST_F(ThreadCacheTest, ACrossThreadFreeGoesToThePool) {
