@@ -40,10 +40,12 @@
 // took over kDisturbedControl times the control's calm figure on its CPU (the median of the first count's
 // paired control there) ran on a disturbed CPU: "disturbed_threads" counts them, and every count after the
 // first also carries "undisturbed_cpu_ratio" and "median_undisturbed_cpu_ratio", the CPU-by-CPU ratio of the
-// undisturbed threads alone (both counts filtered alike). A library whose memcoord_device_stats has peak_sums
-// (version 6) also gives each thread count's "peak_sums" (its runs' exact sums of every thread cache, made to
-// settle the pool's peaks) and "peak_sums_per_million_pairs": each sum reads every thread's cache counters, a
-// cache miss per thread, so they are where a thread count's per-pair cost can grow that the control's cannot.
+// undisturbed threads alone (both counts filtered alike).
+//
+// A library whose memcoord_device_stats has peak_sums (version 6) also gives each thread count's "peak_sums"
+// (its runs' exact sums of every thread cache, made to settle the pool's peaks) and
+// "peak_sums_per_million_pairs": each sum reads every thread's cache counters, a cache miss per thread, so
+// they are where a thread count's per-pair cost can grow that the control's cannot.
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
@@ -389,8 +391,8 @@ std::string Measure(const Library& lib, const Library* paired, const std::vector
     std::string run_text, cpus_text, thread_ns_text;
     std::map<int, std::vector<double>> wall_by_cpu;  // each thread's ns per pair, by the CPU it ended on
     int runs_sharing_a_core = 0;
-    long long peak_sums = 0;           // -1: the library cannot tell
-    std::vector<PairedThread> paired;  // with a paired control: every thread of every run
+    long long peak_sums = 0;                   // -1: the library cannot tell
+    std::vector<PairedThread> paired_threads;  // with a paired control: every thread of every run
     std::string paired_text;
   };
   std::vector<Figures> figures(thread_counts.size());
@@ -413,7 +415,7 @@ std::string Measure(const Library& lib, const Library* paired, const std::vector
         const std::vector<PerPair> control = Run(*paired, r, thread_counts[c], pairs);
         std::vector<double> control_wall;
         for (std::size_t t = 0; t < threads.size(); ++t) {
-          f.paired.push_back({threads[t].cpu, threads[t].wall_ns, control[t].wall_ns});
+          f.paired_threads.push_back({threads[t].cpu, threads[t].wall_ns, control[t].wall_ns});
           control_wall.push_back(control[t].wall_ns);
         }
         f.paired_text += std::string(r ? "," : "") + "[" + Join(control_wall) + "]";
@@ -454,7 +456,8 @@ std::string Measure(const Library& lib, const Library* paired, const std::vector
              "},\"cpu_ratio_base_threads\":" + std::to_string(thread_counts[0]) +
              ",\"median_cpu_ratio\":" + std::to_string(median);
     }
-    if (paired != nullptr) out += PairedFigures(figures[0].paired, f.paired, f.paired_text, c > 0);
+    if (paired != nullptr)
+      out += PairedFigures(figures[0].paired_threads, f.paired_threads, f.paired_text, c > 0);
     out += "}";
   }
   return out;
