@@ -36,11 +36,14 @@
 // another in spells (on the H100 of 2026-12-06k, in 9 of the control's 40 four-thread runs and in memcoord's
 // last 11, CPUs 2 and 3 both took over 1.3 times their one-thread medians, the control's ~35 ns a pair
 // becoming 52-60 and memcoord's ~49 becoming 85-87, while one-thread runs on either were rarely slowed),
-// which a control measured later in a child of its own cannot match run by run. A thread whose paired control
-// took over kDisturbedControl times the control's calm figure on its CPU (the median of the first count's
-// paired control there) ran on a disturbed CPU: "disturbed_threads" counts them, and every count after the
-// first also carries "undisturbed_cpu_ratio" and "median_undisturbed_cpu_ratio", the CPU-by-CPU ratio of the
-// undisturbed threads alone (both counts filtered alike).
+// which a control measured later in a child of its own cannot match run by run. "paired_control_run_cpus"
+// says where the control's threads ended. A thread whose paired control took over kDisturbedControl times
+// the control's calm figure on its CPU (the median of the first count's paired control there) ran on a
+// disturbed CPU, and so does one whose paired control ended on another CPU (unpinned, the scheduler places
+// the two runs' threads apart, and such a control tells nothing of this thread's CPU): "disturbed_threads"
+// counts them, and every count after the first also carries "undisturbed_cpu_ratio" and
+// "median_undisturbed_cpu_ratio", the CPU-by-CPU ratio of the undisturbed threads alone (both counts filtered
+// alike). Pinned, every pair shares its CPU; unpinned, few do, so read these fields from pinned runs.
 //
 // A library whose memcoord_device_stats has peak_sums (version 6) also gives each thread count's "peak_sums"
 // (its runs' exact sums of every thread cache, made to settle the pool's peaks) and
@@ -328,33 +331,39 @@ std::string MeasureLibrary(const std::string& path, const std::vector<int>& thre
   return out;
 }
 
-// A thread of a run measured with a paired control: its CPU, its ns per pair, and the control's on the same
-// CPU right after.
+// A thread of a run measured with a paired control: its CPU, its ns per pair, and the paired control
+// thread's (right after; on the same CPU when pinned).
 struct PairedThread {
   int cpu = -1;
   double ns = 0;
+  int control_cpu = -1;
   double control_ns = 0;
+
+  bool SharesItsCpu() const { return control_cpu == cpu; }
 };
 
-// The control's calm figure on each CPU: the median of `base`'s paired control there.
+// The control's calm figure on each CPU: the median of `base`'s paired control there, from the pairs that
+// shared their CPU.
 std::map<int, double> CalmControl(const std::vector<PairedThread>& base) {
   std::map<int, std::vector<double>> by_cpu;
-  for (const PairedThread& t : base) by_cpu[t.cpu].push_back(t.control_ns);
+  for (const PairedThread& t : base) {
+    if (t.SharesItsCpu()) by_cpu[t.cpu].push_back(t.control_ns);
+  }
   std::map<int, double> calm;
   for (const auto& [cpu, ns] : by_cpu) calm[cpu] = Quantile(ns, 0.5);
   return calm;
 }
 
 // The ns per pair, CPU by CPU, of the threads of `threads` whose paired control read at most
-// kDisturbedControl times `calm` on their CPU (a CPU without a calm figure counts as disturbed); `disturbed`
-// counts the rest.
+// kDisturbedControl times `calm` on their CPU, there (a CPU without a calm figure, or a paired control on
+// another CPU, counts as disturbed); `disturbed` counts the rest.
 std::map<int, std::vector<double>> Undisturbed(const std::vector<PairedThread>& threads,
                                                const std::map<int, double>& calm, int& disturbed) {
   std::map<int, std::vector<double>> by_cpu;
   disturbed = 0;
   for (const PairedThread& t : threads) {
     const auto it = calm.find(t.cpu);
-    if (it == calm.end() || t.control_ns > kDisturbedControl * it->second) {
+    if (!t.SharesItsCpu() || it == calm.end() || t.control_ns > kDisturbedControl * it->second) {
       ++disturbed;
       continue;
     }
@@ -364,14 +373,15 @@ std::map<int, std::vector<double>> Undisturbed(const std::vector<PairedThread>& 
 }
 
 // The paired control's fields of one thread count's result (see the header): `base` is the first count's
-// threads, `now` this count's, `text` its "paired_control_thread_ns" runs; the ratios only when `ratio`.
+// threads, `now` this count's, `text` its "paired_control_thread_ns" runs and `cpus_text` their
+// "paired_control_run_cpus"; the ratios only when `ratio`.
 std::string PairedFigures(const std::vector<PairedThread>& base, const std::vector<PairedThread>& now,
-                          const std::string& text, bool ratio) {
+                          const std::string& text, const std::string& cpus_text, bool ratio) {
   const std::map<int, double> calm = CalmControl(base);
   int disturbed = 0;
   const std::map<int, std::vector<double>> calm_now = Undisturbed(now, calm, disturbed);
-  std::string out =
-      ",\"paired_control_thread_ns\":[" + text + "],\"disturbed_threads\":" + std::to_string(disturbed);
+  std::string out = ",\"paired_control_thread_ns\":[" + text + "],\"paired_control_run_cpus\":[" + cpus_text +
+                    "],\"disturbed_threads\":" + std::to_string(disturbed);
   if (ratio) {
     int base_disturbed = 0;
     double median = 0;
@@ -393,7 +403,7 @@ std::string Measure(const Library& lib, const Library* paired, const std::vector
     int runs_sharing_a_core = 0;
     long long peak_sums = 0;                   // -1: the library cannot tell
     std::vector<PairedThread> paired_threads;  // with a paired control: every thread of every run
-    std::string paired_text;
+    std::string paired_text, paired_cpus_text;
   };
   std::vector<Figures> figures(thread_counts.size());
   for (int r = 0; r < runs; ++r) {
@@ -414,11 +424,15 @@ std::string Measure(const Library& lib, const Library* paired, const std::vector
         // alike).
         const std::vector<PerPair> control = Run(*paired, r, thread_counts[c], pairs);
         std::vector<double> control_wall;
+        std::vector<int> control_cpus;
         for (std::size_t t = 0; t < threads.size(); ++t) {
-          f.paired_threads.push_back({threads[t].cpu, threads[t].wall_ns, control[t].wall_ns});
+          f.paired_threads.push_back(
+              {threads[t].cpu, threads[t].wall_ns, control[t].cpu, control[t].wall_ns});
           control_wall.push_back(control[t].wall_ns);
+          control_cpus.push_back(control[t].cpu);
         }
         f.paired_text += std::string(r ? "," : "") + "[" + Join(control_wall) + "]";
+        f.paired_cpus_text += std::string(r ? "," : "") + "[" + Join(control_cpus) + "]";
       }
       for (const PerPair& p : threads) {
         f.wall.push_back(p.wall_ns);
@@ -457,7 +471,8 @@ std::string Measure(const Library& lib, const Library* paired, const std::vector
              ",\"median_cpu_ratio\":" + std::to_string(median);
     }
     if (paired != nullptr)
-      out += PairedFigures(figures[0].paired_threads, f.paired_threads, f.paired_text, c > 0);
+      out += PairedFigures(figures[0].paired_threads, f.paired_threads, f.paired_text, f.paired_cpus_text,
+                           c > 0);
     out += "}";
   }
   return out;

@@ -90,32 +90,53 @@ class CapiBenchTest(unittest.TestCase):
 
     def test_each_library_run_is_paired_with_a_control_run_on_the_same_cpus(self):
         # With --control, every run of memcoord is followed by the control's on the same CPUs: its figures thread by
-        # thread ("paired_control_thread_ns"); a thread whose paired control read over 1.15 times the control's calm
-        # figure on its CPU (the median of the one-thread runs' paired control there) is disturbed; the ratio of the
-        # undisturbed threads alone, CPU by CPU. The control's own results carry none of it.
+        # thread ("paired_control_thread_ns") and where they ended ("paired_control_run_cpus"); a thread whose paired
+        # control read over 1.15 times the control's calm figure on its CPU (the median of the one-thread runs'
+        # paired control there) is disturbed; the ratio of the undisturbed threads alone, CPU by CPU. The control's
+        # own results carry none of it.
         a, b, (one, two, control_one, control_two) = self.pinned_to_two_cpus(6, "--control")
         for r in (control_one, control_two):
             self.assertNotIn("paired_control_thread_ns", r)
             self.assertNotIn("disturbed_threads", r)
+        for r in (one, two):
+            self.assertEqual(r["paired_control_run_cpus"], r["run_cpus"])  # pinned alike
+        self.check_paired_figures(one, two, runs=6)
+
+    def test_unpinned_a_paired_control_on_another_cpu_counts_its_thread_as_disturbed(self):
+        # Unpinned, the scheduler may place the control's thread t on another CPU than memcoord's thread t; such a
+        # control says nothing of memcoord's CPU, so that thread counts as disturbed, and the calm figures come from
+        # the pairs that shared their CPU.
+        done = bench("--threads", "1,2", "--runs", "6", "--control")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        one, two = json.loads(done.stdout)["results"][:2]
+        self.check_paired_figures(one, two, runs=6)
+
+    def check_paired_figures(self, one, two, runs):
+        """Recomputes one and two threads' paired-control fields from their JSON (the header's definitions)."""
 
         def median(values):  # capi_bench's: of an even count, the upper of the middle two
             values = sorted(values)
             return values[int(0.5 * (len(values) - 1) + 0.5)]
 
         def threads(r):
-            return [(cpu, ns, control) for cpus, nss, controls in
-                    zip(r["run_cpus"], r["run_thread_ns"], r["paired_control_thread_ns"])
-                    for cpu, ns, control in zip(cpus, nss, controls)]
+            return [(cpu, ns, control_cpu, control) for cpus, nss, control_cpus, controls in
+                    zip(r["run_cpus"], r["run_thread_ns"], r["paired_control_run_cpus"], r["paired_control_thread_ns"])
+                    for cpu, ns, control_cpu, control in zip(cpus, nss, control_cpus, controls)]
 
         for r in (one, two):
-            self.assertEqual([len(run) for run in r["paired_control_thread_ns"]], [r["threads"]] * 6)
+            self.assertEqual([len(run) for run in r["paired_control_thread_ns"]], [r["threads"]] * runs)
+            self.assertEqual([len(run) for run in r["paired_control_run_cpus"]], [r["threads"]] * runs)
             self.assertTrue(all(ns > 0 for run in r["paired_control_thread_ns"] for ns in run))
-        calm = {cpu: median([c for cc, _, c in threads(one) if cc == cpu]) for cpu in (a, b)}
+        shared = {}
+        for cpu, _, control_cpu, control in threads(one):
+            if control_cpu == cpu:
+                shared.setdefault(cpu, []).append(control)
+        calm = {cpu: median(controls) for cpu, controls in shared.items()}
 
         def undisturbed(r):
             kept = {}
-            for cpu, ns, control in threads(r):
-                if control <= 1.15 * calm[cpu]:
+            for cpu, ns, control_cpu, control in threads(r):
+                if control_cpu == cpu and cpu in calm and control <= 1.15 * calm[cpu]:
                     kept.setdefault(cpu, []).append(ns)
             return kept
 
