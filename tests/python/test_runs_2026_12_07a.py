@@ -31,9 +31,10 @@ def processes(workload, allocator):
     return RUNS.processes(BENCH1, BENCH2)[(workload, allocator)]
 
 
-def round_pairs(paths, workload):
-    """memcoord's first step minus expandable segments' in each round of each run (bench_allocators.py runs one
-    process of each allocator a round, in a rotated order): the pairing closest in time."""
+def round_pairs(paths, workload, figure=lambda p: p["first_step_ms"]):
+    """memcoord's `figure` (a process's first step) minus expandable segments' in each round of each run
+    (bench_allocators.py runs one process of each allocator a round, in a rotated order): the pairing closest in
+    time. Rounds where either process lacks the figure are left out."""
     diffs = []
     for path in paths:
         with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
@@ -42,8 +43,12 @@ def round_pairs(paths, workload):
         for row in rows:
             if row["workload"] == workload and row["allocator"] in ("expandable", "memcoord"):
                 for p in row["runs"]:
-                    by_round.setdefault(p["round"], {})[row["allocator"]] = p["first_step_ms"]
-        diffs += [r["memcoord"] - r["expandable"] for r in by_round.values() if len(r) == 2]
+                    by_round.setdefault(p["round"], {})[row["allocator"]] = p
+        for r in by_round.values():
+            try:
+                diffs.append(figure(r["memcoord"]) - figure(r["expandable"]))
+            except KeyError:  # one allocator's process missing in this round, or the figure in a process
+                continue
     return diffs
 
 
@@ -160,6 +165,20 @@ class Runs20261207aTest(unittest.TestCase):
         self.assertEqual((len(diffs), shorter, round(statistics.median(diffs), 1)), (204, 90, 3.5))
         self.assertEqual(round(sign_test_p(shorter, len(diffs)), 3), 0.107)
         self.assertEqual(round(statistics.median(round_pairs(new, "resnet50_amp")), 1), 1.4)
+
+    def test_resnet_first_steps_extra_time_is_on_the_autograd_thread(self):
+        # The runs that recorded each thread's CPU time in the first step (since 2026-12-06f), round by round:
+        # PyTorch's autograd thread (the backward pass) took longer under memcoord in most rounds; the Python thread
+        # (the forward pass and the optimizer) did not.
+        paths = bench_files(SINCE_GROW_TO_UNIT_END)
+
+        def thread(name):
+            diffs = round_pairs(paths, "resnet50_amp", lambda p: p["first_step_threads"][name])
+            shorter, moved = sum(d < 0 for d in diffs), sum(d != 0 for d in diffs)
+            return len(diffs), round(statistics.median(diffs), 1), shorter, round(sign_test_p(shorter, moved), 3)
+
+        self.assertEqual(thread("pt_autograd_0"), (154, 2.2, 61, 0.012))
+        self.assertEqual(thread("python3"), (154, 0.5, 74, 0.747))
 
     def test_firstprof_through_the_direct_shim(self):
         diff = RUNS.json(f"{C}-firstprof-kernels-diff.json")
