@@ -61,6 +61,10 @@ struct PoolStats {
   // peaks). Each reads every thread cache's counters, lines their owners write at every call, so with several
   // threads allocating a sum costs a cache miss per thread.
   std::uint64_t peak_sums = 0;
+  // Frees of a block that another thread allocated (ThreadCacheAdaptor): each takes the slow path (the
+  // freeing thread's slot lock, the other slots' in turn until the owner's, then the pool's), as PyTorch's
+  // autograd thread does for the forward pass's blocks. 0 without thread caches.
+  std::uint64_t other_thread_frees = 0;
   std::uint64_t ooms = 0;
   std::uint64_t largest_free_bytes = 0;  // largest block allocatable without the backend
   std::uint64_t limit_bytes = 0;         // 0: no limit

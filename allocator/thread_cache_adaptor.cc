@@ -366,11 +366,14 @@ bool ThreadCacheAdaptor::deallocate_locked(Slot& own, std::uintptr_t key, Alloca
     }
     if (found) own.table.erase(key, block);
   }
-  if (!found && !take_live(own, key, block)) {
-    error = NotFound(fmt::format(
-        "{}: free of {} which is not a live block of this pool (never allocated here, or already freed)",
-        owner_, ptr));
-    return false;
+  if (!found) {
+    if (!take_live(own, key, block)) {
+      error = NotFound(fmt::format(
+          "{}: free of {} which is not a live block of this pool (never allocated here, or already freed)",
+          owner_, ptr));
+      return false;
+    }
+    own.other_thread_frees.value.fetch_add(1, std::memory_order_relaxed);
   }
   // Another thread's block, or one this layer does not keep: the pool takes it back. (A block of another
   // thread is not cached here: keeping frees into one's own cache to the gate matters more than caching
@@ -703,7 +706,8 @@ void ThreadCacheAdaptor::cached_by_tag(TagFigures& out) const {
 }
 
 void ThreadCacheAdaptor::adjust_stats(PoolStats& s) const {
-  std::uint64_t bytes = 0, requested = 0, blocks = 0, hits = 0, hit_bytes = 0, peak_sums = 0;
+  std::uint64_t bytes = 0, requested = 0, blocks = 0, hits = 0, hit_bytes = 0, peak_sums = 0,
+                other_thread = 0;
   const std::size_t count = slot_count_.load(std::memory_order_acquire);
   for (std::size_t i = 0; i < count; ++i) {
     const Slot& slot = *slot_at(i);
@@ -713,6 +717,7 @@ void ThreadCacheAdaptor::adjust_stats(PoolStats& s) const {
     hits += slot.hits.load();
     hit_bytes += slot.hit_bytes.load();
     peak_sums += slot.peak_sums.load();
+    other_thread += slot.other_thread_frees.load();
   }
   s.allocated_bytes = SubClamped(s.allocated_bytes, bytes);
   s.active_bytes = SubClamped(s.active_bytes, bytes);
@@ -727,6 +732,7 @@ void ThreadCacheAdaptor::adjust_stats(PoolStats& s) const {
   s.freed_bytes_total += bytes + hit_bytes;
   s.idle_cache_flushes = idle_flushes_.load(std::memory_order_relaxed);
   s.peak_sums = peak_sums;
+  s.other_thread_frees = other_thread;
   s.peak_allocated_bytes = std::max(peak_allocated_.load(std::memory_order_relaxed), s.allocated_bytes);
   s.peak_active_bytes = s.peak_allocated_bytes;
   s.peak_requested_bytes = std::max(peak_requested_.load(std::memory_order_relaxed), s.requested_bytes);

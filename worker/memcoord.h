@@ -183,6 +183,10 @@ typedef struct memcoord_device_stats {
    * thread: where the alloc/free cost can grow with the number of threads. One thread sums only at a new
    * peak. */
   uint64_t peak_sums;
+  /* Version 7. Frees of a block that another thread allocated (a training loop's backward thread freeing the
+   * forward pass's blocks): each takes the thread caches' slow path, locks instead of the lock-free free of a
+   * thread's own block. */
+  uint64_t other_thread_frees;
 } memcoord_device_stats;
 /* Bytes; sizeof(memcoord_device_stats) grows with later versions. A caller built against version 1 (192
  * bytes) gets version 1's fields; the library fills what struct_size covers. */
@@ -192,6 +196,7 @@ typedef struct memcoord_device_stats {
 #define MEMCOORD_DEVICE_STATS_V4_SIZE 240
 #define MEMCOORD_DEVICE_STATS_V5_SIZE 256
 #define MEMCOORD_DEVICE_STATS_V6_SIZE 264
+#define MEMCOORD_DEVICE_STATS_V7_SIZE 272
 
 /* Sums every pool on `device` (-1: primary): the default pool, named pools and capture pools. Most figures
  * are counters read without a lock, but it takes locks: the worker's pool list's (to copy the list), the

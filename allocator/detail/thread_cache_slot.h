@@ -107,6 +107,9 @@ struct alignas(128) ThreadCacheSlot {
   // Exact sums of every slot's cache this slot's allocations made (ThreadCacheAdaptor::check_peaks;
   // PoolStats::peak_sums): an atomic add, as the slot of threads beyond kMaxSlots is shared.
   Counter peak_sums;
+  // Frees this slot's threads made of blocks another slot handed out (PoolStats::other_thread_frees): the
+  // slow path's, an atomic add as above.
+  Counter other_thread_frees;
   std::size_t sweep_cursor = 0;  // the owner's: the last slot its misses looked at
   // The owner's: the driver-free path looked for this request (`looked`) and found `pending_flush` idle (or
   // nullptr), for the full path that follows its decline.

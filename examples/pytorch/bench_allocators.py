@@ -129,7 +129,9 @@ def memcoord_step_figures():
     """What memcoord's pools on device 0 did on their misses so far, from their counters (memcoord.stats):
     misses and the host time they took (packing, waits and driver calls), units mapped and unmapped (one driver
     allocation each), packing's host waits for a busy block and their time, and those of them that synchronized
-    the whole stream (no marker covered the block; each drains the GPU's queue). Read after every step. Not the
+    the whole stream (no marker covered the block; each drains the GPU's queue), and the frees of a block another
+    thread allocated (the thread caches' slow path: PyTorch's autograd thread frees the forward pass's blocks).
+    Read after every step. Not the
     snapshot: taking one returns every thread's cached blocks to its pool (CachingPool::snapshot), so a snapshot
     after each step would change the pool the next step runs on, which no user's training does."""
     import memcoord
@@ -137,7 +139,8 @@ def memcoord_step_figures():
     own = memcoord.stats(0)
     return {"misses": own["misses"], "miss_ms": own["miss_ns"] / 1e6, "units_mapped": own["backend_allocations"],
             "units_unmapped": own["backend_frees"], "pack_waits": own["pack_waits"],
-            "pack_wait_ms": own["pack_wait_ns"] / 1e6, "pack_stream_syncs": own["pack_stream_syncs"]}
+            "pack_wait_ms": own["pack_wait_ns"] / 1e6, "pack_stream_syncs": own["pack_stream_syncs"],
+            "other_thread_frees": own.get("other_thread_frees", 0)}
 
 
 def memcoord_driver_figures():
@@ -173,6 +176,8 @@ def driver_summary(figures):
                if "markers" in figures else "")
     if "idle_cache_flushes" in figures:
         markers += f", {figures['idle_cache_flushes']} idle thread caches flushed"
+    if "other_thread_frees" in figures:
+        markers += f", {figures['other_thread_frees']} frees of another thread's block"
     return (f"{figures['misses']} misses ({figures.get('miss_ms', 0.0):.1f} ms), {figures['units_mapped']} units "
             f"mapped, {figures['units_unmapped']} unmapped, {figures['pack_waits']} packing waits "
             f"({figures.get('pack_wait_ms', 0.0):.1f} ms; {figures['pack_stream_syncs']} of them whole-stream"

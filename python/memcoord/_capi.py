@@ -86,7 +86,7 @@ class AbortedError(MemcoordError):
 
 
 class DeviceStats(ctypes.Structure):
-    """memcoord_device_stats, version 6 (see worker/memcoord.h for each field). A library of an earlier
+    """memcoord_device_stats, version 7 (see worker/memcoord.h for each field). A library of an earlier
     version fills only the fields it knows (it copies what its own struct holds): the later ones read 0."""
 
     _fields_ = [
@@ -124,6 +124,7 @@ class DeviceStats(ctypes.Structure):
         ("allocated_bytes_total", ctypes.c_uint64),  # version 5
         ("freed_bytes_total", ctypes.c_uint64),
         ("peak_sums", ctypes.c_uint64),  # version 6
+        ("other_thread_frees", ctypes.c_uint64),  # version 7
     ]
 
     def as_dict(self):

@@ -44,6 +44,7 @@ _ACCUMULATED = (
     "miss_ns",
     "pack_wait_ns",
     "peak_sums",
+    "other_thread_frees",
 )
 
 _baselines = {}
@@ -123,6 +124,7 @@ def torch_stats(device, raw):
                 "miss_ns": acc["miss_ns"],
                 "pack_wait_ns": acc["pack_wait_ns"],
                 "peak_sums": acc["peak_sums"],
+                "other_thread_frees": acc["other_thread_frees"],
                 "device_total_bytes": int(raw.get("device_total_bytes", 0)),
             },
         }

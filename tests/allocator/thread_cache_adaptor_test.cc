@@ -381,6 +381,25 @@ TEST_F(ThreadCacheTest, ACrossThreadFreeGoesToThePool) {
   other.join();
   EXPECT_EQ(fake_.deallocate_calls, 1);
   EXPECT_EQ(Figures().live_blocks, 0u);
+  EXPECT_EQ(Figures().other_thread_frees, 1u);
+}
+
+TEST_F(ThreadCacheTest, OnlyFreesOfAnotherThreadsBlockCountAsOtherThreadFrees) {
+  void* own = Alloc(4096);
+  ASSERT_TRUE(Free(own).ok());  // into this thread's cache
+  void* big = Alloc(64 << 20);  // above what a cache keeps: the pool's, freed on its own thread
+  ASSERT_TRUE(Free(big).ok());
+  EXPECT_EQ(Figures().other_thread_frees, 0u);
+  void* a = Alloc(4096);
+  void* b = Alloc(8192);
+  std::thread other([&] {
+    EXPECT_TRUE(Free(a).ok());
+    EXPECT_TRUE(Free(b).ok());
+    EXPECT_FALSE(Free(b).ok());  // a double free is refused, and not counted
+  });
+  other.join();
+  EXPECT_EQ(Figures().other_thread_frees, 2u);
+  EXPECT_TRUE(cache_->check_invariants(stats_.live_blocks()).ok());
 }
 
 TEST_F(ThreadCacheTest, DestroyingTheAdaptorGivesBackWhatThreadsCached) {

@@ -8,6 +8,7 @@ import pickle
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 
 from support import MIB, require
@@ -309,7 +310,8 @@ class AllocationTest(unittest.TestCase):
 
     def test_a_struct_of_an_earlier_version_gets_its_fields_only(self):
         # Version 4 added peak_live_blocks at the end; a caller of version 3 gets no byte past its struct.
-        self.assertEqual(ctypes.sizeof(_capi.DeviceStats), 264)  # MEMCOORD_DEVICE_STATS_V6_SIZE
+        self.assertEqual(ctypes.sizeof(_capi.DeviceStats), 272)  # MEMCOORD_DEVICE_STATS_V7_SIZE
+        self.assertEqual(_capi.DeviceStats.other_thread_frees.offset, 264)  # MEMCOORD_DEVICE_STATS_V6_SIZE
         self.assertEqual(_capi.DeviceStats.peak_sums.offset, 256)  # MEMCOORD_DEVICE_STATS_V5_SIZE
         self.assertEqual(_capi.DeviceStats.peak_live_blocks.offset, 232)  # MEMCOORD_DEVICE_STATS_V3_SIZE
         self.assertEqual(_capi.DeviceStats.allocated_bytes_total.offset, 240)  # MEMCOORD_DEVICE_STATS_V4_SIZE
@@ -361,6 +363,26 @@ class AllocationTest(unittest.TestCase):
                 memcoord.free(ptr)
         nested = memcoord._stats.torch_stats(0, memcoord.stats())
         self.assertGreaterEqual(nested["memcoord"]["peak_sums"], 3)
+
+    def test_frees_of_another_threads_blocks_count_and_a_version_6_struct_gets_none(self):
+        # Version 7 added other_thread_frees: a backward thread freeing the forward pass's blocks takes the thread
+        # caches' slow path, and the count says how often. The memcoord part of memory_stats carries it.
+        before = memcoord.stats()["other_thread_frees"]
+        blocks = [memcoord.alloc(MIB) for _ in range(3)]
+        own = memcoord.alloc(MIB)
+        memcoord.free(own)  # this thread's own block: not counted
+        freer = threading.Thread(target=lambda: [memcoord.free(ptr) for ptr in blocks])
+        freer.start()
+        freer.join()
+        self.assertEqual(memcoord.stats()["other_thread_frees"], before + 3)
+        out = _capi.DeviceStats()
+        out.struct_size = 264
+        out.other_thread_frees = 0xDEAD
+        _capi.library().call("memcoord_device_stats_get", -1, ctypes.byref(out))
+        self.assertEqual(out.other_thread_frees, 0xDEAD)
+        nested = memcoord._stats.torch_stats(0, memcoord.stats())
+        self.assertEqual(nested["memcoord"]["other_thread_frees"], before + 3)
+        self.assertEqual(memcoord._stats.flatten(nested)["memcoord.other_thread_frees"], before + 3)
 
     def test_empty_cache_returns_cached_memory(self):
         require(self, "memcoord_empty_cache")

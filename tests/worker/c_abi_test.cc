@@ -232,7 +232,14 @@ TEST_F(CAbi, StatsEmptyCacheAndSnapshotReportThePoolsCounters) {
   EXPECT_EQ(doc["pools"][0]["stats"]["allocated_bytes"].get<std::uint64_t>(), after.allocated_bytes);
   EXPECT_EQ(doc["pools"][0]["stats"]["reserved_bytes"].get<std::uint64_t>(), after.reserved_bytes);
   EXPECT_EQ(doc["pools"][0]["stats"]["peak_sums"].get<std::uint64_t>(), after.peak_sums);
-  memcoord_torch_free(b, 1 << 20, 0, nullptr);
+  EXPECT_EQ(after.other_thread_frees, 0u);
+  // A training loop's backward thread frees what the forward pass allocated: a free of another thread's
+  // block, counted.
+  std::thread backward([b] { memcoord_torch_free(b, 1 << 20, 0, nullptr); });
+  backward.join();
+  const memcoord_device_stats freed = Stats(0);
+  EXPECT_EQ(freed.other_thread_frees, 1u);
+  EXPECT_EQ(freed.allocated_bytes, 0u);
 }
 
 // PyTorch's cacheInfo: the larger of the device's free memory and the largest cached block. On the virtual

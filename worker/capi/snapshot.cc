@@ -47,6 +47,7 @@ nlohmann::json StatsJson(const PoolStats& s) {
           {"trimmed_bytes", s.trimmed_bytes},
           {"idle_cache_flushes", s.idle_cache_flushes},
           {"peak_sums", s.peak_sums},
+          {"other_thread_frees", s.other_thread_frees},
           {"ooms", s.ooms},
           {"largest_free_bytes", s.largest_free_bytes},
           {"limit_bytes", s.limit_bytes},

@@ -20,7 +20,9 @@ static_assert(offsetof(memcoord_device_stats, allocated_bytes_total) == MEMCOORD
               "v4 layout changed");
 static_assert(offsetof(memcoord_device_stats, peak_sums) == MEMCOORD_DEVICE_STATS_V5_SIZE,
               "v5 layout changed");
-static_assert(sizeof(memcoord_device_stats) == MEMCOORD_DEVICE_STATS_V6_SIZE, "v6 layout changed");
+static_assert(offsetof(memcoord_device_stats, other_thread_frees) == MEMCOORD_DEVICE_STATS_V6_SIZE,
+              "v6 layout changed");
+static_assert(sizeof(memcoord_device_stats) == MEMCOORD_DEVICE_STATS_V7_SIZE, "v7 layout changed");
 static_assert(sizeof(memcoord_abort_info) == MEMCOORD_ABORT_INFO_V1_SIZE, "v1 layout changed");
 static_assert(std::is_standard_layout_v<memcoord_device_stats>);
 
@@ -68,6 +70,7 @@ void Add(memcoord_device_stats& s, const PoolStats& p) {
   s.allocated_bytes_total += p.allocated_bytes_total;
   s.freed_bytes_total += p.freed_bytes_total;
   s.peak_sums += p.peak_sums;
+  s.other_thread_frees += p.other_thread_frees;
   s.cache_hits += p.cache_hits;
   s.ooms += p.ooms;
   s.backend_allocations += p.backend_allocations;
