@@ -7,12 +7,18 @@
 //                             after a warm-up pass; mapping (default) next to PyTorch-style segments.
 //   MallocMixedPattern        the same pattern through glibc malloc/free, as a reference point.
 //   SteadyLoop                issue 11's loop over 512 B, 4 KiB, 1 MiB, 8 MiB (one live block).
+//   FreeAfterForward/<other>  a training step's frees of the forward pass's 430 blocks, per free: by the
+//                             thread that allocated them (0) or by another, long-lived one (1), as PyTorch's
+//                             autograd thread frees them (other_thread_frees counts them).
 // The pool benchmarks count driver calls per pass after their warm-up (maps_per_pass, unmaps_per_pass).
 // Run: pool_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true (medians).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
+#include <semaphore>
+#include <thread>
 #include <vector>
 
 #include "allocator/caching_pool.h"
@@ -110,6 +116,75 @@ void BM_SteadyLoop(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 8);
 }
 BENCHMARK(BM_SteadyLoop);
+
+// A thread that allocates a step's forward blocks whenever asked, and lives as long as the benchmark (as
+// PyTorch's Python thread does beside its autograd thread).
+class ForwardThread {
+ public:
+  explicit ForwardThread(std::function<void()> forward)
+      : forward_(std::move(forward)), thread_([this] { Loop(); }) {}
+  ~ForwardThread() {
+    stop_ = true;
+    go_.release();
+    thread_.join();
+  }
+  void RunOnce() {
+    go_.release();
+    done_.acquire();
+  }
+
+ private:
+  void Loop() {
+    while (true) {
+      go_.acquire();
+      if (stop_) return;
+      forward_();
+      done_.release();
+    }
+  }
+  std::function<void()> forward_;
+  std::binary_semaphore go_{0}, done_{0};
+  bool stop_ = false;   // written before go_.release(), read after go_.acquire()
+  std::thread thread_;  // last: it starts once the rest exists
+};
+
+// 430 blocks, as ResNet-50 AMP b128's step frees of another thread's block (2026-12-07b, an H200), in sizes
+// from 512 B to 8 MiB: half of them small enough for a thread cache (at most 1 MiB).
+void BM_FreeAfterForward(benchmark::State& state) {
+  VirtualBackend backend;
+  CachingPool pool(backend);
+  constexpr std::size_t kBlocks = 430;
+  constexpr std::size_t kSizes[] = {512, 64 << 10, 1 << 20, 8 << 20};
+  std::vector<void*> blocks(kBlocks);
+  auto forward = [&] {
+    for (std::size_t i = 0; i < kBlocks; ++i) blocks[i] = *pool.allocate(kSizes[i % 4]);
+  };
+  auto backward = [&] {
+    for (std::size_t i = kBlocks; i-- > 0;) (void)pool.deallocate(blocks[i]);
+  };
+  const bool other = state.range(0) == 1;
+  ForwardThread forward_thread(forward);
+  auto run_forward = [&] { other ? forward_thread.RunOnce() : forward(); };
+  run_forward();  // warm: the pool holds the step's memory from here on
+  backward();
+  const PoolStats warm = pool.stats();
+  for (auto _ : state) {
+    state.PauseTiming();
+    run_forward();
+    state.ResumeTiming();
+    backward();
+  }
+  const PoolStats after = pool.stats();
+  const auto passes = static_cast<double>(std::max<std::int64_t>(state.iterations(), 1));
+  state.counters["ns_per_free"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * kBlocks),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["other_thread_frees_per_pass"] =
+      static_cast<double>(after.other_thread_frees - warm.other_thread_frees) / passes;
+  CountDriverCalls(state, warm, after);
+  state.SetLabel(other ? "freed by another thread (autograd)" : "freed by the allocating thread");
+}
+BENCHMARK(BM_FreeAfterForward)->Arg(0)->Arg(1);
 
 void BM_MallocMixedPattern(benchmark::State& state) {
   auto alloc = [](std::size_t n) { return std::malloc(n); };
