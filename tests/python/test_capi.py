@@ -344,6 +344,16 @@ class AllocationTest(unittest.TestCase):
         flat = memcoord._stats.flatten(memcoord._stats.torch_stats(0, raw))
         self.assertEqual((flat["allocated_bytes.all.allocated"], flat["allocated_bytes.all.freed"]), (0, 0))
 
+    def stats_of_an_earlier_version(self, struct_size, later_field):
+        """memcoord_device_stats_get into a struct of `struct_size` bytes: `later_field`, past it, keeps the marker
+        it held (the library writes no byte past struct_size)."""
+        out = _capi.DeviceStats()
+        out.struct_size = struct_size
+        setattr(out, later_field, 0xDEAD)
+        _capi.library().call("memcoord_device_stats_get", -1, ctypes.byref(out))
+        self.assertEqual(getattr(out, later_field), 0xDEAD)
+        return out
+
     def test_peak_sums_count_and_a_version_5_struct_gets_none(self):
         # Version 6 added peak_sums: the pool's exact sums of its thread caches for the peaks. One thread sums at
         # each new peak only; the memcoord part of memory_stats carries it.
@@ -352,11 +362,7 @@ class AllocationTest(unittest.TestCase):
         blocks = [memcoord.alloc(MIB) for _ in range(3)]  # above the reset peak from the first: a sum each
         try:
             self.assertEqual(memcoord.stats()["peak_sums"], before + 3)
-            out = _capi.DeviceStats()
-            out.struct_size = 256
-            out.peak_sums = 0xDEAD
-            _capi.library().call("memcoord_device_stats_get", -1, ctypes.byref(out))
-            self.assertEqual(out.peak_sums, 0xDEAD)
+            out = self.stats_of_an_earlier_version(256, "peak_sums")
             self.assertGreaterEqual(out.live_blocks, 3)
         finally:
             for ptr in blocks:
@@ -375,11 +381,7 @@ class AllocationTest(unittest.TestCase):
         freer.start()
         freer.join()
         self.assertEqual(memcoord.stats()["other_thread_frees"], before + 3)
-        out = _capi.DeviceStats()
-        out.struct_size = 264
-        out.other_thread_frees = 0xDEAD
-        _capi.library().call("memcoord_device_stats_get", -1, ctypes.byref(out))
-        self.assertEqual(out.other_thread_frees, 0xDEAD)
+        self.stats_of_an_earlier_version(264, "other_thread_frees")
         nested = memcoord._stats.torch_stats(0, memcoord.stats())
         self.assertEqual(nested["memcoord"]["other_thread_frees"], before + 3)
         self.assertEqual(memcoord._stats.flatten(nested)["memcoord.other_thread_frees"], before + 3)
