@@ -128,8 +128,8 @@ TEST(Soak, SynchronizedTrimsInterleavedWithAllreduceStepsNeverDeadlockAndRssStay
   // The ranks keep MpiJobEnv's options, less the quarantine (above) and the fake stacks that detect stack
   // use after return: ASan hands out those frames in turn from a large region per thread, whose resident
   // part grows as the run goes on. Over 10,000 trims they grew each of 4 ranks' resident memory by
-  // 10.3 MiB, against 2.3-2.5 MiB without them (2026-12-07), so this RSS check would read ASan's memory,
-  // not ours. The other MPI tests keep them.
+  // 10.0-10.1 MiB, against 2.3-2.5 MiB without them (2026-12-07), so this RSS check would read ASan's memory,
+  // not ours. The other jobs started with MpiJobEnv keep them.
   for (std::string& e : job_env) {
     if (e.starts_with("ASAN_OPTIONS=")) e += " quarantine_size_mb=0 detect_stack_use_after_return=0";
   }
