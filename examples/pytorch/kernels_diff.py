@@ -13,8 +13,11 @@ processes), then, where exactly two allocators are given:
     allocator above the larger of the other);
   - "same kernels" when there are neither.
 Kernels present in some processes of both are not differences: a process's first step can differ from the next
-one's under the same allocator (a lazily loaded module, an autotuned choice). Exits 2 naming the file when one
-cannot be read as profile_first_step.py's JSON.
+one's under the same allocator (a lazily loaded module, an autotuned choice). Files that hold the step's CPU
+operators thread by thread ("threads") also get each thread's self CPU time (medians per allocator) and, for two
+allocators, the operators of each thread whose self CPU time is apart in every pair of processes, the largest
+gaps first (at most 10 a thread): where one allocator's first step spends its extra CPU time. Exits 2 naming the
+file when one cannot be read as profile_first_step.py's JSON.
 """
 
 import argparse
@@ -34,7 +37,10 @@ def load(path):
             record = json.load(f)
         kernels = record["kernels"]
         checked = {"allocator": str(record["allocator"]), "first_step_ms": float(record["first_step_ms"]),
-                   "kernels": {str(n): {"count": int(k["count"]), "ms": float(k["ms"])} for n, k in kernels.items()}}
+                   "kernels": {str(n): {"count": int(k["count"]), "ms": float(k["ms"])} for n, k in kernels.items()},
+                   "threads": {str(role): {"self_ms": float(t["self_ms"]),
+                                           "ops": {str(n): float(o["self_ms"]) for n, o in t["ops"].items()}}
+                               for role, t in record.get("threads", {}).items()}}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise KernelsError(f"{path}: not profile_first_step.py --kernels JSON "
                            f"(an object with allocator, first_step_ms and kernels: {{name: {{count, ms}}}}): "
@@ -90,6 +96,42 @@ def differences(records):
     }
 
 
+def threads_summary(records):
+    """{allocator: {role: median self CPU ms}} over the processes that recorded threads; roles every one of them
+    has."""
+    rows = {}
+    for allocator, group in by_allocator(records).items():
+        group = [r for r in group if r["threads"]]
+        if group:
+            roles = set.intersection(*(set(r["threads"]) for r in group))
+            rows[allocator] = {role: statistics.median(r["threads"][role]["self_ms"] for r in group)
+                               for role in sorted(roles)}
+    return rows
+
+
+def threads_apart(records, limit=10):
+    """For two allocators a and b, every process with threads: {role: [{"op", a: [ms], b: [ms]}]}, the operators
+    every process ran on that thread whose self CPU ms are apart in every pair, the largest gap between medians
+    first. None when that does not hold."""
+    grouped = by_allocator(records)
+    if len(grouped) != 2 or not all(r["threads"] for r in records):
+        return None
+    (a, runs_a), (b, runs_b) = grouped.items()
+    roles = set.intersection(*(set(r["threads"]) for r in records))
+    out = {}
+    for role in sorted(roles):
+        ops = set.intersection(*(set(r["threads"][role]["ops"]) for r in records))
+        rows = []
+        for op in ops:
+            ms_a = [r["threads"][role]["ops"][op] for r in runs_a]
+            ms_b = [r["threads"][role]["ops"][op] for r in runs_b]
+            if max(ms_a) < min(ms_b) or max(ms_b) < min(ms_a):
+                rows.append({"op": op, a: ms_a, b: ms_b})
+        rows.sort(key=lambda row: (-abs(statistics.median(row[b]) - statistics.median(row[a])), row["op"]))
+        out[role] = rows[:limit]
+    return out
+
+
 def report(records):
     lines = []
     for allocator, row in summary(records).items():
@@ -108,6 +150,15 @@ def report(records):
         lines.append(f"counts apart: {name}: {a} {c[a]}, {b} {c[b]}")
     if not (diff["only_" + a] or diff["only_" + b] or diff["counts_apart"]):
         lines.append("same kernels: none launched by one allocator only, no count apart in every pair")
+    for allocator, roles in threads_summary(records).items():
+        lines.append(f"{allocator}: self CPU by thread: " +
+                     ", ".join(f"{role} {ms:.1f} ms" for role, ms in roles.items()) + " (medians)")
+    apart = threads_apart(records)
+    for role, rows in (apart or {}).items():
+        for row in rows:
+            gap = statistics.median(row[b]) - statistics.median(row[a])
+            lines.append(f"self CPU apart on the {role} thread: {row['op']}: {a} {row[a]}, {b} {row[b]} ms "
+                         f"({b} {gap:+.2f} ms)")
     return lines
 
 
@@ -124,7 +175,8 @@ def main(argv=None):
     print("\n".join(report(records)))
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"summary": summary(records), "differences": differences(records)}, out, indent=1)
+            json.dump({"summary": summary(records), "differences": differences(records),
+                       "threads": threads_summary(records), "threads_apart": threads_apart(records)}, out, indent=1)
     return 0
 
 

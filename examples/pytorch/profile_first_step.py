@@ -9,7 +9,9 @@ and the Python functions of the memcoord package that ran during the step (cProf
 steps can be set side by side operator by operator. --kernels PATH also records the GPU's activity (CUPTI) and
 writes the first step's kernels and memory operations, by name with their counts, as JSON to PATH: whether an
 allocator led a library (cuDNN's engine choice, cuBLAS's workspace) to launch other kernels, each loaded
-lazily on first use at a cost to the first step's CPU time.
+lazily on first use at a cost to the first step's CPU time. The same file holds the step's CPU operators thread
+by thread ("threads": each thread's self CPU time, in all and operator by operator), the Python thread's apart
+from PyTorch's autograd thread, which runs the backward pass: kernels_diff.py sets them side by side.
 """
 
 import argparse
@@ -85,11 +87,42 @@ def write_kernels(path, prof, workload_name, allocator, first_ms):
         if str(event.device_type).endswith("CUDA"):
             count, ms = kernels.get(event.name, (0, 0.0))
             kernels[event.name] = (count + 1, ms + event.device_time_total / 1000)
+    threads = cpu_by_thread(prof.events())
     with open(path, "w") as out:
         json.dump({"workload": workload_name, "allocator": allocator, "first_step_ms": first_ms,
-                   "kernels": {name: {"count": c, "ms": round(ms, 3)} for name, (c, ms) in sorted(kernels.items())}},
+                   "kernels": {name: {"count": c, "ms": round(ms, 3)} for name, (c, ms) in sorted(kernels.items())},
+                   "threads": threads},
                   out, indent=1)
     print(f"{len(kernels)} kernel names, {sum(c for c, _ in kernels.values())} launches: {path}")
+    print("self CPU by thread: " + ", ".join(f"{role} {t['self_ms']:.1f} ms" for role, t in threads.items()))
+
+
+# PyTorch's autograd engine records each backward function under this prefix, on the thread that runs it.
+AUTOGRAD_PREFIX = "autograd::engine::evaluate_function"
+
+
+def cpu_by_thread(events):
+    """The CPU events' self time thread by thread: {role: {"self_ms", "ops": {name: {"count", "self_ms"}}}}. A
+    thread's role is "autograd" when it ran autograd's engine (PyTorch's backward thread for the device), "python"
+    for the busiest of the others (the thread that called the step), "thread N" (N its id) for the rest."""
+    by_id = {}
+    for event in events:
+        if not str(event.device_type).endswith("CPU"):
+            continue
+        ops = by_id.setdefault(event.thread, {})
+        count, us = ops.get(event.name, (0, 0.0))
+        ops[event.name] = (count + 1, us + event.self_cpu_time_total)
+    roles = {}
+    for tid, ops in by_id.items():
+        if any(name.startswith(AUTOGRAD_PREFIX) for name in ops) and "autograd" not in roles.values():
+            roles[tid] = "autograd"
+    others = sorted((t for t in by_id if t not in roles), key=lambda t: -sum(us for _, us in by_id[t].values()))
+    for i, tid in enumerate(others):
+        roles[tid] = "python" if i == 0 else f"thread {tid}"
+    return {roles[tid]: {"self_ms": round(sum(us for _, us in ops.values()) / 1000, 3),
+                         "ops": {name: {"count": c, "self_ms": round(us / 1000, 3)} for name, (c, us) in
+                                 sorted(ops.items())}}
+            for tid, ops in sorted(by_id.items(), key=lambda kv: roles[kv[0]])}
 
 
 if __name__ == "__main__":

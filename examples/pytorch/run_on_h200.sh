@@ -34,7 +34,9 @@
 #   firstprof profile_first_step.py: the first step under torch.profiler and cProfile, expandable and memcoord in
 #            turns, 2 processes each (FIRSTPROF_WORKLOAD, llama_1b by default: 60 s on an H100; FIRSTPROF_ROUNDS=N
 #            processes each); each also writes firstprof-ALLOCATOR-N.kernels.json, its first step's GPU kernels by
-#            name and count, and kernels_diff.py sets the two allocators' kernels side by side
+#            name and count and its CPU operators thread by thread, and kernels_diff.py sets the two allocators'
+#            kernels, and each thread's operators, side by side (FIRSTPROF_WORKLOAD=resnet50_amp for the
+#            autograd thread's first-step time, 2026-12-07a)
 #   replaycost replay_cost.py: bench/traces replayed through torch.empty, no kernels, expandable against
 #            memcoord (the allocator's own cost: a cold pass, where the pool grows as in a first step, a warm
 #            one, and alloc+free pair loops of 0 B, 64 KiB and 8 MiB), 6 processes each, pinned, with the
@@ -211,7 +213,7 @@ part_firstprof() {  # where the first step's CPU time goes, operator by operator
       kernels="$out/firstprof-$allocator-$round.kernels.json"
       "${pin[@]}" python3 examples/pytorch/profile_first_step.py "$workload" "$allocator" --kernels "$kernels" \
         > "$out/firstprof-$allocator-$round.log" 2>&1 || rc=1
-      grep -E "first step|Name|^Self CPU|^ *(aten|cuda|Optimizer|autograd|memcoord)|memcoord's Python|kernel names" \
+      grep -E "first step|Name|^Self CPU|^ *(aten|cuda|Optimizer|autograd|memcoord)|memcoord's Python|kernel names|self CPU by thread" \
         "$out/firstprof-$allocator-$round.log" | head -22
     done
   done
