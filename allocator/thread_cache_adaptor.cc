@@ -44,10 +44,11 @@ struct LastSlot {
 // Python; the slot is 16 bytes of the static TLS surplus glibc keeps for such libraries, as the C ABI's own
 // call guard uses).
 __attribute__((tls_model("initial-exec"))) thread_local LastSlot t_last;
-// Set once this thread's bindings were released (it is exiting). A call after that (from a pthread key
-// destructor that runs after the bindings' own) may still allocate and free: it must not touch the released
-// bindings nor the slots they gave back, which another thread may own by then. Trivially destructible, so it
-// stays readable until the thread is gone.
+// Set once this thread's bindings were released (it is exiting), or could not be registered for release (no
+// pthread key left): from then on the thread binds the shared slot. A call after the release (from a pthread
+// key destructor that runs after the bindings' own) may still allocate and free: it must not touch the
+// released bindings nor the slots they gave back, which another thread may own by then. Trivially
+// destructible, so it stays readable until the thread is gone.
 __attribute__((tls_model("initial-exec"))) thread_local bool t_bindings_gone = false;
 }  // namespace
 
@@ -96,11 +97,15 @@ ThreadExitKey& BindingsKey() {
 
 // This thread's bindings, made (and registered for release at its exit) on first use; nullptr when no
 // release could be registered (the process had no pthread key left): the caller then takes the shared slot,
-// which holds nothing that would need giving back.
+// which holds nothing that would need giving back, and so does every later call of this thread (without a
+// new allocation and a failed registration each time).
 ThreadCacheBindings* MyBindings() {
   if (t_bindings != nullptr) return t_bindings;
   auto bindings = std::make_unique<ThreadCacheBindings>();
-  if (!BindingsKey().set(bindings.get())) return nullptr;
+  if (!BindingsKey().set(bindings.get())) {
+    t_bindings_gone = true;
+    return nullptr;
+  }
   t_bindings = bindings.release();
   return t_bindings;
 }

@@ -375,6 +375,48 @@ TEST(ThreadCacheExitTest, AFirstCallAfterTheKeyWasDeletedAtExitSetsNoKey) {
   EXPECT_EXIT(first_call_after_the_key::Run(), ::testing::ExitedWithCode(0), "");
 }
 
+// A process with no pthread key left (PTHREAD_KEYS_MAX made by someone else) before the thread caches' key is
+// made: no thread's bindings can be registered for release, so every thread takes the shared slot, which
+// caches nothing (each free goes to the pool) and holds nothing to give back at a thread's exit. Exit code: a
+// bit per failure.
+namespace no_key_left {
+[[noreturn]] void Run() {
+  for (int i = 0; i < 100000; ++i) {  // glibc's PTHREAD_KEYS_MAX is 1024
+    pthread_key_t key;
+    if (::pthread_key_create(&key, nullptr) != 0) break;
+  }
+  pthread_key_t one_more;
+  if (::pthread_key_create(&one_more, nullptr) == 0) std::_Exit(64);  // keys left: the test proves nothing
+  testing::FakeResource fake;
+  StatsAdaptor<> stats(fake);
+  ThreadSafeAdaptor locked(stats);
+  ThreadCacheAdaptor cache(locked, LiveFigures{&stats.allocated_counter(), &stats.requested_counter()},
+                           ThreadCacheLimits{}, "pool 'no key'");
+  int failures = 0;
+  auto pairs = [&] {
+    for (int i = 0; i < 3; ++i) {
+      Allocation a, freed;
+      Status error;
+      if (!cache.try_allocate(4096, kStream, kUntagged, a, error) ||
+          !cache.try_deallocate(a.ptr, freed, error))
+        failures |= 1;
+    }
+  };
+  pairs();
+  std::thread other(pairs);
+  other.join();
+  if (cache.cached_bytes() != 0) failures |= 2;   // a thread cached in a slot it could never give back
+  if (fake.deallocate_calls != 6) failures |= 4;  // every free reached the pool
+  if (!cache.check_invariants(stats.live_blocks()).ok()) failures |= 8;
+  std::_Exit(failures);
+}
+}  // namespace no_key_left
+
+TEST(ThreadCacheExitTest, WithNoPthreadKeyLeftEveryThreadTakesTheSharedSlot) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process: the key's static is made in it
+  EXPECT_EXIT(no_key_left::Run(), ::testing::ExitedWithCode(0), "");
+}
+
 TEST_F(ThreadCacheTest, ACrossThreadFreeGoesToThePool) {
   void* p = Alloc(4096);
   std::thread other([&] { ASSERT_TRUE(Free(p).ok()); });
