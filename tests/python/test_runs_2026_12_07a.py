@@ -74,8 +74,8 @@ class Runs20261207aTest(unittest.TestCase):
 
     def test_capi_bench(self):
         unpinned, pinned = RUNS.capi_bench(f"{C}-capi_bench.json"), RUNS.capi_bench(f"{C}-capi_bench_pinned.json")
-        self.assertEqual([round(r[("memcoord", n)]["median_ns_per_pair"], 1) for r in (unpinned, pinned) for n in (1, 4)],
-                         [44.3, 44.7, 43.3, 44.0])
+        self.assertEqual([round(r[("memcoord", n)]["median_ns_per_pair"], 1)
+                          for r in (unpinned, pinned) for n in (1, 4)], [44.3, 44.7, 43.3, 44.0])
         self.assertEqual([round(r[("control", 1)]["median_ns_per_pair"], 1) for r in (unpinned, pinned)], [32.1, 31.9])
         four = pinned[("memcoord", 4)]
         self.assertEqual(round(four["median_cpu_ratio"], 3), 1.017)
@@ -111,7 +111,8 @@ class Runs20261207aTest(unittest.TestCase):
         rows = {(r["workload"], r["allocator"]): r for name in (BENCH1, BENCH2) for r in RUNS.json(name)["runs"]}
         self.assertEqual({w: tuple(round(rows[(w, a)]["median_step_ms"], 1) for a in ALLOCATORS) for w in WORKLOADS}, {
             "gpt2_fp32": (186.8, 186.2, 186.3), "gpt2_bf16_varlen": (148.1, 147.3, 147.8),
-            "resnet50_amp": (28.8, 28.8, 28.7), "llama_1b": (188.3, 186.6, 187.7), "alternating": (108.2, 108.1, 108.4)})
+            "resnet50_amp": (28.8, 28.8, 28.7), "llama_1b": (188.3, 186.6, 187.7),
+            "alternating": (108.2, 108.1, 108.4)})
         self.assertEqual({w: tuple(round(statistics.median(p["first_step_ms"] for p in processes(w, a)))
                                    for a in ALLOCATORS) for w in WORKLOADS}, {
             "gpt2_fp32": (415, 424, 422), "gpt2_bf16_varlen": (420, 430, 431), "resnet50_amp": (590, 592, 592),
@@ -156,7 +157,8 @@ class Runs20261207aTest(unittest.TestCase):
         self.assertEqual(figures(these["resnet50_amp"]), (4, 1, 173, 369, 0.756, (-8, 15)))
         self.assertEqual(figures(every["resnet50_amp"]), (26, 4, 840, 1890, 0.095, (0, 10)))
         self.assertTrue(every["resnet50_amp"]["verdict"].startswith("not resolved"))
-        self.assertEqual({w: figures(every[w])[:5] for w in ("gpt2_fp32", "gpt2_bf16_varlen", "llama_1b", "alternating")},
+        others = ("gpt2_fp32", "gpt2_bf16_varlen", "llama_1b", "alternating")
+        self.assertEqual({w: figures(every[w])[:5] for w in others},
                          {"gpt2_fp32": (3, -47, 23, 27, 0.011), "gpt2_bf16_varlen": (4, -24, 46, 57, 0.013),
                           "llama_1b": (6, -3, 50, 93, 0.662), "alternating": (8, 1, 64, 147, 0.602)})
         # Round by round: each round's memcoord process against that round's expandable process.
