@@ -379,13 +379,13 @@ std::string PairedFigures(const std::vector<PairedThread>& base, const std::vect
                           const std::string& text, const std::string& cpus_text, bool ratio) {
   const std::map<int, double> calm = CalmControl(base);
   int disturbed = 0;
-  const std::map<int, std::vector<double>> calm_now = Undisturbed(now, calm, disturbed);
+  const std::map<int, std::vector<double>> undisturbed_now = Undisturbed(now, calm, disturbed);
   std::string out = ",\"paired_control_thread_ns\":[" + text + "],\"paired_control_run_cpus\":[" + cpus_text +
                     "],\"disturbed_threads\":" + std::to_string(disturbed);
   if (ratio) {
     int base_disturbed = 0;
     double median = 0;
-    const std::string ratios = CpuRatios(Undisturbed(base, calm, base_disturbed), calm_now, median);
+    const std::string ratios = CpuRatios(Undisturbed(base, calm, base_disturbed), undisturbed_now, median);
     out += ",\"undisturbed_cpu_ratio\":{" + ratios +
            "},\"median_undisturbed_cpu_ratio\":" + std::to_string(median);
   }

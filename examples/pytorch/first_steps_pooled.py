@@ -183,6 +183,36 @@ def verdict(p, shift):
     return f"not resolved (permutation p {p:.2g} >= {LEVEL:g})"
 
 
+def round_differences(paths, workload, figure=lambda p: p["first_step_ms"]):
+    """Round by round, for library use (main prints none of it): memcoord's `figure` of a process (its first
+    step by default; e.g. a thread's CPU time in first_step_threads) minus expandable segments', for each round
+    of each run that has one process of each (bench_allocators.py runs one process per allocator a round, in a
+    rotated order, so this is the pairing closest in time). Rounds where a process lacks the figure are left
+    out."""
+    diffs = []
+    for path in paths:
+        with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+            rows = json.load(f)["runs"]
+        by_round = {}
+        for row in rows:
+            if row["workload"] == workload and row["allocator"] in PAIR:
+                for p in row["runs"]:
+                    by_round.setdefault(p["round"], {})[row["allocator"]] = p
+        for r in by_round.values():
+            try:
+                diffs.append(figure(r["memcoord"]) - figure(r["expandable"]))
+            except KeyError:  # one allocator's process missing in this round, or the figure in a process
+                continue
+    return diffs
+
+
+def sign_test_p(shorter, n):
+    """Two-sided exact sign test: memcoord shorter in `shorter` of `n` pairs (ties left out), against even
+    odds."""
+    tail = sum(math.comb(n, i) for i in range(0, min(shorter, n - shorter) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
 def pooled(files):
     """{workload: summary} over the files' runs, and the notes on what was left out."""
     by_workload, notes = {}, []

@@ -249,6 +249,30 @@ class PooledTest(unittest.TestCase):
         self.assertEqual(written["workloads"]["w"]["pairs"], 4)
         self.assertEqual(len(written["left_out"]), 1)
 
+    def test_round_differences_pair_each_rounds_two_processes_and_skip_incomplete_rounds(self):
+        def with_rounds(allocator, firsts, rounds, threads=None):
+            r = row(allocator, firsts)
+            for i, (p, n) in enumerate(zip(r["runs"], rounds)):
+                p["round"] = n
+                if threads is not None and threads[i] is not None:
+                    p["first_step_threads"] = {"pt_autograd_0": threads[i]}
+            return r
+
+        path = self.write("r.json", [with_rounds("expandable", [600, 610, 620], [0, 1, 2], [200, None, 210]),
+                                     with_rounds("memcoord", [605, 600], [0, 1], [203, 250]),
+                                     with_rounds("native", [1, 1, 1], [0, 1, 2])])
+        self.assertEqual(pooled.round_differences([path], "w"), [5, -10])  # round 2 has no memcoord process
+        # Round 1's expandable process lacks the figure: only round 0 counts.
+        self.assertEqual(pooled.round_differences([path], "w", lambda p: p["first_step_threads"]["pt_autograd_0"]),
+                         [3])
+        self.assertEqual(pooled.round_differences([path], "other"), [])
+
+    def test_sign_test_p_is_exact_and_two_sided(self):
+        self.assertEqual(pooled.sign_test_p(0, 5), 2 / 32)
+        self.assertEqual(pooled.sign_test_p(5, 5), 2 / 32)
+        self.assertEqual(pooled.sign_test_p(5, 10), 1.0)
+        self.assertAlmostEqual(pooled.sign_test_p(2, 10), 2 * (1 + 10 + 45) / 1024)
+
 
 class CommittedRunsTest(unittest.TestCase):
     """The figures README.md's "Measured under PyTorch" quoted, from the runs kept in bench/pytorch_runs, pooled

@@ -3,9 +3,6 @@ the GPU tests and the C ABI's cost with its paired control, bench1 and bench2 at
 ResNet-50's first steps in three more runs, pooled with the runs before and read round by round, and the Llama's
 first-step profile through the direct shim."""
 
-import gzip
-import json
-import math
 import os
 import statistics
 import sys
@@ -29,33 +26,6 @@ SINCE_GROW_TO_UNIT_END = BEFORE + [("2026-12-07a", ("bench1", "bench2", "firstst
 
 def processes(workload, allocator):
     return RUNS.processes(BENCH1, BENCH2)[(workload, allocator)]
-
-
-def round_pairs(paths, workload, figure=lambda p: p["first_step_ms"]):
-    """memcoord's `figure` (a process's first step) minus expandable segments' in each round of each run
-    (bench_allocators.py runs one process of each allocator a round, in a rotated order): the pairing closest in
-    time. Rounds where either process lacks the figure are left out."""
-    diffs = []
-    for path in paths:
-        with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
-            rows = json.load(f)["runs"]
-        by_round = {}
-        for row in rows:
-            if row["workload"] == workload and row["allocator"] in ("expandable", "memcoord"):
-                for p in row["runs"]:
-                    by_round.setdefault(p["round"], {})[row["allocator"]] = p
-        for r in by_round.values():
-            try:
-                diffs.append(figure(r["memcoord"]) - figure(r["expandable"]))
-            except KeyError:  # one allocator's process missing in this round, or the figure in a process
-                continue
-    return diffs
-
-
-def sign_test_p(shorter, n):
-    """Two-sided exact sign test: memcoord shorter in `shorter` of `n` pairs, against even odds."""
-    tail = sum(math.comb(n, i) for i in range(0, min(shorter, n - shorter) + 1)) / 2 ** n
-    return min(1.0, 2 * tail)
 
 
 class Runs20261207aTest(unittest.TestCase):
@@ -162,11 +132,11 @@ class Runs20261207aTest(unittest.TestCase):
                          {"gpt2_fp32": (3, -47, 23, 27, 0.011), "gpt2_bf16_varlen": (4, -24, 46, 57, 0.013),
                           "llama_1b": (6, -3, 50, 93, 0.662), "alternating": (8, 1, 64, 147, 0.602)})
         # Round by round: each round's memcoord process against that round's expandable process.
-        diffs = round_pairs(paths, "resnet50_amp")
+        diffs = pooled.round_differences(paths, "resnet50_amp")
         shorter = sum(d < 0 for d in diffs)
         self.assertEqual((len(diffs), shorter, round(statistics.median(diffs), 1)), (204, 90, 3.5))
-        self.assertEqual(round(sign_test_p(shorter, len(diffs)), 3), 0.107)
-        self.assertEqual(round(statistics.median(round_pairs(new, "resnet50_amp")), 1), 1.4)
+        self.assertEqual(round(pooled.sign_test_p(shorter, len(diffs)), 3), 0.107)
+        self.assertEqual(round(statistics.median(pooled.round_differences(new, "resnet50_amp")), 1), 1.4)
 
     def test_resnet_first_steps_extra_time_is_on_the_autograd_thread(self):
         # The runs that recorded each thread's CPU time in the first step (since 2026-12-06f), round by round:
@@ -175,9 +145,9 @@ class Runs20261207aTest(unittest.TestCase):
         paths = bench_files(SINCE_GROW_TO_UNIT_END)
 
         def thread(name):
-            diffs = round_pairs(paths, "resnet50_amp", lambda p: p["first_step_threads"][name])
+            diffs = pooled.round_differences(paths, "resnet50_amp", lambda p: p["first_step_threads"][name])
             shorter, moved = sum(d < 0 for d in diffs), sum(d != 0 for d in diffs)
-            return len(diffs), round(statistics.median(diffs), 1), shorter, round(sign_test_p(shorter, moved), 3)
+            return len(diffs), round(statistics.median(diffs), 1), shorter, round(pooled.sign_test_p(shorter, moved), 3)
 
         self.assertEqual(thread("pt_autograd_0"), (154, 2.2, 61, 0.012))
         self.assertEqual(thread("python3"), (154, 0.5, 74, 0.747))
