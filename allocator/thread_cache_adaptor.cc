@@ -191,6 +191,7 @@ void ThreadCacheAdaptor::release_slot(Slot& slot) {
   if (slot.shared) return;
   std::array<detail::CachedBlock, detail::kMaxCachedBlocks> blocks;
   return_to_pool_locked(slot, blocks.data(), take_all_locked(slot, blocks.data()));
+  restart_floor_window(slot);
   drop_freed_elsewhere(slot);
   slot.pending_flush = nullptr;  // the next owner looks for itself
   slot.looked = false;
@@ -485,6 +486,7 @@ void ThreadCacheAdaptor::flush_slot(Slot& slot) {
   slot.gate.exclude();
   const std::size_t n = take_all_locked(slot, blocks.data());
   return_to_pool_locked(slot, blocks.data(), n);
+  restart_floor_window(slot);
   drop_freed_elsewhere(slot);
   slot.gate.admit();
 }
@@ -628,12 +630,22 @@ void ThreadCacheAdaptor::count_cached(Slot& slot, const detail::CachedBlock& b, 
   }
   slot.window_min_bytes = std::min(slot.window_min_bytes, new_bytes);
   slot.window_min_requested = std::min(slot.window_min_requested, new_requested);
-  if (++slot.window_changes < detail::kFloorWindow) return;
+  if (++slot.window_changes < slot.window_length) return;
   RaiseFloor(slot.floor_bytes, slot.window_min_bytes, floor_bytes_total_);
   RaiseFloor(slot.floor_requested, slot.window_min_requested, floor_requested_total_);
   slot.window_min_bytes = new_bytes;
   slot.window_min_requested = new_requested;
   slot.window_changes = 0;
+  slot.window_length = std::min(2 * slot.window_length, detail::kFloorWindow);
+}
+
+// REQUIRES: slot.mu held, the owner excluded or the caller its owner, and the slot's cache just emptied
+// (its floors are then 0). Its next window is a first one: the cache refills from empty.
+void ThreadCacheAdaptor::restart_floor_window(Slot& slot) {
+  slot.window_min_bytes = slot.cached_bytes.load();
+  slot.window_min_requested = slot.cached_requested.load();
+  slot.window_changes = 0;
+  slot.window_length = detail::kFirstFloorWindow;
 }
 
 // What users see as allocated is below - (every thread's cache) <= below - (this thread's cache) - (the other

@@ -177,6 +177,7 @@ class ThreadCacheAdaptor final : public DirectHooks<ThreadCacheAdaptor, Resource
   Status check_slot_locked(const Slot& slot, std::size_t i, std::uint64_t& tracked) const;
   void check_peaks(Slot& slot);
   void count_cached(Slot& slot, const detail::CachedBlock& b, bool in);
+  static void restart_floor_window(Slot& slot);
   void push_cached(Slot& slot, const detail::CachedBlock& b);
   // `below` (a figure of the layers below) minus what every slot caches of it.
   std::int64_t visible(std::uint64_t below, detail::Counter Slot::*cached) const;

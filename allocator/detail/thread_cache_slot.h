@@ -54,6 +54,13 @@ struct CachedBlock {
 };
 
 constexpr std::size_t kMaxCachedBlocks = 16;
+// A floor is raised at the end of each window of changes to its cache, to the least the cache held in it.
+// The first window of a slot just claimed or flushed is kFirstFloorWindow changes long, and each window is
+// twice the last up to kFloorWindow: a cache filling from empty has its floor follow within a few dozen
+// changes (while it lags, every other thread's peak check reads that cache as held, and sums: capi_bench's
+// fresh threads made ~1,000 sums a run before their first 1,024 changes), and a steady loop's floor stops
+// moving, as one move is a read-modify-write on a line every thread's check reads.
+constexpr std::uint32_t kFirstFloorWindow = 16;
 constexpr std::uint32_t kFloorWindow = 1024;
 
 // What other threads' misses saw of one slot's activity: how many looks in a row found it unchanged.
@@ -94,13 +101,15 @@ struct alignas(128) ThreadCacheSlot {
   Counter cached_bytes, cached_requested, cached_blocks, hits;
   Counter hit_bytes;  // rounded sizes of the hits, in all
   // Floors: cached_bytes (cached_requested) never drops below floor_bytes (floor_requested) without the
-  // floor being lowered first, and a floor is raised only to the least its figure was over the last
-  // kFloorWindow changes, so in a steady loop it stops moving. The adaptor keeps the sum of all floors: one
-  // load bounds what every other thread caches (ThreadCacheAdaptor::check_peaks).
+  // floor being lowered first, and a floor is raised only to the least its figure was over the window of
+  // changes that just ended (kFirstFloorWindow doubling to kFloorWindow), so in a steady loop it stops
+  // moving. The adaptor keeps the sum of all floors: one load bounds what every other thread caches
+  // (ThreadCacheAdaptor::check_peaks).
   Counter floor_bytes, floor_requested;
   std::array<Counter, kMaxTags> cached_tag_bytes, cached_tag_blocks;  // [kUntagged] unused
   std::uint64_t window_min_bytes = 0, window_min_requested = 0;       // as `cached`
   std::uint32_t window_changes = 0;                                   // as `cached`
+  std::uint32_t window_length = kFirstFloorWindow;                    // as `cached`
   // Blocks the owner took from the pool (its misses); with `hits`, its allocations, which other threads'
   // misses watch (IdleWatch). Written by the owner only.
   Counter from_pool;

@@ -499,5 +499,53 @@ TEST(PoolThreadCache, PeakSumsCountTheExactSumsOfTheCaches) {
   EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
 }
 
+// A thread's cache floor follows a cache filling from empty within a few short windows of changes
+// (detail::kFirstFloorWindow, doubling), when the thread starts and again after a flush: another thread's
+// peak check then reads that cache as the floor it holds, not as held by users, and makes no sum. With one
+// window of kFloorWindow changes from the start, both of this test's checks summed (the cycling thread's
+// floor stayed 0 through its 1,040 changes and again through the 124 after the flush).
+TEST(PoolThreadCache, AFloorFollowsACacheFillingFromEmptySoOtherThreadsMakeNoSums) {
+  VirtualBackend backend(64 * kGiB);
+  PoolOptions options;
+  options.thread_cache_idle_misses = 0;  // no sweep flushes the cycling thread's cache behind the test's back
+  CachingPool pool(backend, options);
+  std::latch cycled(1), flushed(1), cycled_again(1), checked_again(1);
+  // Four blocks of its own, all cached, then `pairs` allocate+free of one of them: its cache holds 3 or 4
+  // blocks, and its floor, once a window ends, 3.
+  const auto fill_and_cycle = [&](int pairs) {
+    std::vector<void*> blocks;
+    for (int i = 0; i < 4; ++i) blocks.push_back(*pool.allocate(4096));
+    for (void* p : blocks) ASSERT_TRUE(pool.deallocate(p).ok());
+    for (int i = 0; i < pairs; ++i) ASSERT_TRUE(pool.deallocate(*pool.allocate(4096)).ok());
+  };
+  std::thread other([&] {
+    fill_and_cycle(520);  // 1,044 changes: its windows have grown to kFloorWindow
+    cycled.count_down();
+    flushed.wait();
+    fill_and_cycle(60);  // 124 changes after the flush emptied its cache
+    cycled_again.count_down();
+    checked_again.wait();  // its cache stays while this thread lives
+  });
+  const auto check_makes_no_sum = [&] {
+    const PoolStats before = pool.stats();
+    EXPECT_EQ(before.peak_allocated_bytes, 4 * 4096u);  // the other thread's four, exact
+    void* mine = *pool.allocate(4096);                  // bound: 5 blocks below, less the other's floor of 3
+    const PoolStats after = pool.stats();
+    EXPECT_EQ(after.peak_sums, before.peak_sums);
+    EXPECT_EQ(after.peak_allocated_bytes, 4 * 4096u);
+    EXPECT_EQ(after.allocated_bytes, 4096u);
+    ASSERT_TRUE(pool.deallocate(mine).ok());
+  };
+  cycled.wait();
+  check_makes_no_sum();
+  pool.trim(0);  // flushes every thread's cache first: the other thread's floors drop to 0
+  flushed.count_down();
+  cycled_again.wait();
+  check_makes_no_sum();
+  checked_again.count_down();
+  other.join();
+  EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
+}
+
 }  // namespace
 }  // namespace memcoord
