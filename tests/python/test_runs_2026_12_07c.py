@@ -1,6 +1,7 @@
 """The runs kept in bench/pytorch_runs/2026-12-07c against what README.md and that folder's README say of them:
 capi_bench at four threads before and after ce793aa's floor-window change (and with the peak sums compiled out),
-ResNet-50's first step profiled thread by thread, and two more firststep runs, one pooled with the runs before."""
+ResNet-50's first step profiled thread by thread, three more firststep runs (two pooled with the runs before) and
+the GPU tests on a second start."""
 
 import gzip
 import json
@@ -30,8 +31,10 @@ class Runs20261207cTest(unittest.TestCase):
         capi_files += [f"capi-{C}-c2-{n}.json" for n in (1, 2, 3)] + ["capi-c1-summary.txt", "capi-c2-summary.txt"]
         prof = [f"{C}-firstprof-{a}-{n}.kernels.json.gz" for a in ("expandable", "memcoord") for n in (1, 2, 3, 4)]
         prof += [f"{C}-firstprof-call.log", f"{C}-firstprof-kernels-diff.json"]
-        steps = [f"{C}-firststep-a.log", f"{C}-firststep-b.json.gz", f"{C}-firststep-b.log"]
-        self.assertEqual(RUNS.names(), sorted(["README.md"] + capi_files + prof + steps))
+        steps = [f"{C}-firststep-a.log"] + [f"{C}-firststep-{x}.{e}" for x in "bc" for e in ("json.gz", "log")]
+        gtests = [f"{C}-allocator_gpu_tests.log", f"{C}-worker_c_abi_gpu_tests.log",
+                  f"{C}-gtests-capi_bench.json", f"{C}-gtests-capi_bench_pinned.json"]
+        self.assertEqual(RUNS.names(), sorted(["README.md"] + capi_files + prof + steps + gtests))
 
     def test_capi_bench_four_threads_against_one_in_turns(self):
         def figures(lib, call, n):
@@ -115,23 +118,42 @@ class Runs20261207cTest(unittest.TestCase):
         self.assertIn("first step <= expandable           NO   740 vs 657 ms", RUNS.text(f"{C}-firststep-a.log"))
         self.assertIn("memcoord's shorter in 15 of 64", RUNS.text(f"{C}-firststep-a.log"))
         self.assertIn("memcoord's shorter in 41 of 64", RUNS.text(f"{C}-firststep-b.log"))
+        self.assertIn("memcoord's shorter in 22 of 64", RUNS.text(f"{C}-firststep-c.log"))
+        new = bench_files([("2026-12-07c", ("firststep",))])
         paths = bench_files(BEFORE + [("2026-12-07c", ("firststep",))])
-        every = pooled.pooled([(p, pooled.load(p)) for p in paths])[0]["resnet50_amp"]
-        self.assertEqual((every["runs"], round(every["shift_ms"]), every["memcoord_shorter"], every["pairs"],
-                          round(every["permutation_p"], 3), [round(x) for x in every["interval_ms"]]),
-                         (27, 4, 881, 1954, 0.138, [-1, 9]))
+
+        def figures(files):
+            s = pooled.pooled([(p, pooled.load(p)) for p in files])[0]["resnet50_amp"]
+            return (s["runs"], round(s["shift_ms"]), s["memcoord_shorter"], s["pairs"], round(s["permutation_p"], 3),
+                    [round(x) for x in s["interval_ms"]])
+
+        self.assertEqual(figures(new), (2, 1, 63, 128, 0.95, [-38, 44]))
+        self.assertEqual(figures(paths), (28, 4, 903, 2018, 0.117, [-1, 10]))
         diffs = pooled.round_differences(paths, "resnet50_amp")
         shorter = sum(d < 0 for d in diffs)
         self.assertEqual((len(diffs), shorter, round(statistics.median(diffs), 1),
-                          round(pooled.sign_test_p(shorter, len(diffs)), 3)), (212, 96, 2.9, 0.192))
+                          round(pooled.sign_test_p(shorter, len(diffs)), 3)), (220, 98, 3.2, 0.121))
 
         def thread(name):
             d = pooled.round_differences(paths, "resnet50_amp", lambda p: p["first_step_threads"][name])
             s, moved = sum(x < 0 for x in d), sum(x != 0 for x in d)
             return len(d), round(statistics.median(d), 1), s, round(pooled.sign_test_p(s, moved), 3)
 
-        self.assertEqual(thread("pt_autograd_0"), (162, 1.8, 66, 0.022))
-        self.assertEqual(thread("python3"), (162, 0.1, 80, 1.0))
+        self.assertEqual(thread("pt_autograd_0"), (170, 2.2, 68, 0.011))
+        self.assertEqual(thread("python3"), (170, 0.3, 83, 0.878))
+
+    def test_gtests_on_the_second_start(self):
+        self.assertIn("[  PASSED  ] 23 tests.", RUNS.text(f"{C}-allocator_gpu_tests.log"))
+        self.assertIn("[  SKIPPED ] 1 test.", RUNS.text(f"{C}-allocator_gpu_tests.log"))
+        self.assertIn("[  PASSED  ] 8 tests.", RUNS.text(f"{C}-worker_c_abi_gpu_tests.log"))
+        bench = RUNS.capi_bench(f"{C}-gtests-capi_bench_pinned.json")
+        one, four = bench[("memcoord", 1)], bench[("memcoord", 4)]
+        self.assertEqual((round(one["median_ns_per_pair"], 1), round(four["median_ns_per_pair"], 1)), (74.9, 74.2))
+        self.assertEqual({c: round(x, 3) for c, x in four["cpu_ratio"].items()},
+                         {"0": 1.0, "1": 0.991, "2": 0.953, "3": 1.005})
+        self.assertEqual((round(four["median_cpu_ratio"], 3), four["disturbed_threads"],
+                          round(four["peak_sums_per_million_pairs"])), (1.0, 4, 52))
+        self.assertEqual(round(bench[("control", 4)]["median_cpu_ratio"], 3), 1.0)
 
 
 if __name__ == "__main__":
