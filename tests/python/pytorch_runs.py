@@ -5,6 +5,7 @@ import gzip
 import json
 import os
 import re
+import statistics
 
 RUNS_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "bench", "pytorch_runs"))
 
@@ -73,3 +74,13 @@ def bench_files(selection):
         run = RunFolder(folder)
         paths += [run.file(n) for n in run.names() if n.endswith(".json.gz") and any(k in n for k in keys)]
     return sorted(paths)
+
+
+def thread_rounds(pooled, paths, workload, thread):
+    """Round by round (first_steps_pooled.round_differences), memcoord's first-step CPU time of `thread` (a name
+    in first_step_threads) minus expandable segments': (rounds, median ms rounded to 0.1, rounds where memcoord's
+    was shorter, the exact sign test's p over the rounds that differ, rounded to 3 places). `pooled` is the
+    first_steps_pooled module."""
+    diffs = pooled.round_differences(paths, workload, lambda p: p["first_step_threads"][thread])
+    shorter, moved = sum(d < 0 for d in diffs), sum(d != 0 for d in diffs)
+    return len(diffs), round(statistics.median(diffs), 1), shorter, round(pooled.sign_test_p(shorter, moved), 3)

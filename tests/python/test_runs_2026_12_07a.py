@@ -12,7 +12,7 @@ EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "
 sys.path.insert(0, EXAMPLES)
 import driver_timer  # noqa: E402
 import first_steps_pooled as pooled  # noqa: E402
-from pytorch_runs import RunFolder, bench_files  # noqa: E402
+from pytorch_runs import RunFolder, bench_files, thread_rounds  # noqa: E402
 from test_runs_2026_12_06k import SINCE_GROW_TO_UNIT_END as BEFORE  # noqa: E402
 
 RUNS = RunFolder("2026-12-07a")
@@ -144,13 +144,8 @@ class Runs20261207aTest(unittest.TestCase):
         # (the forward pass and the optimizer) did not.
         paths = bench_files(SINCE_GROW_TO_UNIT_END)
 
-        def thread(name):
-            diffs = pooled.round_differences(paths, "resnet50_amp", lambda p: p["first_step_threads"][name])
-            shorter, moved = sum(d < 0 for d in diffs), sum(d != 0 for d in diffs)
-            return len(diffs), round(statistics.median(diffs), 1), shorter, round(pooled.sign_test_p(shorter, moved), 3)
-
-        self.assertEqual(thread("pt_autograd_0"), (154, 2.2, 61, 0.012))
-        self.assertEqual(thread("python3"), (154, 0.5, 74, 0.747))
+        self.assertEqual(thread_rounds(pooled, paths, "resnet50_amp", "pt_autograd_0"), (154, 2.2, 61, 0.012))
+        self.assertEqual(thread_rounds(pooled, paths, "resnet50_amp", "python3"), (154, 0.5, 74, 0.747))
 
     def test_firstprof_through_the_direct_shim(self):
         diff = RUNS.json(f"{C}-firstprof-kernels-diff.json")

@@ -13,7 +13,7 @@ import unittest
 EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pytorch"))
 sys.path.insert(0, EXAMPLES)
 import first_steps_pooled as pooled  # noqa: E402
-from pytorch_runs import RunFolder, bench_files  # noqa: E402
+from pytorch_runs import RunFolder, bench_files, thread_rounds  # noqa: E402
 from test_runs_2026_12_07a import SINCE_GROW_TO_UNIT_END as BEFORE  # noqa: E402
 
 RUNS = RunFolder("2026-12-07c")
@@ -134,13 +134,8 @@ class Runs20261207cTest(unittest.TestCase):
         self.assertEqual((len(diffs), shorter, round(statistics.median(diffs), 1),
                           round(pooled.sign_test_p(shorter, len(diffs)), 3)), (220, 98, 3.2, 0.121))
 
-        def thread(name):
-            d = pooled.round_differences(paths, "resnet50_amp", lambda p: p["first_step_threads"][name])
-            s, moved = sum(x < 0 for x in d), sum(x != 0 for x in d)
-            return len(d), round(statistics.median(d), 1), s, round(pooled.sign_test_p(s, moved), 3)
-
-        self.assertEqual(thread("pt_autograd_0"), (170, 2.2, 68, 0.011))
-        self.assertEqual(thread("python3"), (170, 0.3, 83, 0.878))
+        self.assertEqual(thread_rounds(pooled, paths, "resnet50_amp", "pt_autograd_0"), (170, 2.2, 68, 0.011))
+        self.assertEqual(thread_rounds(pooled, paths, "resnet50_amp", "python3"), (170, 0.3, 83, 0.878))
 
     def test_gtests_on_the_second_start(self):
         self.assertIn("[  PASSED  ] 23 tests.", RUNS.text(f"{C}-allocator_gpu_tests.log"))
