@@ -472,23 +472,35 @@ void ThreadCacheAdaptor::flush() { flush_slots(/*skip_empty=*/true); }
 // an owner caching at that instant keeps its block, as with any call that runs concurrently. Turning caching
 // off must not leave such a block behind, so set_caching(false) excludes every owner.
 void ThreadCacheAdaptor::flush_slots(bool skip_empty) {
+  const Slot* own = own_slot();
   const std::size_t count = slot_count_.load(std::memory_order_acquire);
   for (std::size_t i = 0; i < count; ++i) {
     Slot& slot = *slot_at(i);
     if (skip_empty && slot.cached_blocks.load() == 0) continue;
-    flush_slot(slot);
+    flush_slot(slot, /*by_owner=*/&slot == own);
   }
 }
 
-void ThreadCacheAdaptor::flush_slot(Slot& slot) {
+// by_owner: the calling thread owns `slot`, so it is not inside the slot's gate, and the lock keeps intruders
+// out: no exclusion is needed, nor its membarrier(), which stops every running thread of the process (the
+// flush at a refused small-arena growth comes from the thread that missed, whose own cache is often one of
+// those it returns).
+void ThreadCacheAdaptor::flush_slot(Slot& slot, bool by_owner) {
   std::array<detail::CachedBlock, detail::kMaxCachedBlocks> blocks;
   std::lock_guard lock(slot.mu);
-  slot.gate.exclude();
+  if (!by_owner) slot.gate.exclude();
   const std::size_t n = take_all_locked(slot, blocks.data());
   return_to_pool_locked(slot, blocks.data(), n);
   restart_floor_window(slot);
   drop_freed_elsewhere(slot);
-  slot.gate.admit();
+  if (!by_owner) slot.gate.admit();
+}
+
+// The slot this thread owns in this adaptor when its last call here bound one, else nullptr (never the
+// shared slot, whose threads own nothing). Binds nothing: a thread that only trims claims no slot.
+const ThreadCacheAdaptor::Slot* ThreadCacheAdaptor::own_slot() const {
+  const LastSlot& last = t_last;
+  return last.id == id_ && last.slot != nullptr && !last.slot->shared ? last.slot : nullptr;
 }
 
 // A slot's activity is its allocations (hits and blocks from the pool: a thread that only frees caches
@@ -515,7 +527,7 @@ void ThreadCacheAdaptor::flush_idle(Slot& own) {
   Slot* idle = own.looked ? std::exchange(own.pending_flush, nullptr) : find_idle(own);
   own.looked = false;
   if (idle == nullptr) return;
-  flush_slot(*idle);
+  flush_slot(*idle, /*by_owner=*/false);  // find_idle never returns the caller's own slot
   idle_flushes_.fetch_add(1, std::memory_order_relaxed);
 }
 

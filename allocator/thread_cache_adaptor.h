@@ -41,19 +41,20 @@
 // free of another thread's block takes the slots' locks in turn until it finds the owner's, and leaves its
 // table entry for that thread to drop (PoolStats::other_thread_frees counts those frees). A flush (trim,
 // empty_cache, an out-of-memory retry, and with ThreadCacheLimits::fence_small_growth each growth of the
-// pool's small-block arena for a size this layer caches) costs one membarrier() per slot that caches
-// something. An idle thread's cache (ThreadCacheLimits::idle_misses) goes back the same way, one membarrier()
-// per idle spell of that thread; a miss looks at no more than kSweepLooks slots (three relaxed loads each, a
-// few more and a store or two on the slot's watch line). try_allocate_cached then declines (nothing else
-// changes) and the try_allocate the caller makes next flushes. Lock order: a slot's lock, then the pool's
-// (evictions, flushes, a thread's exit and the destructor return blocks under the slot's lock); never a
-// slot's lock under the pool's. Thread safety: every call is thread-safe. Each thread claims a slot; beyond
-// kMaxSlots threads share one slot that caches nothing and always takes its lock. A thread's cache goes back
-// to the pool when the thread exits (through a pthread key, so also when its first call came from a key
-// destructor at its exit). Freeing one pointer twice at the same instant from two threads is not detected
-// (one of the two frees may be lost or the block cached twice); a double free in any other order is
-// NOT_FOUND. Ownership: does not own `upstream` or the live figures it reads, which must outlive it.
-// Destroying it returns every cached block to `upstream`; threads may outlive it.
+// pool's small-block arena for a size this layer caches) costs one membarrier() per other thread's slot that
+// caches something (the calling thread's own needs none). An idle thread's cache
+// (ThreadCacheLimits::idle_misses) goes back the same way, one membarrier() per idle spell of that thread; a
+// miss looks at no more than kSweepLooks slots (three relaxed loads each, a few more and a store or two on
+// the slot's watch line). try_allocate_cached then declines (nothing else changes) and the try_allocate the
+// caller makes next flushes. Lock order: a slot's lock, then the pool's (evictions, flushes, a thread's exit
+// and the destructor return blocks under the slot's lock); never a slot's lock under the pool's. Thread
+// safety: every call is thread-safe. Each thread claims a slot; beyond kMaxSlots threads share one slot that
+// caches nothing and always takes its lock. A thread's cache goes back to the pool when the thread exits
+// (through a pthread key, so also when its first call came from a key destructor at its exit). Freeing one
+// pointer twice at the same instant from two threads is not detected (one of the two frees may be lost or the
+// block cached twice); a double free in any other order is NOT_FOUND. Ownership: does not own `upstream` or
+// the live figures it reads, which must outlive it. Destroying it returns every cached block to `upstream`;
+// threads may outlive it.
 #pragma once
 
 #include <array>
@@ -140,8 +141,10 @@ class ThreadCacheAdaptor final : public DirectHooks<ThreadCacheAdaptor, Resource
   TrimResult do_trim(std::uint64_t target_bytes) override;
 
   void flush_slots(bool skip_empty);
-  // REQUIRES: slot.mu not held by this thread. Returns `slot`'s cache to upstream, the owner excluded.
-  void flush_slot(Slot& slot);
+  // REQUIRES: slot.mu not held by this thread. Returns `slot`'s cache to upstream, the owner excluded (but
+  // for by_owner: the caller owns `slot`, and no exclusion is needed).
+  void flush_slot(Slot& slot, bool by_owner);
+  const Slot* own_slot() const;
   // Idle sweeps (ThreadCacheLimits::idle_misses), at a request of `own`'s thread that missed its cache: one
   // look at each of up to kSweepLooks slots, round robin; the first slot found idle, or nullptr.
   Slot* find_idle(Slot& own);

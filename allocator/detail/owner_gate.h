@@ -20,6 +20,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <thread>
 
 #include "common/membarrier.h"
@@ -27,8 +28,12 @@
 namespace memcoord::detail {
 
 // A seq_cst fence on this thread, then, where membarrier is registered (common/membarrier.h), a full barrier
-// on every running thread of the process.
+// on every running thread of the process. Under ThreadSanitizer, which sees neither, it only counts.
 void FenceEveryThread() noexcept;
+
+// How many FenceEveryThread() calls this process made (each an intruder's exclusion): for tests and benches,
+// as each costs a membarrier() that interrupts every running thread of the process.
+std::uint64_t FencesOnEveryThread() noexcept;
 
 class OwnerGate {
  public:
@@ -60,6 +65,7 @@ class OwnerGate {
   void exclude() noexcept {
 #if defined(__SANITIZE_THREAD__)
     intruder_.store(true, std::memory_order_seq_cst);
+    FenceEveryThread();  // counted only (FencesOnEveryThread): the seq_cst operations do the ordering here
     auto inside = [this] { return owner_inside_.load(std::memory_order_seq_cst); };
 #else
     intruder_.store(true, std::memory_order_relaxed);

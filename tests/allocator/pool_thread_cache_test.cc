@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "allocator/caching_pool.h"
+#include "allocator/detail/owner_gate.h"
 #include "allocator/thread_cache_adaptor.h"
 #include "allocator/virtual_backend.h"
 #include "common/bytes.h"
@@ -543,6 +544,36 @@ TEST(PoolThreadCache, AFloorFollowsACacheFillingFromEmptySoOtherThreadsMakeNoSum
   cycled_again.wait();
   check_makes_no_sum();
   checked_again.count_down();
+  other.join();
+  EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
+}
+
+// A flush takes each cache from its owner through the owner's gate, at one membarrier() (a barrier on every
+// running thread of the process) per cache; but a thread flushing its own cache needs no gate: it is not
+// inside it. So a trim (or a refused small-arena growth, or an out-of-memory retry) from a thread that alone
+// caches stops no other thread, and one that finds another thread's cache excludes that one only.
+TEST(PoolThreadCache, AThreadFlushingItsOwnCacheExcludesNoOwner) {
+  VirtualBackend backend(64 * kGiB);
+  CachingPool pool(backend);
+  ASSERT_TRUE(pool.deallocate(*pool.allocate(4096)).ok());  // cached by this thread
+  std::uint64_t fences = detail::FencesOnEveryThread();
+  (void)pool.trim(0);
+  EXPECT_EQ(detail::FencesOnEveryThread(), fences);
+  EXPECT_EQ(pool.stats().reserved_bytes, 0u);  // its cache went back, and the pool unmapped it
+
+  std::latch cached(1), trimmed(1);
+  std::thread other([&] {
+    ASSERT_TRUE(pool.deallocate(*pool.allocate(8192)).ok());
+    cached.count_down();
+    trimmed.wait();  // its cache stays while this thread lives
+  });
+  cached.wait();
+  ASSERT_TRUE(pool.deallocate(*pool.allocate(4096)).ok());
+  fences = detail::FencesOnEveryThread();
+  (void)pool.trim(0);
+  EXPECT_EQ(detail::FencesOnEveryThread(), fences + 1);  // the other thread's cache alone
+  EXPECT_EQ(pool.stats().reserved_bytes, 0u);
+  trimmed.count_down();
   other.join();
   EXPECT_TRUE(pool.check_invariants().ok()) << pool.check_invariants().ToString();
 }
