@@ -108,6 +108,10 @@ class Runs20261207cTest(unittest.TestCase):
         self.assertEqual(ops("expandable", "autograd", capturing, "count"), [0] * 4)
         self.assertEqual((ops("memcoord", "autograd", "cudaMemGetInfo", "count"),
                           ops("memcoord", "python", "cudaMemGetInfo", "count")), ([3, 3, 3, 2], [6, 7, 7, 6]))
+        readings = [a + p for a, p in zip(ops("memcoord", "autograd", "cudaMemGetInfo"),
+                                          ops("memcoord", "python", "cudaMemGetInfo"))]
+        self.assertEqual((round(min(readings), 2), round(max(readings), 2)), (0.37, 0.54))
+        self.assertEqual(ops("expandable", "python", "cudaMemGetInfo", "count"), [0] * 4)
         for allocator in ("expandable", "memcoord"):
             for n in (1, 2, 3, 4):
                 with gzip.open(RUNS.file(f"{C}-firstprof-{allocator}-{n}.kernels.json.gz"), "rt") as f:
