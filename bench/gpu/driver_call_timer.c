@@ -18,7 +18,9 @@
 //
 // Read the totals with driver_call_timer_read(calls, ns) (arrays of DCT_KINDS, in the order of
 // driver_call_timer_names()), e.g. from Python through ctypes.CDLL(None); at exit they are printed to stderr
-// when DRIVER_CALL_TIMER_REPORT=1.
+// when DRIVER_CALL_TIMER_REPORT=1. The memory calls (the kinds before cudaMemGetInfo) are also summed per
+// calling thread, by Linux thread id, for the first DCT_MAX_THREADS threads that make one:
+// driver_call_timer_threads(tids, calls, ns, max) fills up to `max` entries and returns how many it filled.
 //
 // Build: cc -O2 -shared -fPIC -o driver_call_timer.so driver_call_timer.c -ldl
 #define _GNU_SOURCE
@@ -27,7 +29,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 enum {
   kCreate,
@@ -79,9 +83,51 @@ static unsigned long long now_ns(void) {
   return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
 }
 
+// Per thread, the memory calls: which thread of a training process (its Python thread, PyTorch's autograd
+// thread) spends the driver time. A thread takes an entry at its first memory call; a reader skips an entry
+// whose thread id is not stored yet (0).
+enum { DCT_MAX_THREADS = 64 };
+static atomic_int g_thread_entries;
+static atomic_int g_thread_tid[DCT_MAX_THREADS];
+static atomic_ullong g_thread_calls[DCT_MAX_THREADS];
+static atomic_ullong g_thread_ns[DCT_MAX_THREADS];
+static _Thread_local int t_entry = -1;  // this thread's entry; -1 none yet, -2 the table was full
+
+static void account_thread(unsigned long long ns) {
+  if (t_entry == -1) {
+    const int i = atomic_fetch_add(&g_thread_entries, 1);
+    if (i < DCT_MAX_THREADS) {
+      atomic_store(&g_thread_tid[i], (int)syscall(SYS_gettid));
+      t_entry = i;
+    } else {
+      t_entry = -2;
+    }
+  }
+  if (t_entry < 0) return;
+  atomic_fetch_add_explicit(&g_thread_calls[t_entry], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&g_thread_ns[t_entry], ns, memory_order_relaxed);
+}
+
 static void account(int kind, unsigned long long started) {
+  const unsigned long long ns = now_ns() - started;
   atomic_fetch_add_explicit(&g_calls[kind], 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&g_ns[kind], now_ns() - started, memory_order_relaxed);
+  atomic_fetch_add_explicit(&g_ns[kind], ns, memory_order_relaxed);
+  if (kind < kMemGetInfo) account_thread(ns);
+}
+
+int driver_call_timer_threads(int* tids, unsigned long long* calls, unsigned long long* ns, int max) {
+  int entries = atomic_load(&g_thread_entries);
+  if (entries > DCT_MAX_THREADS) entries = DCT_MAX_THREADS;
+  int filled = 0;
+  for (int i = 0; i < entries && filled < max; ++i) {
+    const int tid = atomic_load(&g_thread_tid[i]);
+    if (tid == 0) continue;
+    tids[filled] = tid;
+    calls[filled] = atomic_load(&g_thread_calls[i]);
+    ns[filled] = atomic_load(&g_thread_ns[i]);
+    ++filled;
+  }
+  return filled;
 }
 
 const char* const* driver_call_timer_names(void) { return kNames; }

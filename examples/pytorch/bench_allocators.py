@@ -321,10 +321,11 @@ def child(workload_name, allocator, steps, deterministic=False):
     # step's time beyond native's goes. Read after the step's synchronize, outside the timed span.
     step_driver, step_memcoord = [], []
     timer_last, figures_last = timer_before, driver_before
-    step_cpu, first_step_threads = [], None
+    step_cpu, first_step_threads, first_step_driver_threads = [], None, None
     for i in range(steps):
         torch.cuda.synchronize()
         threads_before = thread_run_ms() if i == 0 else None
+        driver_threads_before = driver_timer.read_threads() if i == 0 else None
         cpu_before = cpu_figures()
         started = time.perf_counter()
         losses.append(workload.step(i))
@@ -333,6 +334,8 @@ def child(workload_name, allocator, steps, deterministic=False):
         step_cpu.append(cpu_since(cpu_before, cpu_figures()))
         if i == 0:
             first_step_threads = run_ms_since(threads_before, thread_run_ms())
+            first_step_driver_threads = driver_timer.by_thread_name(driver_threads_before,
+                                                                    driver_timer.read_threads())
         timer_now = driver_timer.read()
         if timer_now is not None:
             own = driver_timer.since(timer_last, timer_now)
@@ -378,6 +381,9 @@ def child(workload_name, allocator, steps, deterministic=False):
         # The first step's run time of each of the process's threads by name (thread_run_ms): which threads
         # the first step's CPU time was spent on, the allocator's own included.
         "first_step_threads": first_step_threads,
+        # The first step's driver memory calls thread by thread ({thread name: [calls, ms]}, with the timer, else
+        # None): whether the allocator's driver time fell on the Python thread or on PyTorch's autograd thread.
+        "first_step_driver_threads": first_step_driver_threads,
     }
     if part_medians is not None:
         result["parts"] = parts
@@ -494,7 +500,8 @@ def combine(runs):
         for key in ("device_bytes", "peak_reserved_bytes", "peak_allocated_bytes"):
             row[key] = max(r[key] for r in ok)
         row["runs"] = [{k: r.get(k) for k in ("median_step_ms", "first_step_ms", "device_bytes", "step_ms", "error",
-                                               "first_step_driver_calls", "step_driver", "step_cpu", "first_step_threads", "losses",
+                                               "first_step_driver_calls", "step_driver", "step_cpu", "first_step_threads",
+                                               "first_step_driver_threads", "losses",
                                                "part_median_step_ms", "exit_code", "cpus", "round", "place")}
                        for r in runs]
         for kept, r in zip(row["runs"], runs):
@@ -742,6 +749,10 @@ def process_line(result):
     if result.get("first_step_threads"):
         line += "; threads' run time: " + ", ".join(f"{name} {ms:.0f}" for name, ms in
                                                     sorted(result["first_step_threads"].items(), key=lambda t: -t[1]))
+    if result.get("first_step_driver_threads"):
+        line += "; memory calls by thread: " + ", ".join(
+            f"{name} {calls} ({ms:.1f} ms)" for name, (calls, ms) in
+            sorted(result["first_step_driver_threads"].items(), key=lambda t: -t[1][1]))
     if result.get("exit_code"):
         line += f"; FAILED on exit (code {result['exit_code']}): {result.get('exit_tail', '')[-200:]}"
     return line

@@ -32,6 +32,42 @@ def read():
     return {names[i].decode(): (int(calls[i]), ns[i] / 1e6) for i in range(kinds)}
 
 
+def read_threads():
+    """{Linux thread id: (memory calls, ms)} of each thread that made a memory call (MEMORY_CALLS) so far, or
+    None when the timer is not loaded (or is one without per-thread figures)."""
+    try:
+        lib = ctypes.CDLL(None)
+        threads = lib.driver_call_timer_threads
+    except (AttributeError, OSError):
+        return None
+    most = 64
+    tids, calls, ns = (ctypes.c_int * most)(), (ctypes.c_ulonglong * most)(), (ctypes.c_ulonglong * most)()
+    filled = threads(tids, calls, ns, most)
+    return {int(tids[i]): (int(calls[i]), ns[i] / 1e6) for i in range(filled)}
+
+
+def by_thread_name(before, after):
+    """{thread name: [memory calls, ms]} made between two read_threads() readings, each thread named by its
+    /proc/self/task/TID/comm (threads of one name pooled; a thread that has ended: "tid TID"); None when
+    either reading is None."""
+    if before is None or after is None:
+        return None
+    out = {}
+    for tid, (calls, ms) in after.items():
+        was_calls, was_ms = before.get(tid, (0, 0.0))
+        if calls == was_calls:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as comm:
+                name = comm.read().strip()
+        except OSError:
+            name = f"tid {tid}"
+        pooled = out.setdefault(name, [0, 0.0])
+        pooled[0] += calls - was_calls
+        pooled[1] = round(pooled[1] + ms - was_ms, 3)
+    return out
+
+
 def since(before, after):
     """after - before, per call (either may be None: then None)."""
     if before is None or after is None:

@@ -106,8 +106,12 @@ class LaterStepsTest(unittest.TestCase):
         a = run("memcoord", [1.0])
         a["step_driver"] = [[1, 1.0], [2, 2.0]]
         a["memcoord"] = {"steps": [{"misses": 1}, {"misses": 2}]}
+        a["first_step_driver_threads"] = {"python3": [90, 10.5], "pt_autograd_0": [40, 4.25]}
         row = bench.combine([a, run("memcoord", [1.0])])
         self.assertEqual(row["runs"][0]["step_driver"], [[1, 1.0], [2, 2.0]])
+        self.assertEqual(row["runs"][0]["first_step_driver_threads"],
+                         {"python3": [90, 10.5], "pt_autograd_0": [40, 4.25]})
+        self.assertIsNone(row["runs"][1]["first_step_driver_threads"])
         self.assertEqual(row["runs"][0]["memcoord_steps"], [{"misses": 1}, {"misses": 2}])
         self.assertNotIn("memcoord_steps", row["runs"][1])
 
@@ -670,9 +674,11 @@ class FirstStepFiguresTest(unittest.TestCase):
         line = bench.process_line({"device_bytes": GB, "median_step_ms": 30.0, "first_step_ms": 650.0,
                                    "step_cpu": [{"thread_ms": 420.0, "process_ms": 650.0, "voluntary_switches": 2,
                                                  "involuntary_switches": 1, "minor_faults": 101000}],
-                                   "first_step_threads": {"python3": 421.0, "pt_autograd_0": 229.0}})
+                                   "first_step_threads": {"python3": 421.0, "pt_autograd_0": 229.0},
+                                   "first_step_driver_threads": {"pt_autograd_0": [40, 4.25], "python3": [90, 10.5]}})
         self.assertIn("first step's CPU: training thread 420 ms, process 650 ms, thread's switches 2 voluntary "
-                      "1 involuntary, 101000 minor faults; threads' run time: python3 421, pt_autograd_0 229", line)
+                      "1 involuntary, 101000 minor faults; threads' run time: python3 421, pt_autograd_0 229; memory "
+                      "calls by thread: python3 90 (10.5 ms), pt_autograd_0 40 (4.2 ms)", line)
 
     def test_the_warm_up_process_is_run_once_and_written_beside_the_runs(self):
         asked = []

@@ -7,7 +7,8 @@ cudaGetDriverEntryPointByVersion / cudaGetDriverEntryPoint come back wrapped whe
 counted with its time, arguments and results passed through) and untouched otherwise (another driver
 function, an unknown name); runtime calls (cudaMemGetInfo, cudaMalloc, cudaFree) are counted in place, the
 beside calls (cudaMemGetInfo here) only with DRIVER_CALL_TIMER_BESIDE=1 and forwarded untimed without it;
-driver_timer.read() and summary() report the totals, and read() is None without the preload;
+driver_timer.read() and summary() report the totals, read_threads() and by_thread_name() the memory calls
+thread by thread, and both readings are None without the preload;
 DRIVER_CALL_TIMER_REPORT=1 prints the totals at exit."""
 
 import json
@@ -111,9 +112,31 @@ free, total = c_size_t(), c_size_t()
 seen["meminfo"] = [glob.cudaMemGetInfo(byref(free), byref(total)) for _ in range(2)] + [free.value, total.value]
 ptr = c_void_p()
 seen["malloc"] = [glob.cudaMalloc(byref(ptr), c_size_t(64)), ptr.value, glob.cudaFree(ptr)]
+threads_before = driver_timer.read_threads()
+
+import threading
+called, read = threading.Event(), threading.Event()
+
+def side():  # two more memory calls, on a thread of its own name (prctl PR_SET_NAME), alive while read
+    ctypes.CDLL(None).prctl(15, b"side_thread", 0, 0, 0)
+    for size in (40, 50):
+        create_fn(byref(c_ulonglong()), size, None, 0)
+    called.set()
+    read.wait()
+
+worker = threading.Thread(target=side)
+worker.start()
+called.wait()
 figures = driver_timer.read()
+threads_since = driver_timer.by_thread_name(threads_before, driver_timer.read_threads())
+read.set()
+worker.join()
+with open("/proc/self/comm") as comm:
+    main_name = comm.read().strip()
 print(json.dumps({"seen": seen, "figures": figures, "summary": driver_timer.summary(figures),
-                  "memory_ms": driver_timer.memory_ms(figures) if figures else None}))
+                  "memory_ms": driver_timer.memory_ms(figures) if figures else None, "main_name": main_name,
+                  "threads_before": driver_timer.by_thread_name({}, threads_before),
+                  "threads_since": threads_since}))
 """
 
 
@@ -166,7 +189,7 @@ class DriverCallTimerTest(unittest.TestCase):
         self.assertEqual(seen["malloc"], [0, 0x1000, 0])
 
         calls, ms = figures["cuMemCreate"]
-        self.assertEqual(calls, 3)
+        self.assertEqual(calls, 3 + 2)  # the main thread's three and the side thread's two
         self.assertGreaterEqual(ms, 3.0)  # three 1 ms sleeps inside the wrapped call
         self.assertEqual(figures["cuMemRelease"][0], 1)
         self.assertEqual(figures["cudaMemGetInfo"][0], 2)
@@ -175,20 +198,36 @@ class DriverCallTimerTest(unittest.TestCase):
         for untouched in ("cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cudaEventRecord", "cudaStreamSynchronize"):
             self.assertEqual(figures[untouched], [0, 0.0], untouched)
         self.assertGreaterEqual(out["memory_ms"], ms)
-        self.assertIn("3 cuMemCreate", out["summary"])
+        self.assertIn("5 cuMemCreate", out["summary"])
         self.assertIn("beside them: 2 cudaMemGetInfo", out["summary"])  # not a memory call
+
+    def test_memory_calls_are_summed_by_thread(self):
+        # Each thread's memory calls, by its name: the main thread's 3 cuMemCreate, 1 cuMemRelease, 1 cudaMalloc
+        # and 1 cudaFree before the reading, the side thread's 2 cuMemCreate (1 ms each) after it. The beside
+        # calls (cudaMemGetInfo) are in no thread's figures.
+        out, _ = self.child(DRIVER_CALL_TIMER_BESIDE="1")
+        before, since = out["threads_before"], out["threads_since"]
+        self.assertEqual(list(before), [out["main_name"]])
+        self.assertEqual(before[out["main_name"]][0], 6)
+        self.assertGreaterEqual(before[out["main_name"]][1], 3.0)
+        self.assertEqual(list(since), ["side_thread"])  # the main thread made none since
+        self.assertEqual(since["side_thread"][0], 2)
+        self.assertGreaterEqual(since["side_thread"][1], 2.0)
+        total_ms = before[out["main_name"]][1] + since["side_thread"][1]
+        self.assertAlmostEqual(total_ms, out["memory_ms"], delta=0.01)
 
     def test_beside_calls_are_forwarded_untimed_by_default(self):
         # PyTorch makes some beside calls on every operation: by default they pass through uncounted.
         out, _ = self.child()
         self.assertEqual(out["seen"]["meminfo"], [0, 0, 1 << 20, 1 << 30])
         self.assertEqual(out["figures"]["cudaMemGetInfo"], [0, 0.0])
-        self.assertEqual(out["figures"]["cuMemCreate"][0], 3)  # memory calls are always timed
+        self.assertEqual(out["figures"]["cuMemCreate"][0], 5)  # memory calls are always timed
         self.assertEqual(out["figures"]["cudaMalloc"][0], 1)
 
     def test_read_is_none_without_the_preload(self):
         out, _ = self.child(preload=False)
         self.assertIsNone(out["figures"])
+        self.assertIsNone(out["threads_since"])
         self.assertEqual(out["summary"], "driver timer not loaded")
         self.assertTrue(out["seen"]["create_is_fake"])  # nothing in between: the fake's own pointer
 
@@ -196,7 +235,7 @@ class DriverCallTimerTest(unittest.TestCase):
         out, stderr = self.child(DRIVER_CALL_TIMER_REPORT="1")
         lines = [line.split() for line in stderr.splitlines() if line.startswith("driver_call_timer: ")]
         self.assertEqual(len(lines), len(out["figures"]), stderr)  # one line per kind
-        self.assertIn(["driver_call_timer:", "cuMemCreate", "3", "calls"], [line[:4] for line in lines])
+        self.assertIn(["driver_call_timer:", "cuMemCreate", "5", "calls"], [line[:4] for line in lines])
         _, quiet = self.child()
         self.assertNotIn("driver_call_timer:", quiet)
 
