@@ -10,6 +10,9 @@ import os
 # The calls that get and give back device memory: the allocator's driver cost.
 MEMORY_CALLS = ("cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemRelease", "cudaMalloc", "cudaFree")
 
+# The threads the timer keeps figures for (DCT_MAX_THREADS in driver_call_timer.c).
+MAX_THREADS = 64
+
 
 def preload(env, lib):
     """Puts the timer library `lib` first in env's LD_PRELOAD (after it, whatever was preloaded already)."""
@@ -40,7 +43,7 @@ def read_threads():
         threads = lib.driver_call_timer_threads
     except (AttributeError, OSError):
         return None
-    most = 64
+    most = MAX_THREADS
     tids, calls, ns = (ctypes.c_int * most)(), (ctypes.c_ulonglong * most)(), (ctypes.c_ulonglong * most)()
     filled = threads(tids, calls, ns, most)
     return {int(tids[i]): (int(calls[i]), ns[i] / 1e6) for i in range(filled)}
