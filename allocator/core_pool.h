@@ -11,10 +11,10 @@
 // the pool places the request where it needs the fewest new chunks and maps them. It packs (unmaps whole idle
 // free units elsewhere in the cache and maps memory where the request goes, instead of growing) under
 // pressure and, sparingly, at its own high-water mark: see RemapPolicy. Pressure is the device nearly full
-// (device_info().free_bytes against device_reserve_bytes; a reading is reused for up to 50 ms while it leaves
-// twice the reserve to spare, see detail/device_free_reading.h) or a budget the backend enforces
-// (DeviceBackend::bytes_over_budget, which a LimitAdaptor reports). On a segment backend it grows by whole
-// segments, as PyTorch's native allocator does.
+// (device_info().free_bytes against device_reserve_bytes; a reading is reused for 50 ms per reserve it leaves
+// to spare beyond the miss and the reserve, up to 1 s, see detail/device_free_reading.h) or a budget the
+// backend enforces (DeviceBackend::bytes_over_budget, which a LimitAdaptor reports). On a segment backend it
+// grows by whole segments, as PyTorch's native allocator does.
 //
 // Out of memory. Before a miss fails, a last-resort pass synchronizes the streams that hold cache and
 // releases every whole free unit (chunk, segment) of both arenas, then tries once more: an allocation fails

@@ -93,8 +93,9 @@ struct PoolOptions {
   std::uint64_t address_range_bytes = 0;
   // A miss that would leave the device with less free memory than this packs the cache first (pressure);
   // 0: 1/32 of the device's total memory. The device's free memory is read on a miss that maps, at most every
-  // 50 ms while the device has twice this to spare beyond the miss (what the pool maps itself is counted in
-  // between): detail/device_free_reading.h.
+  // 50 ms for each reserve the device has to spare beyond the miss and the reserve, up to 1 s, and on every
+  // such miss with less than one to spare (what the pool maps itself is counted in between):
+  // detail/device_free_reading.h.
   std::uint64_t device_reserve_bytes = 0;
   // Packing may unmap a free chunk only once the work queued on the streams that last used it is done. True:
   // when the miss's own stream is the one stream that used the chunk, the host waits for that work: up to the

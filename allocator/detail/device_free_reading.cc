@@ -1,15 +1,27 @@
 #include "allocator/detail/device_free_reading.h"
 
+#include <algorithm>
+
 namespace memcoord::detail {
 
 std::uint64_t DeviceFreeReading::shortfall(DeviceBackend& backend, std::uint64_t need,
                                            std::uint64_t pool_reserved, Clock::time_point now) {
-  const bool fresh_enough = valid_ && now - read_at_ <= max_age_;
-  // Reuse only with room to spare beyond the reserve: others' use since the reading could eat into it.
-  if (!fresh_enough || estimate(pool_reserved) < need + 2 * reserve_) read(backend, pool_reserved, now);
+  if (!trusted(need, pool_reserved, now)) read(backend, pool_reserved, now);
   const std::uint64_t wanted = need + reserve_;
   const std::uint64_t free_bytes = estimate(pool_reserved);
   return free_bytes >= wanted ? 0 : wanted - free_bytes;
+}
+
+bool DeviceFreeReading::trusted(std::uint64_t need, std::uint64_t pool_reserved,
+                                Clock::time_point now) const {
+  if (!valid_) return false;
+  // Reuse only with room to spare beyond the reserve: others' use since the reading could eat into it. The
+  // wider the room, the longer others would need to eat it at one reserve per max_age.
+  const std::uint64_t estimated = estimate(pool_reserved);
+  if (estimated < need + 2 * reserve_) return false;
+  const std::uint64_t spare = estimated - need - reserve_;
+  const std::uint64_t stretch = reserve_ == 0 ? kMaxStretch : std::min(kMaxStretch, spare / reserve_);
+  return now - read_at_ <= max_age_ * static_cast<std::int64_t>(stretch);
 }
 
 void DeviceFreeReading::read(DeviceBackend& backend, std::uint64_t pool_reserved, Clock::time_point now) {

@@ -1,16 +1,21 @@
 // DeviceFreeReading: what a mapping pool's misses know of the device's free memory, without asking the driver
-// on every miss. A reading (DeviceBackend::device_info(): one cudaMemGetInfo on CUDA, 5-7 us on an H200) is
-// kept with the pool's reserved bytes at that moment. Until it is max_age old, the device's free bytes are
-// estimated as the reading less what the pool has reserved since (plus what it has released since).
+// on every miss. A reading (DeviceBackend::device_info(): one cudaMemGetInfo on CUDA, 5-7 us on an idle H200,
+// tens of us while the first training step launches) is kept with the pool's reserved bytes at that moment.
+// While the reading is trusted, the device's free bytes are estimated as the reading less what the pool has
+// reserved since (plus what it has released since).
 //
-// Invariant: a shortfall is computed from an estimate only when that estimate leaves at least twice the
-// reserve beyond the request; otherwise (and when the reading is older than max_age, or was invalidated) the
-// backend is asked again. So what this pool maps itself is always counted, and memory taken by anyone else
-// (another process, another pool, cudaMalloc beside the pool) is seen at the latest max_age after the
-// reading, and sooner whenever it matters: for a miss to map while the device is short, others must have
-// taken more than the reserve since a reading younger than max_age. Should they have, the miss maps without
-// packing first and leaves the device below its reserve until the next reading; if the device cannot hold the
-// mapping at all, the mapping fails, the pool's last-resort pass runs, and the reading is invalidated.
+// Trust: an estimate is used only when it leaves at least twice the reserve beyond the request, and only for
+// max_age for each reserve it leaves to spare beyond the request and the reserve, at most kMaxStretch of them
+// (so from max_age, with exactly one to spare, to kMaxStretch x max_age: 50 ms to 1 s by default).
+// Otherwise (and when the reading was invalidated) the backend is asked again. So what this pool maps itself
+// is always counted, and memory taken by anyone else (another process, another pool, cudaMalloc beside the
+// pool) is seen at the latest kMaxStretch x max_age after the reading, and sooner whenever it matters: for a
+// miss to map while the device is short, others must have taken all the spare room since a reading younger
+// than max_age for each reserve of it, i.e. more than one reserve per max_age on average (the bound the
+// single max_age of earlier versions assumed, kept while the room is wide and the reading older). Should
+// they have, the miss maps without packing first and leaves the device below its reserve until the next
+// reading; if the device cannot hold the mapping at all, the mapping fails, the pool's last-resort pass
+// runs, and the reading is invalidated.
 // Not thread-safe: the owning pool's lock guards every call.
 #pragma once
 
@@ -25,6 +30,8 @@ class DeviceFreeReading {
  public:
   using Clock = std::chrono::steady_clock;
   static constexpr std::chrono::milliseconds kDefaultMaxAge{50};
+  // The most max_ages a reading is trusted for, however wide the room it leaves.
+  static constexpr std::uint64_t kMaxStretch = 20;
 
   // `reserve_bytes`: the free memory a miss leaves the device (0: 1/32 of its total).
   explicit DeviceFreeReading(std::uint64_t reserve_bytes, std::chrono::nanoseconds max_age = kDefaultMaxAge)
@@ -43,6 +50,8 @@ class DeviceFreeReading {
  private:
   void read(DeviceBackend& backend, std::uint64_t pool_reserved, Clock::time_point now);
   std::uint64_t estimate(std::uint64_t pool_reserved) const;
+  // Whether the current reading may stand for the device's free memory for a miss of `need` now.
+  bool trusted(std::uint64_t need, std::uint64_t pool_reserved, Clock::time_point now) const;
 
   const std::uint64_t reserve_option_;
   const std::chrono::nanoseconds max_age_;

@@ -71,16 +71,42 @@ TEST_F(ReadingTest, NearTheReserveItReadsAgainAndReportsTheShortfall) {
   EXPECT_EQ(backend.reads, 2);
 }
 
-TEST_F(ReadingTest, AReadingOlderThanMaxAgeIsReadAgain) {
+TEST_F(ReadingTest, AReadingLeavingOneReserveToSpareIsReadAgainAfterMaxAge) {
   DeviceFreeReading reading(/*reserve_bytes=*/0, std::chrono::milliseconds(50));
-  backend.free_bytes = 20 * kGiB;
+  backend.free_bytes = 3 * kGiB;  // a 1 GiB miss leaves the 1 GiB reserve and one more to spare
   ASSERT_EQ(reading.shortfall(backend, kGiB, 0, t0), 0u);
   ASSERT_EQ(reading.shortfall(backend, kGiB, 0, t0 + std::chrono::milliseconds(50)), 0u);
   EXPECT_EQ(backend.reads, 1);
-  // Another process took 19 GiB; the next reading, 51 ms after the first, sees it.
+  // Another process took 2 GiB; the next reading, 51 ms after the first, sees it.
   backend.free_bytes = kGiB;
   EXPECT_EQ(reading.shortfall(backend, kGiB, 0, t0 + std::chrono::milliseconds(51)), kGiB);
   EXPECT_EQ(backend.reads, 2);
+}
+
+// The room a reading leaves buys it time: max_age for each reserve to spare, up to kMaxStretch of them. As
+// the pool maps, the room shrinks and so does the reading's trust.
+TEST_F(ReadingTest, AReadingIsTrustedForMaxAgePerReserveToSpareAndAtMostTheStretch) {
+  using std::chrono::milliseconds;
+  DeviceFreeReading reading(/*reserve_bytes=*/0, milliseconds(50));
+  backend.free_bytes = 12 * kGiB;  // a 1 GiB miss leaves 10 reserves to spare: trusted for 500 ms
+  ASSERT_EQ(reading.shortfall(backend, kGiB, 0, t0), 0u);
+  EXPECT_EQ(reading.shortfall(backend, kGiB, 0, t0 + milliseconds(500)), 0u);
+  EXPECT_EQ(backend.reads, 1);
+  // The pool mapped 6 GiB since: 4 reserves to spare, 200 ms of trust, and the reading is 300 ms old.
+  EXPECT_EQ(reading.shortfall(backend, kGiB, 6 * kGiB, t0 + milliseconds(300)), 0u);
+  EXPECT_EQ(backend.reads, 2);
+  // At the cap: 30 GiB free leaves 28 reserves to spare, but a reading is trusted for 20 x 50 ms at most.
+  backend.free_bytes = 30 * kGiB;
+  reading.invalidate();
+  const Clock::time_point t1 = t0 + milliseconds(1000);
+  ASSERT_EQ(reading.shortfall(backend, kGiB, 0, t1), 0u);
+  ASSERT_EQ(backend.reads, 3);
+  EXPECT_EQ(reading.shortfall(backend, kGiB, 0, t1 + DeviceFreeReading::kMaxStretch * milliseconds(50)), 0u);
+  EXPECT_EQ(backend.reads, 3);
+  // Another process took all but 1.5 GiB: the reading 1,001 ms old is read again and the shortfall seen.
+  backend.free_bytes = kGiB + kGiB / 2;
+  EXPECT_EQ(reading.shortfall(backend, kGiB, 0, t1 + milliseconds(1001)), kGiB / 2);
+  EXPECT_EQ(backend.reads, 4);
 }
 
 TEST_F(ReadingTest, InvalidateMakesTheNextMissRead) {
@@ -95,7 +121,7 @@ TEST_F(ReadingTest, InvalidateMakesTheNextMissRead) {
 
 // Through a pool: replaying a real training trace (256 misses, well under 50 ms on the virtual device) reads
 // the device once, not once a miss; and the peak is what it was when every miss read it.
-TEST(PoolDeviceReadings, AGrowingPoolReadsTheDeviceOncePerMaxAgeNotOncePerMiss) {
+TEST(PoolDeviceReadings, AGrowingPoolReadsTheDeviceAtMostOncePerMaxAgeNotOncePerMiss) {
   Result<Trace> trace = ReadTrace(std::string(MEMCOORD_TRACE_DIR) + "/gpt2_fp32.trace.gz");
   ASSERT_TRUE(trace.ok()) << trace.status().ToString();
   VirtualBackend device(80 * kGiB);
