@@ -73,6 +73,7 @@ sys.path.insert(0, str(HERE))
 # The source tree's package only when none is installed: an installed one carries the shim pip built, where
 # the source tree's would build it again at the first enable() (a JIT build, ~18 s of the first process).
 sys.path.append(str(HERE.parent.parent / "python"))
+import cpu_counters  # noqa: E402 (beside this file; no torch)
 import cpu_pinning  # noqa: E402 (beside this file; no torch)
 import driver_timer  # noqa: E402 (beside this file; no torch)
 
@@ -92,7 +93,7 @@ def split_allocators(text):
     return re.findall(r"memcoord\[[^\]]*\]|[^,]+", text)
 # Printed beside the targets, not one of them.
 INFORMATIONAL = {"losses within expandable's spread", "native's own loss spread", "first steps per process",
-                 "steps paired with native's",
+                 "steps paired with native's", "first step's CPU work (perf counters)",
                  "first step's driver calls <= expandable's", "first steps, pairs of processes"}
 GB = 1e9
 # What a caller's shell may set that changes an allocator: each configuration sets its own, or none. PyTorch reads
@@ -252,6 +253,37 @@ def thread_run_ms():
     return run
 
 
+def thread_places():
+    """{thread name: {"cpu": the CPU it last ran on, "wait_ms": its milliseconds waiting for a CPU so far}} from
+    /proc/self/task/*/stat and schedstat (threads of one name: the last read's CPU, the waits summed); {} where
+    Linux has none. With the CPUs' probe times (--cpus fastest:N), whether a slow thread sat on a slow CPU."""
+    places = {}
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return places
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/comm") as comm, open(f"/proc/self/task/{task}/schedstat") as sched, \
+                    open(f"/proc/self/task/{task}/stat") as stat:
+                name, wait_ns = comm.read().strip(), int(sched.read().split()[1])
+                cpu = int(stat.read().rsplit(")", 1)[1].split()[36])  # field 39, counted after the name's ")"
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended meanwhile
+        place = places.setdefault(name, {"cpu": cpu, "wait_ms": 0.0})
+        place["cpu"] = cpu
+        place["wait_ms"] = round(place["wait_ms"] + wait_ns / 1e6, 1)
+    return places
+
+
+def places_since(before, after, ran):
+    """The threads of `ran` (run_ms_since's) with their last CPU and their wait for a CPU between two
+    thread_places() readings."""
+    return {name: {"cpu": after[name]["cpu"],
+                   "wait_ms": round(after[name]["wait_ms"] - before.get(name, {}).get("wait_ms", 0.0), 1)}
+            for name in sorted(ran) if name in after}
+
+
 def run_ms_since(before, after):
     """{thread name: ms run between two thread_run_ms() readings}, the threads that ran 0.1 ms or more."""
     return {name: round(ms - before.get(name, 0.0), 1) for name, ms in sorted(after.items())
@@ -321,11 +353,17 @@ def child(workload_name, allocator, steps, deterministic=False):
     # step's time beyond native's goes. Read after the step's synchronize, outside the timed span.
     step_driver, step_memcoord = [], []
     timer_last, figures_last = timer_before, driver_before
-    step_cpu, first_step_threads, first_step_driver_threads = [], None, None
+    step_cpu, first_step_threads, first_step_driver_threads, first_step_counters = [], None, None, None
+    first_step_places = None
     for i in range(steps):
         torch.cuda.synchronize()
         threads_before = thread_run_ms() if i == 0 else None
+        places_before = thread_places() if i == 0 else None
         driver_threads_before = driver_timer.read_threads() if i == 0 else None
+        # Opened on this thread before the first step, so PyTorch's autograd thread, started by the first
+        # backward, is counted with it.
+        counters, no_counters = cpu_counters.open_counters() if i == 0 else (None, None)
+        counters_before = counters.read() if counters else None
         cpu_before = cpu_figures()
         started = time.perf_counter()
         losses.append(workload.step(i))
@@ -334,8 +372,14 @@ def child(workload_name, allocator, steps, deterministic=False):
         step_cpu.append(cpu_since(cpu_before, cpu_figures()))
         if i == 0:
             first_step_threads = run_ms_since(threads_before, thread_run_ms())
+            first_step_places = places_since(places_before, thread_places(), first_step_threads)
             first_step_driver_threads = driver_timer.by_thread_name(driver_threads_before,
                                                                     driver_timer.read_threads())
+            if counters:
+                first_step_counters = cpu_counters.since(counters_before, counters.read())
+                counters.close()
+            else:
+                first_step_counters = {"unavailable": no_counters}
         timer_now = driver_timer.read()
         if timer_now is not None:
             own = driver_timer.since(timer_last, timer_now)
@@ -381,9 +425,15 @@ def child(workload_name, allocator, steps, deterministic=False):
         # The first step's run time of each of the process's threads by name (thread_run_ms): which threads
         # the first step's CPU time was spent on, the allocator's own included.
         "first_step_threads": first_step_threads,
+        # The same threads' last CPU after the first step and their wait for a CPU in it (thread_places).
+        "first_step_places": first_step_places,
         # The first step's driver memory calls thread by thread ({thread name: [calls, ms]}, with the timer, else
         # None): whether the allocator's driver time fell on the Python thread or on PyTorch's autograd thread.
         "first_step_driver_threads": first_step_driver_threads,
+        # The first step's user-space CPU instructions and cycles, the training thread's and those of the
+        # threads it started in the step (cpu_counters: perf events), or {"unavailable": why}: whether a longer
+        # first step did more work or did it on a slower core.
+        "first_step_counters": first_step_counters,
     }
     if part_medians is not None:
         result["parts"] = parts
@@ -501,7 +551,8 @@ def combine(runs):
             row[key] = max(r[key] for r in ok)
         row["runs"] = [{k: r.get(k) for k in ("median_step_ms", "first_step_ms", "device_bytes", "step_ms", "error",
                                                "first_step_driver_calls", "step_driver", "step_cpu", "first_step_threads",
-                                               "first_step_driver_threads", "losses",
+                                               "first_step_driver_threads", "first_step_counters", "first_step_places",
+                                               "losses",
                                                "part_median_step_ms", "exit_code", "cpus", "round", "place")}
                        for r in runs]
         for kept, r in zip(row["runs"], runs):
@@ -553,6 +604,16 @@ def first_step_driver_ms(row):
     if not timed or any(t is None for t in timed):
         return None
     return statistics.median(driver_timer.memory_ms(t) for t in timed)
+
+
+def first_step_work(row):
+    """(median instructions, median cycles per instruction) of a row's processes' first steps, from the CPU
+    counters; None when any process has none."""
+    counted = [r.get("first_step_counters") or {} for r in row.get("runs", [row])]
+    if not counted or not all(c.get("instructions") for c in counted):
+        return None
+    return (statistics.median(c["instructions"] for c in counted),
+            statistics.median(c["cycles"] / c["instructions"] for c in counted))
 
 
 def first_step_times(row):
@@ -677,6 +738,14 @@ def targets(rows, tolerance):
             # processes' set-up noise above does not blur: medians over the processes.
             checks.append(("first step's driver calls <= expandable's", timed["memcoord"] <= timed["expandable"],
                            f"{timed['memcoord']:.1f} vs {timed['expandable']:.1f} ms of memory calls"))
+        work = {r["allocator"]: first_step_work(r) for r in (expandable, mc) if r and not losses_only}
+        if work.get("memcoord") and work.get("expandable"):
+            # Same work, more time: the core was slower or busier. More work: the allocator (or its effects on
+            # what PyTorch does) cost instructions.
+            checks.append(("first step's CPU work (perf counters)", True, "; ".join(
+                f"{name} {instructions / 1e9:.3f} G instructions, {cpi:.3f} cycles each"
+                for name, (instructions, cpi) in (("memcoord", work["memcoord"]), ("expandable", work["expandable"])))
+                + " (medians over the processes)"))
         if native and "own_loss_spread" in native:
             checks.append(("native's own loss spread", True, f"max |diff| {native['own_loss_spread']:.3g} between "
                            f"{len(native.get('runs', []))} native processes"))
@@ -749,10 +818,21 @@ def process_line(result):
     if result.get("first_step_threads"):
         line += "; threads' run time: " + ", ".join(f"{name} {ms:.0f}" for name, ms in
                                                     sorted(result["first_step_threads"].items(), key=lambda t: -t[1]))
+    if result.get("first_step_places"):
+        line += "; threads' last CPU and wait for one: " + ", ".join(
+            f"{name} CPU {place['cpu']} {place['wait_ms']:.1f} ms"
+            for name, place in result["first_step_places"].items())
     if result.get("first_step_driver_threads"):
         line += "; memory calls by thread: " + ", ".join(
             f"{name} {calls} ({ms:.1f} ms)" for name, (calls, ms) in
             sorted(result["first_step_driver_threads"].items(), key=lambda t: -t[1][1]))
+    counted = result.get("first_step_counters") or {}
+    if counted.get("instructions"):
+        line += (f"; first step's user-space CPU work: {counted['instructions'] / 1e9:.3f} G instructions, "
+                 f"{counted['cycles'] / 1e9:.3f} G cycles ({counted['cycles'] / counted['instructions']:.3f} a "
+                 f"instruction)")
+    elif counted.get("unavailable"):
+        line += f"; no CPU counters: {counted['unavailable']}"
     if result.get("exit_code"):
         line += f"; FAILED on exit (code {result['exit_code']}): {result.get('exit_tail', '')[-200:]}"
     return line

@@ -238,6 +238,24 @@ class TargetsTest(unittest.TestCase):
         untimed = run("memcoord", [2.0])
         self.assertNotIn(name, checks_of([rows[1], bench.combine([untimed, untimed])]))
 
+    def test_first_step_cpu_work_is_set_side_by_side_not_a_target(self):
+        def counted(allocator, pairs):
+            runs = []
+            for instructions, cycles in pairs:
+                r = run(allocator, [2.0])
+                r["first_step_counters"] = {"instructions": instructions, "cycles": cycles}
+                runs.append(r)
+            return bench.combine(runs)
+
+        rows = [run("native", [2.0]), counted("expandable", ((2.0e9, 2.4e9), (2.2e9, 2.2e9))),
+                counted("memcoord", ((2.1e9, 3.15e9), (2.1e9, 2.52e9), (2.3e9, 2.3e9)))]
+        name = "first step's CPU work (perf counters)"
+        self.assertIn(name, bench.INFORMATIONAL)
+        self.assertEqual(checks_of(rows)[name], (True, "memcoord 2.100 G instructions, 1.200 cycles each; expandable "
+                                                       "2.100 G instructions, 1.100 cycles each (medians over the "
+                                                       "processes)"))
+        self.assertNotIn(name, checks_of([rows[0], rows[1], run("memcoord", [2.0])]))
+
     def test_driver_timer_flag_preloads_the_timer(self):
         recorded = {}
 
@@ -671,14 +689,38 @@ class FirstStepFiguresTest(unittest.TestCase):
         self.assertGreater(spent["thread_ms"], 0)
         self.assertGreaterEqual(spent["process_ms"], spent["thread_ms"] - 1)
         self.assertGreater(sum(threads.values()), 0)  # this thread ran, under its name
+        places = bench.places_since({}, bench.thread_places(), threads)
+        self.assertEqual(set(places), set(threads))
+        for place in places.values():
+            self.assertIn(place["cpu"], range(os.cpu_count()))
+            self.assertGreaterEqual(place["wait_ms"], 0)
         line = bench.process_line({"device_bytes": GB, "median_step_ms": 30.0, "first_step_ms": 650.0,
                                    "step_cpu": [{"thread_ms": 420.0, "process_ms": 650.0, "voluntary_switches": 2,
                                                  "involuntary_switches": 1, "minor_faults": 101000}],
                                    "first_step_threads": {"python3": 421.0, "pt_autograd_0": 229.0},
-                                   "first_step_driver_threads": {"pt_autograd_0": [40, 4.25], "python3": [90, 10.5]}})
+                                   "first_step_driver_threads": {"pt_autograd_0": [40, 4.25], "python3": [90, 10.5]},
+                                   "first_step_places": {"pt_autograd_0": {"cpu": 7, "wait_ms": 0.25},
+                                                         "python3": {"cpu": 12, "wait_ms": 1.5}}})
         self.assertIn("first step's CPU: training thread 420 ms, process 650 ms, thread's switches 2 voluntary "
-                      "1 involuntary, 101000 minor faults; threads' run time: python3 421, pt_autograd_0 229; memory "
-                      "calls by thread: python3 90 (10.5 ms), pt_autograd_0 40 (4.2 ms)", line)
+                      "1 involuntary, 101000 minor faults; threads' run time: python3 421, pt_autograd_0 229; threads' "
+                      "last CPU and wait for one: pt_autograd_0 CPU 7 0.2 ms, python3 CPU 12 1.5 ms; memory calls by "
+                      "thread: python3 90 (10.5 ms), pt_autograd_0 40 (4.2 ms)", line)
+
+    def test_the_first_steps_cpu_counters_are_kept_printed_and_compared(self):
+        base = {"device_bytes": GB, "median_step_ms": 30.0, "first_step_ms": 650.0}
+        line = bench.process_line(dict(base, first_step_counters={"instructions": 2_500_000_000,
+                                                                  "cycles": 3_000_000_000}))
+        self.assertIn("first step's user-space CPU work: 2.500 G instructions, 3.000 G cycles (1.200 a instruction)",
+                      line)
+        line = bench.process_line(dict(base, first_step_counters={"unavailable": "No such file or directory"}))
+        self.assertIn("no CPU counters: No such file or directory", line)
+        a, b = run("memcoord", [1.0]), run("memcoord", [1.0])
+        a["first_step_counters"] = {"instructions": 100, "cycles": 150}
+        b["first_step_counters"] = {"instructions": 300, "cycles": 300}
+        self.assertEqual(bench.combine([a, b])["runs"][0]["first_step_counters"], {"instructions": 100, "cycles": 150})
+        self.assertEqual(bench.first_step_work(bench.combine([a, b])), (200, 1.25))
+        b["first_step_counters"] = {"unavailable": "no PMU"}
+        self.assertIsNone(bench.first_step_work(bench.combine([a, b])))
 
     def test_the_warm_up_process_is_run_once_and_written_beside_the_runs(self):
         asked = []
