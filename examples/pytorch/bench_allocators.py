@@ -235,21 +235,30 @@ def cpu_figures():
     return (time.thread_time() * 1000, time.process_time() * 1000, own.ru_nvcsw, own.ru_nivcsw, own.ru_minflt)
 
 
+def thread_files(*names):
+    """(thread name, [the text of each of its /proc/self/task/TID/NAME files]) for each of this process's
+    threads; nothing where Linux has no /proc, and a thread that ended meanwhile is skipped."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return
+    for task in tasks:
+        try:
+            texts = []
+            for name in ("comm",) + names:
+                with open(f"/proc/self/task/{task}/{name}") as f:
+                    texts.append(f.read())
+        except OSError:
+            continue
+        yield texts[0].strip(), texts[1:]
+
+
 def thread_run_ms():
     """{thread name: milliseconds run so far, its threads summed} from /proc/self/task/*/schedstat (the
     scheduler's run time in ns; threads of one name, e.g. the CUDA driver's, pooled); {} where Linux has none."""
     run = {}
-    try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
-        return run
-    for task in tasks:
-        try:
-            with open(f"/proc/self/task/{task}/comm") as comm, open(f"/proc/self/task/{task}/schedstat") as stat:
-                name, ns = comm.read().strip(), int(stat.read().split()[0])
-        except (OSError, ValueError, IndexError):
-            continue  # a thread that ended meanwhile
-        run[name] = run.get(name, 0.0) + ns / 1e6
+    for name, (schedstat,) in thread_files("schedstat"):
+        run[name] = run.get(name, 0.0) + int(schedstat.split()[0]) / 1e6
     return run
 
 
@@ -258,21 +267,11 @@ def thread_places():
     /proc/self/task/*/stat and schedstat (threads of one name: the last read's CPU, the waits summed); {} where
     Linux has none. With the CPUs' probe times (--cpus fastest:N), whether a slow thread sat on a slow CPU."""
     places = {}
-    try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
-        return places
-    for task in tasks:
-        try:
-            with open(f"/proc/self/task/{task}/comm") as comm, open(f"/proc/self/task/{task}/schedstat") as sched, \
-                    open(f"/proc/self/task/{task}/stat") as stat:
-                name, wait_ns = comm.read().strip(), int(sched.read().split()[1])
-                cpu = int(stat.read().rsplit(")", 1)[1].split()[36])  # field 39, counted after the name's ")"
-        except (OSError, ValueError, IndexError):
-            continue  # a thread that ended meanwhile
+    for name, (schedstat, stat) in thread_files("schedstat", "stat"):
+        cpu = int(stat.rsplit(")", 1)[1].split()[36])  # field 39, counted after the name's ")"
         place = places.setdefault(name, {"cpu": cpu, "wait_ms": 0.0})
         place["cpu"] = cpu
-        place["wait_ms"] = round(place["wait_ms"] + wait_ns / 1e6, 1)
+        place["wait_ms"] = round(place["wait_ms"] + int(schedstat.split()[1]) / 1e6, 1)
     return places
 
 
