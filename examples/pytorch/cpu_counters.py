@@ -1,8 +1,7 @@
 """CPU instructions and cycles spent by this process's threads, from Linux perf events (perf_event_open through
 ctypes): whether a step that took longer on the CPU did more work (more instructions) or did the same work more
-slowly (more cycles per instruction, or fewer cycles a millisecond: a slower or busier core, which on the
-device machines, virtual machines whose CPUs differ by up to twice in speed, moves a thread's time by tens of
-per cent).
+slowly (more cycles per instruction, or fewer cycles a millisecond: a slower or busier core; on the device
+machines, virtual machines, a short probe ran two to three times as long on the slowest CPU as on the fastest).
 
     open_counters()  -> (Counters, None), or (None, why) where perf events are unavailable (no PMU in the
                         virtual machine, a seccomp filter, perf_event_paranoid above 2)
@@ -11,7 +10,10 @@ per cent).
     since(before, after) -> the counts between two reads
 
 The counters are opened on the calling thread with inherit set, so the threads it starts afterwards (PyTorch's
-autograd thread on the first backward) are counted with it; threads that already exist are not. User space
+autograd thread on the first backward) are counted with it, live or ended (Linux sums an inherited event's
+children into each read); threads that already exist are not. No machine this was run on had a PMU (this
+project's test machine and the device machines both refuse the events), so test_cpu_counters has checked the
+counting itself nowhere yet. User space
 only (exclude_kernel, exclude_hv), which perf_event_paranoid 2, the default, allows for one's own threads.
 """
 import ctypes
