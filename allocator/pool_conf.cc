@@ -27,6 +27,7 @@ enum class Key {
   kMergeUnitEnds,
   kGrowToUnitEnd,
   kMarkWaits,
+  kAddressRange,
 };
 
 struct KeySpec {
@@ -40,7 +41,11 @@ constexpr std::uint64_t kMaxMarkerIntervalUs = 10'000'000;  // 10 s: a marker th
 
 constexpr std::uint64_t kMaxIdleMisses = 1'000'000;  // a thread idle that long is idle at any setting
 
-constexpr std::array<KeySpec, 12> kKeys{{
+// The most address space one range may reserve: more than any GPU's page tables cover (a larger value is a
+// mistake in units).
+constexpr std::uint64_t kMaxAddressRange = 64 * 1024 * kGiB;  // 64 TiB
+
+constexpr std::array<KeySpec, 13> kKeys{{
     {"large_map_unit", Key::kLargeMapUnit, 64 * kGiB},
     {"thread_cache", Key::kThreadCache, kGiB},
     {"thread_cache_block", Key::kThreadCacheBlock, kGiB},
@@ -53,6 +58,7 @@ constexpr std::array<KeySpec, 12> kKeys{{
     {"merge_unit_ends", Key::kMergeUnitEnds, 0},
     {"grow_to_unit_end", Key::kGrowToUnitEnd, 0},
     {"mark_waits", Key::kMarkWaits, 0},
+    {"address_range", Key::kAddressRange, kMaxAddressRange},
 }};
 
 std::string_view Trim(std::string_view s) {
@@ -84,6 +90,9 @@ Status ApplySize(const KeySpec& spec, std::string_view entry, std::string_view v
       break;
     case Key::kDeviceReserve:
       out.device_reserve_bytes = *bytes;
+      break;
+    case Key::kAddressRange:
+      out.address_range_bytes = *bytes;
       break;
     default:
       break;
@@ -176,7 +185,7 @@ Status Apply(const KeySpec& spec, std::string_view entry, std::string_view value
 std::string_view PoolConfKeys() {
   return "large_map_unit, thread_cache, thread_cache_block, device_reserve, remap, growth, "
          "free_marker_interval_us, thread_cache_fence, thread_cache_idle_misses, merge_unit_ends, "
-         "grow_to_unit_end, mark_waits";
+         "grow_to_unit_end, mark_waits, address_range";
 }
 
 Result<PoolOptions> ApplyPoolConf(std::string_view conf, PoolOptions base) {

@@ -89,7 +89,10 @@ struct PoolOptions {
   // each with every size but powers of two scaled by a random 0.9-1.1, the median peak against the model
   // was +2 MiB on the alternating pair (-10 off), at or below it on the other four.
   bool grow_to_unit_end = true;
-  // Address space reserved per arena range on mapping backends; 0: twice the device's total memory.
+  // Address space reserved per arena range on mapping backends; 0: twice the device's total memory. A miss
+  // the ranges cannot hold reserves another range (of at least the miss). MEMCOORD_ALLOC_CONF's
+  // address_range: lets a process that shares its address space with other reservations (or an experiment on
+  // how much the driver minds large reservations) choose less.
   std::uint64_t address_range_bytes = 0;
   // A miss that would leave the device with less free memory than this packs the cache first (pressure);
   // 0: 1/32 of the device's total memory. The device's free memory is read on a miss that maps, at most every

@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
+#include "allocator/caching_pool.h"
+#include "allocator/virtual_backend.h"
 #include "common/bytes.h"
 
 namespace memcoord {
@@ -18,7 +21,7 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   Result<PoolOptions> o = ApplyPoolConf(
       " large_map_unit:40MiB, thread_cache:512KiB ,thread_cache_block:64KiB,device_reserve:2GiB,"
       "remap:every-miss,growth:segments,free_marker_interval_us:0,thread_cache_fence:off,"
-      "thread_cache_idle_misses:0,merge_unit_ends:on,grow_to_unit_end:off,mark_waits:on",
+      "thread_cache_idle_misses:0,merge_unit_ends:on,grow_to_unit_end:off,mark_waits:on,address_range:96GiB",
       base);
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->large_map_unit_bytes, 40 * kMiB);
@@ -38,6 +41,8 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   EXPECT_FALSE(o->grow_to_unit_end);
   EXPECT_FALSE(base.pack_waits_at_mark);  // the default (off since 2026-12-06)
   EXPECT_TRUE(o->pack_waits_at_mark);
+  EXPECT_EQ(base.address_range_bytes, 0u);  // the default: twice the device's memory
+  EXPECT_EQ(o->address_range_bytes, 96 * kGiB);
   EXPECT_EQ(o->name, "mine");
   EXPECT_EQ(o->small_block_limit, 4096u);
   EXPECT_EQ(o->pack_waits_for_streams, base.pack_waits_for_streams);
@@ -66,6 +71,35 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
     EXPECT_EQ(same->thread_cache_bytes, base.thread_cache_bytes);
     EXPECT_EQ(same->large_map_unit_bytes, base.large_map_unit_bytes);
   }
+}
+
+// address_range through a pool: the large arena's ranges are that size (the default: twice the device), and
+// what one range cannot hold goes into another.
+TEST(PoolConf, AddressRangeSizesThePoolsRangesAndMoreRangesHoldTheRest) {
+  VirtualBackend device(8 * kGiB);
+  auto large_ranges = [](const CachingPool& pool) {
+    std::vector<std::size_t> sizes;
+    for (const SegmentSnapshot& s : pool.snapshot().segments) {
+      if (s.size > 8 * kMiB) sizes.push_back(s.size);  // the small arena's are its own ranges
+    }
+    return sizes;
+  };
+  CachingPool by_default(device, PoolOptions{});
+  void* one = *by_default.allocate(40 * kMiB);
+  EXPECT_EQ(large_ranges(by_default), std::vector<std::size_t>{16 * kGiB});
+  ASSERT_TRUE(by_default.deallocate(one).ok());
+
+  Result<PoolOptions> options = ApplyPoolConf("address_range:64MiB", PoolOptions{});
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  CachingPool narrow(device, *options);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 3; ++i) {
+    Result<void*> p = narrow.allocate(40 * kMiB);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    blocks.push_back(*p);
+  }
+  EXPECT_EQ(large_ranges(narrow), (std::vector<std::size_t>{64 * kMiB, 64 * kMiB, 64 * kMiB}));
+  for (void* p : blocks) ASSERT_TRUE(narrow.deallocate(p).ok());
 }
 
 TEST(PoolConf, BadConfsNameTheEntryAndWhatIsAccepted) {
@@ -100,7 +134,10 @@ TEST(PoolConf, BadConfsNameTheEntryAndWhatIsAccepted) {
       {"thread_cache_idle_misses:16.5", {"whole number from 0 to 1000000"}},
       {"thread_cache_idle_misses:1000001", {"from 0 to 1000000"}},
       {"thread_cache:1MiB,bogus:1", {"thread_cache_idle_misses"}},
-      {"bogus:1", {"merge_unit_ends", "grow_to_unit_end", "mark_waits"}},
+      {"bogus:1", {"merge_unit_ends", "grow_to_unit_end", "mark_waits", "address_range"}},
+      {"address_range:65TiB",
+       {"'address_range:65TiB'", "larger than the 64.00 TiB accepted for address_range"}},
+      {"address_range:big", {"'address_range:big'", "invalid size 'big'"}},
       {"grow_to_unit_end:true", {"'grow_to_unit_end:true'", "grow_to_unit_end accepts on or off"}},
       {"mark_waits:no", {"'mark_waits:no'", "mark_waits accepts on or off"}},
   };
