@@ -17,7 +17,7 @@ from test_runs_2026_12_07a import SINCE_GROW_TO_UNIT_END as BEFORE  # noqa: E402
 
 RUNS = RunFolder("2026-12-07d")
 OLD, NEW, TREE = "9061b7a", "2696a5b", "24e3c9d"
-STEPS = {"a": OLD, "b": NEW, "c": TREE, "d": TREE, "e": TREE}
+STEPS = {"a": OLD, "b": NEW, "c": TREE, "d": TREE, "e": TREE, "f": "ca81233"}
 W = "resnet50_amp"
 
 
@@ -103,15 +103,26 @@ class Runs20261207dTest(unittest.TestCase):
 
     def test_the_five_firststep_runs(self):
         table = {"a": (759, 708, 19, 15.5, 16.1), "b": (749, 684, 11, 15.8, 16.8), "c": (586, 570, 15, 13.2, 14.2),
-                 "d": (650, 663, 39, 14.5, 16.5), "e": (628, 623, 32, 14.2, 15.2)}
+                 "d": (650, 663, 39, 14.5, 16.5), "e": (628, 623, 32, 14.2, 15.2), "f": (685, 608, 3, 14.4, 15.0)}
         for run, (mc, ex, shorter, mc_calls, ex_calls) in table.items():
             log = RUNS.text(f"{firststep(run)}.log")
             self.assertRegex(log, rf"first step <= expandable +(yes|NO) +{mc} vs {ex} ms")
-            self.assertIn(f"memcoord's shorter in {shorter} of 64", log)
+            self.assertIn(f"memcoord's shorter in {shorter} of {16 if run == 'f' else 64}", log)
             self.assertIn(f"{mc_calls} vs {ex_calls} ms of memory calls", log)
         d = RUNS.text(f"{firststep('d')}.log")
         self.assertRegex(d, r"resnet50_amp +memcoord\[thread_cache:0\] +(\S+ +){5}714 ")
         self.assertRegex(d, r"resnet50_amp +expandable\+memcoord +(\S+ +){5}654 ")
+        f = RUNS.processes(f"{firststep('f')}.json.gz")
+        narrow = "memcoord[address_range:40GiB]"
+        self.assertRegex(RUNS.text(f"{firststep('f')}.log"),
+                         r"resnet50_amp +memcoord\[address_range:40GiB\] +(\S+ +){5}681 ")
+        self.assertEqual([round(p["first_step_threads"]["pt_autograd_0"]) for p in f[(W, narrow)]],
+                         [262, 291, 269, 300])
+        self.assertEqual(sorted(round(p["first_step_threads"]["pt_autograd_0"]) for p in f[(W, "memcoord")]),
+                         [215, 265, 299, 304])
+        self.assertEqual(sorted(round(p["first_step_threads"]["pt_autograd_0"]) for p in f[(W, "expandable")]),
+                         [211, 217, 221, 296])
+        self.assertEqual({p["first_step_places"]["pt_autograd_0"]["cpu"] for runs in f.values() for p in runs}, {4})
 
     def test_where_the_threads_ran_and_the_allocators_own_figures(self):
         c = RUNS.processes(f"{firststep('c')}.json.gz")
@@ -133,7 +144,7 @@ class Runs20261207dTest(unittest.TestCase):
         self.assertEqual(max(waits), 0.1)
         memcoord = [p["memcoord_first_step"] for r in STEPS
                     for p in RUNS.processes(f"{firststep(r)}.json.gz")[(W, "memcoord")]]
-        self.assertEqual(len(memcoord), 40)
+        self.assertEqual(len(memcoord), 44)
         self.assertEqual({(m["misses"], m["units_mapped"], m["units_unmapped"], m["other_thread_frees"],
                            m.get("pack_waits", 0)) for m in memcoord}, {(97, 287, 2, 430, 0)})
 
@@ -148,18 +159,18 @@ class Runs20261207dTest(unittest.TestCase):
 
     def test_the_pools(self):
         new = bench_files([("2026-12-07d", ("firststep",))])
-        self.assertEqual(pool_figures(new), (5, 28.7, 116, 320, 0.042, [3.2, 50.5]))
-        after = bench_files([("2026-12-07d", (f"{NEW}-firststep", f"{TREE}-firststep"))])
-        self.assertEqual(pool_figures(after), (4, 21.3, 97, 256, 0.17, [-3.3, 46.1]))
-        self.assertEqual(rounds(new), (40, 12, 31.3, 0.017))
-        self.assertEqual(thread_rounds(pooled, new, W, "pt_autograd_0"), (40, 16.2, 12, 0.017))
-        self.assertEqual(thread_rounds(pooled, new, W, "python3"), (40, 13.1, 13, 0.038))
+        self.assertEqual(pool_figures(new), (6, 29.6, 119, 336, 0.03, [5.4, 50.3]))
+        after = bench_files([("2026-12-07d", (f"{NEW}-firststep", f"{TREE}-firststep", "ca81233-firststep"))])
+        self.assertEqual(pool_figures(after), (5, 25.0, 100, 272, 0.083, [2.6, 45.4]))
+        self.assertEqual(rounds(new), (44, 12, 32.7, 0.004))
+        self.assertEqual(thread_rounds(pooled, new, W, "pt_autograd_0"), (44, 16.2, 13, 0.01))
+        self.assertEqual(thread_rounds(pooled, new, W, "python3"), (44, 16.3, 13, 0.01))
         every = bench_files(BEFORE + [("2026-12-07c", ("firststep",)), ("2026-12-07d", ("firststep",))])
-        self.assertEqual(pool_figures(every), (33, 5.4, 1019, 2338, 0.028, [1.1, 11.7]))
-        self.assertEqual(rounds(every), (260, 110, 6.0, 0.015))
-        self.assertEqual(thread_rounds(pooled, every, W, "pt_autograd_0"), (210, 3.6, 80, 0.001))
-        self.assertEqual(thread_rounds(pooled, every, W, "python3"), (210, 1.1, 96, 0.268))
-        self.assertTrue(re.search(r"\+5\.4 ms \[\+1\.1, \+11\.7\]", RUNS.text("README.md")))
+        self.assertEqual(pool_figures(every), (34, 5.6, 1022, 2354, 0.02, [1.1, 12.3]))
+        self.assertEqual(rounds(every), (264, 110, 6.4, 0.008))
+        self.assertEqual(thread_rounds(pooled, every, W, "pt_autograd_0"), (214, 3.6, 81, 0.0))
+        self.assertEqual(thread_rounds(pooled, every, W, "python3"), (214, 1.5, 96, 0.17))
+        self.assertTrue(re.search(r"\+5\.6 ms \[\+1\.1, \+12\.3\]", RUNS.text("README.md")))
 
 
 if __name__ == "__main__":
