@@ -41,7 +41,7 @@ constexpr std::uint64_t kMaxMarkerIntervalUs = 10'000'000;  // 10 s: a marker th
 
 constexpr std::uint64_t kMaxIdleMisses = 1'000'000;  // a thread idle that long is idle at any setting
 
-// The most address space one range may reserve: more than any GPU's page tables cover (a larger value is a
+// The most address space one range may reserve: hundreds of times any device's memory (a larger value is a
 // mistake in units).
 constexpr std::uint64_t kMaxAddressRange = 64 * 1024 * kGiB;  // 64 TiB
 
