@@ -84,3 +84,21 @@ def thread_rounds(pooled, paths, workload, thread):
     diffs = pooled.round_differences(paths, workload, lambda p: p["first_step_threads"][thread])
     shorter, moved = sum(d < 0 for d in diffs), sum(d != 0 for d in diffs)
     return len(diffs), round(statistics.median(diffs), 1), shorter, round(pooled.sign_test_p(shorter, moved), 3)
+
+
+def pool_figures(pooled, paths, workload, digits=None):
+    """first_steps_pooled's summary of `workload` over the files `paths`: (runs, shift ms, pairs where memcoord's
+    first step was the shorter, pairs, permutation p rounded to 3 places, [interval ms]), the ms rounded to
+    `digits` places (None: whole)."""
+    s = pooled.pooled([(p, pooled.load(p)) for p in paths])[0][workload]
+    return (s["runs"], round(s["shift_ms"], digits), s["memcoord_shorter"], s["pairs"], round(s["permutation_p"], 3),
+            [round(x, digits) for x in s["interval_ms"]])
+
+
+def step_rounds(pooled, paths, workload):
+    """Round by round (first_steps_pooled.round_differences), memcoord's first step minus expandable segments':
+    (rounds, rounds where memcoord's was shorter, median ms rounded to 0.1, the exact sign test's p over all the
+    rounds, rounded to 3 places)."""
+    diffs = pooled.round_differences(paths, workload)
+    shorter = sum(d < 0 for d in diffs)
+    return len(diffs), shorter, round(statistics.median(diffs), 1), round(pooled.sign_test_p(shorter, len(diffs)), 3)

@@ -12,7 +12,7 @@ EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "
 sys.path.insert(0, EXAMPLES)
 import driver_timer  # noqa: E402
 import first_steps_pooled as pooled  # noqa: E402
-from pytorch_runs import RunFolder, bench_files, thread_rounds  # noqa: E402
+from pytorch_runs import RunFolder, bench_files, step_rounds, thread_rounds  # noqa: E402
 from test_runs_2026_12_06k import SINCE_GROW_TO_UNIT_END as BEFORE  # noqa: E402
 
 RUNS = RunFolder("2026-12-07a")
@@ -132,10 +132,7 @@ class Runs20261207aTest(unittest.TestCase):
                          {"gpt2_fp32": (3, -47, 23, 27, 0.011), "gpt2_bf16_varlen": (4, -24, 46, 57, 0.013),
                           "llama_1b": (6, -3, 50, 93, 0.662), "alternating": (8, 1, 64, 147, 0.602)})
         # Round by round: each round's memcoord process against that round's expandable process.
-        diffs = pooled.round_differences(paths, "resnet50_amp")
-        shorter = sum(d < 0 for d in diffs)
-        self.assertEqual((len(diffs), shorter, round(statistics.median(diffs), 1)), (204, 90, 3.5))
-        self.assertEqual(round(pooled.sign_test_p(shorter, len(diffs)), 3), 0.107)
+        self.assertEqual(step_rounds(pooled, paths, "resnet50_amp"), (204, 90, 3.5, 0.107))
         self.assertEqual(round(statistics.median(pooled.round_differences(new, "resnet50_amp")), 1), 1.4)
 
     def test_resnet_first_steps_extra_time_is_on_the_autograd_thread(self):

@@ -13,7 +13,7 @@ import unittest
 EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pytorch"))
 sys.path.insert(0, EXAMPLES)
 import first_steps_pooled as pooled  # noqa: E402
-from pytorch_runs import RunFolder, bench_files, thread_rounds  # noqa: E402
+from pytorch_runs import RunFolder, bench_files, pool_figures, step_rounds, thread_rounds  # noqa: E402
 from test_runs_2026_12_07a import SINCE_GROW_TO_UNIT_END as BEFORE  # noqa: E402
 
 RUNS = RunFolder("2026-12-07c")
@@ -126,17 +126,9 @@ class Runs20261207cTest(unittest.TestCase):
         new = bench_files([("2026-12-07c", ("firststep",))])
         paths = bench_files(BEFORE + [("2026-12-07c", ("firststep",))])
 
-        def figures(files):
-            s = pooled.pooled([(p, pooled.load(p)) for p in files])[0]["resnet50_amp"]
-            return (s["runs"], round(s["shift_ms"]), s["memcoord_shorter"], s["pairs"], round(s["permutation_p"], 3),
-                    [round(x) for x in s["interval_ms"]])
-
-        self.assertEqual(figures(new), (2, 1, 63, 128, 0.95, [-38, 44]))
-        self.assertEqual(figures(paths), (28, 4, 903, 2018, 0.117, [-1, 10]))
-        diffs = pooled.round_differences(paths, "resnet50_amp")
-        shorter = sum(d < 0 for d in diffs)
-        self.assertEqual((len(diffs), shorter, round(statistics.median(diffs), 1),
-                          round(pooled.sign_test_p(shorter, len(diffs)), 3)), (220, 98, 3.2, 0.121))
+        self.assertEqual(pool_figures(pooled, new, "resnet50_amp"), (2, 1, 63, 128, 0.95, [-38, 44]))
+        self.assertEqual(pool_figures(pooled, paths, "resnet50_amp"), (28, 4, 903, 2018, 0.117, [-1, 10]))
+        self.assertEqual(step_rounds(pooled, paths, "resnet50_amp"), (220, 98, 3.2, 0.121))
 
         self.assertEqual(thread_rounds(pooled, paths, "resnet50_amp", "pt_autograd_0"), (170, 2.2, 68, 0.011))
         self.assertEqual(thread_rounds(pooled, paths, "resnet50_amp", "python3"), (170, 0.3, 83, 0.878))

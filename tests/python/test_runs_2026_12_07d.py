@@ -5,14 +5,13 @@ run since grow_to_unit_end."""
 
 import os
 import re
-import statistics
 import sys
 import unittest
 
 EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pytorch"))
 sys.path.insert(0, EXAMPLES)
 import first_steps_pooled as pooled  # noqa: E402
-from pytorch_runs import RunFolder, bench_files, span, thread_rounds  # noqa: E402
+from pytorch_runs import RunFolder, bench_files, pool_figures, span, step_rounds, thread_rounds  # noqa: E402
 from test_runs_2026_12_07a import SINCE_GROW_TO_UNIT_END as BEFORE  # noqa: E402
 
 RUNS = RunFolder("2026-12-07d")
@@ -25,16 +24,12 @@ def firststep(run):
     return f"{STEPS[run]}-firststep-{run}"
 
 
-def pool_figures(paths):
-    s = pooled.pooled([(p, pooled.load(p)) for p in paths])[0][W]
-    return (s["runs"], round(s["shift_ms"], 1), s["memcoord_shorter"], s["pairs"], round(s["permutation_p"], 3),
-            [round(x, 1) for x in s["interval_ms"]])
+def figures(paths):
+    return pool_figures(pooled, paths, W, digits=1)
 
 
 def rounds(paths):
-    diffs = pooled.round_differences(paths, W)
-    shorter = sum(d < 0 for d in diffs)
-    return len(diffs), shorter, round(statistics.median(diffs), 1), round(pooled.sign_test_p(shorter, len(diffs)), 3)
+    return step_rounds(pooled, paths, W)
 
 
 class Runs20261207dTest(unittest.TestCase):
@@ -159,14 +154,14 @@ class Runs20261207dTest(unittest.TestCase):
 
     def test_the_pools(self):
         new = bench_files([("2026-12-07d", ("firststep",))])
-        self.assertEqual(pool_figures(new), (6, 29.6, 119, 336, 0.03, [5.4, 50.3]))
+        self.assertEqual(figures(new), (6, 29.6, 119, 336, 0.03, [5.4, 50.3]))
         after = bench_files([("2026-12-07d", (f"{NEW}-firststep", f"{TREE}-firststep", "ca81233-firststep"))])
-        self.assertEqual(pool_figures(after), (5, 25.0, 100, 272, 0.083, [2.6, 45.4]))
+        self.assertEqual(figures(after), (5, 25.0, 100, 272, 0.083, [2.6, 45.4]))
         self.assertEqual(rounds(new), (44, 12, 32.7, 0.004))
         self.assertEqual(thread_rounds(pooled, new, W, "pt_autograd_0"), (44, 16.2, 13, 0.01))
         self.assertEqual(thread_rounds(pooled, new, W, "python3"), (44, 16.3, 13, 0.01))
         every = bench_files(BEFORE + [("2026-12-07c", ("firststep",)), ("2026-12-07d", ("firststep",))])
-        self.assertEqual(pool_figures(every), (34, 5.6, 1022, 2354, 0.02, [1.1, 12.3]))
+        self.assertEqual(figures(every), (34, 5.6, 1022, 2354, 0.02, [1.1, 12.3]))
         self.assertEqual(rounds(every), (264, 110, 6.4, 0.008))
         self.assertEqual(thread_rounds(pooled, every, W, "pt_autograd_0"), (214, 3.6, 81, 0.0))
         self.assertEqual(thread_rounds(pooled, every, W, "python3"), (214, 1.5, 96, 0.17))
