@@ -38,6 +38,8 @@ Usage: bench_allocators.py [--workloads a,b] [--allocators native,expandable,mem
                            [--driver-timer SO] (bench/gpu/driver_call_timer.so preloaded: each first step's driver calls,
                                                 and every step's memory calls)
                            [--no-warmup]       (no discarded warm-up process first: warm_up)
+                           [--cold-steps N]    (N more steps a process, each after torch.cuda.empty_cache(): what
+                                                re-growing costs, without a first step's one-time work; cold_steps)
 
 Each process prints a line as it ends, and --json is written after every workload, so a bench stopped part-way
 keeps what ran. memcoord's runs also keep each step's misses, packing waits and driver figures (the JSON's
@@ -94,7 +96,8 @@ def split_allocators(text):
 # Printed beside the targets, not one of them.
 INFORMATIONAL = {"losses within expandable's spread", "native's own loss spread", "first steps per process",
                  "steps paired with native's", "first step's CPU work (perf counters)",
-                 "first step's driver calls <= expandable's", "first steps, pairs of processes"}
+                 "first step's driver calls <= expandable's", "first steps, pairs of processes",
+                 "cold steps (after empty_cache)"}
 GB = 1e9
 # What a caller's shell may set that changes an allocator: each configuration sets its own, or none. PyTorch reads
 # PYTORCH_ALLOC_CONF (2.9 on; PYTORCH_CUDA_ALLOC_CONF is its alias) and PYTORCH_NO_CUDA_MEMORY_CACHING=1 turns
@@ -313,8 +316,44 @@ def load_memcoord_beside():
         raise RuntimeError(f"{LOADED_CONTROL}: memcoord's shim did not load")
 
 
-def child(workload_name, allocator, steps, deterministic=False):
-    """One configuration in this (fresh) process; prints one RESULT line."""
+def cold_steps(torch, workload, allocator, first_index, count):
+    """`count` steps after the measured ones, each on an emptied cache: every queued kernel finished and
+    torch.cuda.empty_cache() before it, so the step maps its memory again as a first step does, with the
+    one-time work of a first step (cuDNN's plans, lazy kernel loading, the autograd thread's start) already
+    done. What re-growing costs each allocator, as after an evaluation pass's empty_cache(), and the part of a
+    first step the allocator's growth is, without the rest of a first step's spread. Per step: its ms (wall,
+    synchronized), each thread's run ms (thread_run_ms), the driver's memory calls [calls, ms] with the timer,
+    and memcoord's miss figures under memcoord."""
+    out = []
+    timer_last = driver_timer.read()
+    for k in range(count):
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        threads_before = thread_run_ms()
+        timer_before = driver_timer.read()
+        figures_before = memcoord_step_figures() if is_memcoord(allocator) else None
+        started = time.perf_counter()
+        workload.step(first_index + k)
+        torch.cuda.synchronize()
+        entry = {"ms": round((time.perf_counter() - started) * 1000, 3),
+                 "threads": run_ms_since(threads_before, thread_run_ms())}
+        timer_now = driver_timer.read()
+        if timer_now is not None:
+            own = driver_timer.since(timer_before, timer_now)
+            entry["driver"] = [driver_timer.memory_calls(own), round(driver_timer.memory_ms(own), 3)]
+            # What empty_cache() itself called (unmapping), apart from the step's own calls.
+            emptied = driver_timer.since(timer_last, timer_before)
+            entry["empty_cache_driver"] = [driver_timer.memory_calls(emptied), round(driver_timer.memory_ms(emptied), 3)]
+            timer_last = timer_now
+        if figures_before is not None:
+            entry["memcoord"] = figures_since(figures_before, memcoord_step_figures())
+        out.append(entry)
+    return out
+
+
+def child(workload_name, allocator, steps, deterministic=False, cold=0):
+    """One configuration in this (fresh) process; prints one RESULT line. `cold`: cold_steps after the measured
+    steps, whose figures are all read before them."""
     child_started = time.monotonic()
     phases = {}  # seconds since child_started at the end of each phase (a slow process says where)
 
@@ -469,6 +508,9 @@ def child(workload_name, allocator, steps, deterministic=False):
         result["memcoord"]["shim"] = getattr(memcoord._torch._state["shim"], "__file__", None)
         result["memcoord"]["hooks"] = enabled.get("hooks", {})
         result["memcoord"]["backend"] = os.environ.get("MEMCOORD_BACKEND")
+    if cold:
+        result["cold_steps"] = cold_steps(torch, workload, allocator, steps, cold)
+        phase("cold_steps")
     phase("figures")
     result["phases_s"] = phases
     # The parent subtracts this from the process's wall time: what starting the interpreter and exiting took.
@@ -489,7 +531,7 @@ def process_order(allocators, repeat):
 
 
 def run_config(workload, allocator, steps, timeout, trace_dir=None, deterministic=False, driver_timer_lib=None,
-               cpus=None):
+               cpus=None, cold=0):
     env = clean_environment(dict(os.environ))  # "memcoord" is what users get by default: no MEMCOORD_ALLOC_CONF
     if driver_timer_lib:
         driver_timer.preload(env, driver_timer_lib)
@@ -507,6 +549,8 @@ def run_config(workload, allocator, steps, timeout, trace_dir=None, deterministi
     if deterministic:
         env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"  # read when cuBLAS starts: set before the child imports torch
         command.append("--deterministic")
+    if cold:
+        command += ["--cold-steps", str(cold)]
     started = time.monotonic()
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env,
@@ -552,7 +596,8 @@ def combine(runs):
                                                "first_step_driver_calls", "step_driver", "step_cpu", "first_step_threads",
                                                "first_step_driver_threads", "first_step_counters", "first_step_places",
                                                "losses",
-                                               "part_median_step_ms", "exit_code", "cpus", "round", "place")}
+                                               "part_median_step_ms", "exit_code", "cpus", "round", "place",
+                                               "cold_steps")}
                        for r in runs]
         for kept, r in zip(row["runs"], runs):
             if (r.get("memcoord") or {}).get("first_step") is not None:
@@ -633,6 +678,32 @@ def first_step_pairs(mc, expandable):
     faster = sum(1 for m in mine for e in theirs if m < e)
     ties = sum(1 for m in mine for e in theirs if m == e)
     return faster, ties, len(mine) * len(theirs)
+
+
+def cold_step_medians(row):
+    """Each process's median cold step (ms; cold_steps), for the processes of a combined row that ran some."""
+    return [statistics.median(s["ms"] for s in r["cold_steps"]) for r in row.get("runs", [row])
+            if r.get("cold_steps")]
+
+
+def cold_step_line(mc, expandable):
+    """One phrase setting memcoord's cold steps beside expandable segments': the medians over the processes of
+    each process's median cold step, in how many (memcoord, expandable) pairs of processes memcoord's was the
+    shorter, and each side's median memory calls in a cold step (with the timer). None unless both ran some."""
+    mine, theirs = cold_step_medians(mc), cold_step_medians(expandable)
+    if not mine or not theirs:
+        return None
+    shorter = sum(1 for m in mine for e in theirs if m < e)
+    line = (f"memcoord {statistics.median(mine):.2f} ms, expandable {statistics.median(theirs):.2f} ms (medians over "
+            f"the processes of each one's median); memcoord's shorter in {shorter} of {len(mine) * len(theirs)} pairs")
+    driver = {}
+    for name, row in (("memcoord", mc), ("expandable", expandable)):
+        timed = [s["driver"][1] for r in row.get("runs", [row]) for s in r.get("cold_steps") or [] if "driver" in s]
+        if timed:
+            driver[name] = statistics.median(timed)
+    if len(driver) == 2:
+        line += f"; memory calls {driver['memcoord']:.2f} against {driver['expandable']:.2f} ms a step (medians)"
+    return line
 
 
 def paired_steps(row, native):
@@ -737,6 +808,9 @@ def targets(rows, tolerance):
             # processes' set-up noise above does not blur: medians over the processes.
             checks.append(("first step's driver calls <= expandable's", timed["memcoord"] <= timed["expandable"],
                            f"{timed['memcoord']:.1f} vs {timed['expandable']:.1f} ms of memory calls"))
+        cold = cold_step_line(mc, expandable) if mc and expandable and not losses_only else None
+        if cold:
+            checks.append(("cold steps (after empty_cache)", True, cold))
         work = {r["allocator"]: first_step_work(r) for r in (expandable, mc) if r and not losses_only}
         if work.get("memcoord") and work.get("expandable"):
             # Same work, more time: the core was slower or busier. More work: the allocator (or its effects on
@@ -832,6 +906,20 @@ def process_line(result):
                  f"instruction)")
     elif counted.get("unavailable"):
         line += f"; no CPU counters: {counted['unavailable']}"
+    if result.get("cold_steps"):
+        cold = result["cold_steps"]
+        threads = {}
+        for step in cold:
+            for name, ms in step["threads"].items():
+                threads.setdefault(name, []).append(ms)
+        line += (f"; {len(cold)} cold steps: median {statistics.median(s['ms'] for s in cold):.2f} ms (threads' "
+                 + ", ".join(f"{name} {statistics.median(ms):.1f}" for name, ms in
+                             sorted(threads.items(), key=lambda t: -statistics.median(t[1])) if statistics.median(ms) >= 0.1)
+                 + ")")
+        timed = [s["driver"] for s in cold if "driver" in s]
+        if timed:
+            line += (f", memory calls {statistics.median(c for c, _ in timed):.0f} in "
+                     f"{statistics.median(ms for _, ms in timed):.2f} ms")
     if result.get("exit_code"):
         line += f"; FAILED on exit (code {result['exit_code']}): {result.get('exit_tail', '')[-200:]}"
     return line
@@ -911,11 +999,15 @@ def main():
                              "(the N of those on which a Python probe ran fastest, chosen once before the first "
                              "process), a list such as 0-7,16-23, or 'none' (default: wherever the scheduler puts "
                              "them); see cpu_pinning.py")
+    parser.add_argument("--cold-steps", type=int, default=0,
+                        help="after its measured steps each process runs N more, each after torch.cuda.empty_cache() "
+                             "(cold_steps: what re-growing costs, without a first step's one-time work); reported "
+                             "beside the targets, not judged")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         workload, allocator, steps = args.child
-        return child(workload, allocator, int(steps), args.deterministic)
+        return child(workload, allocator, int(steps), args.deterministic, args.cold_steps)
     try:
         import torch
     except ImportError:
@@ -928,6 +1020,8 @@ def main():
 
     if args.repeat < 1 or args.repeat > 20:
         parser.error(f"--repeat must be between 1 and 20, got {args.repeat}")
+    if args.cold_steps < 0 or args.cold_steps > 200:
+        parser.error(f"--cold-steps must be between 0 and 200, got {args.cold_steps}")
     probed = {}
     try:
         cpus = cpu_pinning.resolve_cpus(args.cpus, probed)
@@ -952,7 +1046,7 @@ def main():
         for repeat in range(args.repeat):
             for place, allocator in enumerate(process_order(allocators, repeat)):
                 result = run_config(name, allocator, args.steps, args.timeout, args.trace_dir, args.deterministic,
-                                    args.driver_timer, cpus)
+                                    args.driver_timer, cpus, args.cold_steps)
                 result.update({"round": repeat, "place": place})  # the order the processes ran in
                 runs_of[allocator].append(result)
                 # A line per process as it ends: a bench stopped part-way (a time limit) still shows what ran.

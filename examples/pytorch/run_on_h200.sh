@@ -30,7 +30,8 @@
 #            FIRSTSTEP_REPEAT=N runs N processes each (a multiple of the allocators' count: each allocator as
 #            often in each place of the order), FIRSTSTEP_ALLOCATORS=a,b,... others (e.g. memcoord[CONF]); several
 #            runs' firststep.json pool with first_steps_pooled.py; FIRSTSTEP_STEPS=N steps a process (8: only the
-#            first is this part's figure)
+#            first is this part's figure); FIRSTSTEP_COLD=N adds N steps a process after torch.cuda.empty_cache()
+#            each (bench_allocators.py --cold-steps: re-growth without a first step's one-time work)
 #   firstprof profile_first_step.py: the first step under torch.profiler and cProfile, expandable and memcoord in
 #            turns, 2 processes each (FIRSTPROF_WORKLOAD, llama_1b by default: 60 s on an H100; FIRSTPROF_ROUNDS=N
 #            processes each); each also writes firstprof-ALLOCATOR-N.kernels.json, its first step's GPU kernels by
@@ -200,7 +201,8 @@ part_variants() {
 part_firststep() {
   python3 examples/pytorch/bench_allocators.py --workloads "${FIRSTSTEP_WORKLOADS:-gpt2_fp32,resnet50_amp,alternating}" \
     --steps "${FIRSTSTEP_STEPS:-8}" --allocators "${FIRSTSTEP_ALLOCATORS:-expandable,memcoord}" \
-    --repeat "${FIRSTSTEP_REPEAT:-6}" "${timer_args[@]}" "${pin_args[@]}" --json "$out/firststep.json" 2>&1 |
+    --repeat "${FIRSTSTEP_REPEAT:-6}" --cold-steps "${FIRSTSTEP_COLD:-0}" "${timer_args[@]}" "${pin_args[@]}" \
+    --json "$out/firststep.json" 2>&1 |
     tee "$out/firststep.log" |
     sed -n '/== allocators/,$p'
 }

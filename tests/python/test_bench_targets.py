@@ -256,6 +256,46 @@ class TargetsTest(unittest.TestCase):
                                                        "processes)"))
         self.assertNotIn(name, checks_of([rows[0], rows[1], run("memcoord", [2.0])]))
 
+    def test_cold_steps_are_set_side_by_side_not_a_target(self):
+        def cold(allocator, per_process):
+            runs = []
+            for times in per_process:
+                r = run(allocator, [2.0])
+                r["cold_steps"] = [{"ms": ms, "threads": {"python3": ms / 2}, "driver": [300, ms / 10]} for ms in times]
+                runs.append(r)
+            return bench.combine(runs)
+
+        # memcoord's processes' medians 41 and 45, expandable's 40, 42 and 50: 43 against 42, shorter in 3 of 6.
+        rows = [run("native", [2.0]), cold("expandable", ((40.0, 39.0, 41.0), (42.0, 60.0, 41.0), (50.0, 50.0, 51.0))),
+                cold("memcoord", ((41.0, 40.0, 42.0), (45.0, 45.0, 45.0)))]
+        name = "cold steps (after empty_cache)"
+        self.assertIn(name, bench.INFORMATIONAL)
+        self.assertEqual(checks_of(rows)[name], (
+            True, "memcoord 43.00 ms, expandable 42.00 ms (medians over the processes of each one's median); "
+                  "memcoord's shorter in 3 of 6 pairs; memory calls 4.35 against 4.20 ms a step (medians)"))
+        # Not when either side ran none.
+        self.assertNotIn(name, checks_of([rows[0], rows[1], run("memcoord", [2.0])]))
+        self.assertNotIn(name, checks_of([rows[0], run("expandable", [2.0]), rows[2]]))
+        # A process's line says what its cold steps took, its threads' run time among them.
+        process = run("memcoord", [2.0])
+        process["cold_steps"] = rows[2]["runs"][1]["cold_steps"]
+        line = bench.process_line(process)
+        self.assertIn("3 cold steps: median 45.00 ms (threads' python3 22.5), memory calls 300 in 4.50 ms", line)
+
+    def test_cold_steps_empty_the_cache_before_each_step_and_time_it(self):
+        calls = []
+        cuda = types.SimpleNamespace(synchronize=lambda: calls.append("sync"),
+                                     empty_cache=lambda: calls.append("empty"))
+        workload = types.SimpleNamespace(step=lambda i: calls.append(("step", i)))
+        steps = bench.cold_steps(types.SimpleNamespace(cuda=cuda), workload, "expandable", 8, 2)
+        self.assertEqual(calls, ["sync", "empty", ("step", 8), "sync", "sync", "empty", ("step", 9), "sync"])
+        self.assertEqual(len(steps), 2)
+        for step in steps:
+            self.assertGreaterEqual(step["ms"], 0.0)
+            self.assertIsInstance(step["threads"], dict)
+            self.assertNotIn("memcoord", step)  # not memcoord's process
+            self.assertNotIn("driver", step)  # no timer loaded here
+
     def test_driver_timer_flag_preloads_the_timer(self):
         recorded = {}
 
@@ -360,6 +400,19 @@ class RunConfigTest(unittest.TestCase):
         row, _, _ = self.launch("memcoord", cpus={0, 1, 2, 6}, recorded=recorded)
         self.assertTrue(callable(recorded["preexec_fn"]))
         self.assertEqual(row["cpus"], "0-2,6")
+
+    def test_cold_steps_reach_the_child_only_when_asked(self):
+        _, command, _ = self.launch("memcoord")
+        self.assertNotIn("--cold-steps", command)
+        recorded = {}
+        real = bench.subprocess.run
+        bench.subprocess.run = lambda command, **kw: (recorded.update(command=command), types.SimpleNamespace(
+            stdout='RESULT {"workload": "w"}', stderr="", returncode=0))[1]
+        try:
+            bench.run_config("w", "expandable", 3, 60, cold=12)
+        finally:
+            bench.subprocess.run = real
+        self.assertEqual(recorded["command"][-2:], ["--cold-steps", "12"])
 
     def test_each_allocator_gets_its_own_environment(self):
         _, _, env = self.launch("expandable")
