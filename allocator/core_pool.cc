@@ -31,6 +31,11 @@ constexpr std::uint64_t kFreeRemapDivisor = 16;
 // clock read per large free and per call on an uncovered stream.
 constexpr std::uint64_t kSteadyMarkerSpacing = 10;
 
+// `bytes` rounded up to a multiple of `chunk`, at least one chunk (`bytes` is bounded by an address range).
+std::size_t ChunkMultiple(std::uint64_t bytes, std::size_t chunk) {
+  return static_cast<std::size_t>(std::max<std::uint64_t>((bytes + chunk - 1) / chunk * chunk, chunk));
+}
+
 }  // namespace
 
 CorePool::CorePool(DeviceBackend& backend, PoolOptions options)
@@ -68,8 +73,12 @@ detail::ArenaConfig CorePool::arena_config(bool small) const {
                              : (options_.large_map_unit_bytes != 0 ? options_.large_map_unit_bytes
                                                                    : PoolOptions::kDefaultLargeMapUnit);
   unit = std::min<std::uint64_t>(unit, c.range_bytes);
-  c.map_unit_bytes = static_cast<std::size_t>(
-      std::max<std::uint64_t>((unit + c.chunk_bytes - 1) / c.chunk_bytes * c.chunk_bytes, c.chunk_bytes));
+  c.map_unit_bytes = ChunkMultiple(unit, c.chunk_bytes);
+  if (!small) {
+    const std::uint64_t step = options_.large_grow_step_bytes != 0 ? options_.large_grow_step_bytes
+                                                                   : PoolOptions::kDefaultLargeGrowStep;
+    c.grow_step_bytes = ChunkMultiple(std::min<std::uint64_t>(step, c.range_bytes), c.chunk_bytes);
+  }
   c.merge_unit_ends = !small && options_.merge_unit_ends;
   c.grow_to_unit_end = !small && options_.grow_to_unit_end;
   return c;

@@ -28,6 +28,7 @@ enum class Key {
   kGrowToUnitEnd,
   kMarkWaits,
   kAddressRange,
+  kLargeGrowStep,
 };
 
 struct KeySpec {
@@ -45,7 +46,7 @@ constexpr std::uint64_t kMaxIdleMisses = 1'000'000;  // a thread idle that long 
 // mistake in units).
 constexpr std::uint64_t kMaxAddressRange = 64 * 1024 * kGiB;  // 64 TiB
 
-constexpr std::array<KeySpec, 13> kKeys{{
+constexpr std::array<KeySpec, 14> kKeys{{
     {"large_map_unit", Key::kLargeMapUnit, 64 * kGiB},
     {"thread_cache", Key::kThreadCache, kGiB},
     {"thread_cache_block", Key::kThreadCacheBlock, kGiB},
@@ -59,6 +60,7 @@ constexpr std::array<KeySpec, 13> kKeys{{
     {"grow_to_unit_end", Key::kGrowToUnitEnd, 0},
     {"mark_waits", Key::kMarkWaits, 0},
     {"address_range", Key::kAddressRange, kMaxAddressRange},
+    {"large_grow_step", Key::kLargeGrowStep, 64 * kGiB},
 }};
 
 std::string_view Trim(std::string_view s) {
@@ -93,6 +95,9 @@ Status ApplySize(const KeySpec& spec, std::string_view entry, std::string_view v
       break;
     case Key::kAddressRange:
       out.address_range_bytes = *bytes;
+      break;
+    case Key::kLargeGrowStep:
+      out.large_grow_step_bytes = *bytes;
       break;
     default:
       break;
@@ -185,7 +190,7 @@ Status Apply(const KeySpec& spec, std::string_view entry, std::string_view value
 std::string_view PoolConfKeys() {
   return "large_map_unit, thread_cache, thread_cache_block, device_reserve, remap, growth, "
          "free_marker_interval_us, thread_cache_fence, thread_cache_idle_misses, merge_unit_ends, "
-         "grow_to_unit_end, mark_waits, address_range";
+         "grow_to_unit_end, mark_waits, address_range, large_grow_step";
 }
 
 Result<PoolOptions> ApplyPoolConf(std::string_view conf, PoolOptions base) {

@@ -59,8 +59,13 @@ struct PoolOptions {
   // same peak as 2 MiB units within 0.02 GB on GPT-2 and ResNet-50, a tenth of the driver calls; 40 MiB units
   // made a third fewer allocations than 20 MiB but moved the peaks of bench/traces, and of copies with
   // every size scaled by a random 0.9-1.1, by -122 to +120 MiB). The small arena maps single chunks.
-  static constexpr std::size_t kDefaultLargeMapUnit = 20 << 20;
+  static constexpr std::size_t kDefaultLargeMapUnit = 40 << 20;
   std::size_t large_map_unit_bytes = 0;
+  // Mapping backends, with grow_to_unit_end: the multiple of the segment's base a growing large-arena miss
+  // maps on to (rounded up to the backend's chunk). 0: kDefaultLargeGrowStep, 20 MiB, expandable segments'
+  // page. Apart from the unit, so that how far memory grows does not change with how coarsely it is mapped.
+  static constexpr std::size_t kDefaultLargeGrowStep = 20 << 20;
+  std::size_t large_grow_step_bytes = 0;
   // Mapping backends: a large-arena miss's first or last piece smaller than the unit (the grid cuts one where
   // the miss starts or ends between multiples) is mapped with its whole-unit neighbour as one driver
   // allocation (detail/map_units.h): fewer allocations, at coarser unmapping. Off by default: replays

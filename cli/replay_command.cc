@@ -379,7 +379,7 @@ Subcommand AddReplayCommand(CLI::App& root) {
   app->add_option(
       "--map-unit", args->map_unit,
       "mapping pools: the most memory the large arena maps in one driver allocation (e.g. 32MiB; "
-      "rounded up to the backend's chunk; default 20MiB), but for a miss of more than 32 such units, "
+      "rounded up to the backend's chunk; default 40MiB), but for a miss of more than 32 such units, "
       "which maps 32 equal ones");
   app->add_option(
       "--alloc-conf", args->alloc_conf,

@@ -308,7 +308,7 @@ Result<Placement> Arena::plan(std::size_t size, std::uint8_t stream) {
 }
 
 void Arena::extend_to_unit_end(Placement& p) const {
-  const std::size_t unit = config_.map_unit_bytes;
+  const std::size_t unit = config_.grow_step_bytes != 0 ? config_.grow_step_bytes : config_.map_unit_bytes;
   if (!config_.grow_to_unit_end || unit == 0 || p.map_bytes == 0 || p.right != nullptr ||
       p.map_address != p.hole->address) {
     return;

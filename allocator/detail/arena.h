@@ -41,9 +41,10 @@ struct ArenaConfig {
   // twice its size between them.
   std::size_t map_unit_bytes = 0;
   bool merge_unit_ends = false;  // mapping: UnitPieces' merge_ends (PoolOptions::merge_unit_ends)
-  // mapping: a miss that grows a free run upward maps on to the next multiple of map_unit_bytes from the
-  // segment's base, within the hole (PoolOptions::grow_to_unit_end).
+  // mapping: a miss that grows a free run upward maps on to the next multiple of grow_step_bytes (0:
+  // map_unit_bytes) from the segment's base, within the hole (PoolOptions::grow_to_unit_end).
   bool grow_to_unit_end = false;
+  std::size_t grow_step_bytes = 0;  // a multiple of chunk_bytes (PoolOptions::large_grow_step_bytes)
   bool small = false;  // segment sizing: small arenas grow by 2 MiB segments
 };
 

@@ -17,7 +17,8 @@
 #            3 fresh processes each, one round per place in the order, pinned to the GPU's local CPUs (324 s on
 #            an H100, 2026-12-06; 407 s on another, 2026-12-05); BENCH1_WORKLOADS=a,b names others
 #   bench2   bench_allocators.py: llama_1b, alternating x {native, expandable, memcoord}, 3 processes each
-#            (262 s on an H100 at 48 alternating steps, 2026-12-06, the Llama built on the GPU); bench1 and bench2: BENCH_REPEAT=N runs N processes each
+#            (262 s on an H100 at 48 alternating steps, 2026-12-06, the Llama built on the GPU); bench1 and bench2: BENCH_REPEAT=N runs N processes each,
+#            BENCH_COLD=N adds N steps a process after torch.cuda.empty_cache() each (--cold-steps)
 #   benches  bench1 and bench2 at once, each on its own GPU, when the machine has two (nvidia-h200-x2: ~460 s,
 #            bench1's estimate); one after the other otherwise (two calls' worth: run bench1 and bench2 apart)
 #   gtests   the bundle's GPU suites (allocator_gpu_tests, worker_c_abi_gpu_tests: cacheInfo, the C ABI on the
@@ -118,10 +119,12 @@ part_train() {
 }
 part_bench1() {
   python3 examples/pytorch/bench_allocators.py --workloads "${BENCH1_WORKLOADS:-gpt2_fp32,gpt2_bf16_varlen,resnet50_amp}" \
-    --repeat "${BENCH_REPEAT:-3}" "${timer_args[@]}" "${pin_args[@]}" --json "$out/bench1.json" 2>&1 | tee "$out/bench1.log" | sed -n '/== allocators/,$p'
+    --repeat "${BENCH_REPEAT:-3}" --cold-steps "${BENCH_COLD:-0}" "${timer_args[@]}" "${pin_args[@]}" --json "$out/bench1.json" 2>&1 |
+    tee "$out/bench1.log" | sed -n '/== allocators/,$p'
 }
 part_bench2() {
-  python3 examples/pytorch/bench_allocators.py --workloads llama_1b,alternating --repeat "${BENCH_REPEAT:-3}" "${timer_args[@]}" "${pin_args[@]}" \
+  python3 examples/pytorch/bench_allocators.py --workloads llama_1b,alternating --repeat "${BENCH_REPEAT:-3}" \
+    --cold-steps "${BENCH_COLD:-0}" "${timer_args[@]}" "${pin_args[@]}" \
     --json "$out/bench2.json" 2>&1 | tee "$out/bench2.log" | sed -n '/== allocators/,$p'
 }
 # shellcheck disable=SC2030,SC2031  # each subshell exports its own CUDA_VISIBLE_DEVICES: that is the point

@@ -1,4 +1,4 @@
-// The large arena maps physical memory in units (PoolOptions::large_map_unit_bytes, default 20 MiB): one
+// The large arena maps physical memory in units (PoolOptions::large_map_unit_bytes, default 40 MiB): one
 // backend map call per unit, never across a multiple of the unit (but for a miss of more than
 // detail::kMaxUnitsPerMiss units, which maps that many equal ones), and a unit is unmapped only whole (the
 // CUDA driver cannot unmap part of a physical allocation). UnitCheckingBackend records every map range and
@@ -65,9 +65,10 @@ class UnitCheckingBackend final : public testing::ForwardingBackend<VirtualBacke
   std::map<std::uintptr_t, std::size_t> mapped_;
 };
 
-// Exact shortfalls (grow_to_unit_end off): the tests below count the units of each miss's own grid;
+// Exact shortfalls (grow_to_unit_end off): the tests below count the units of each miss's own grid, 20 MiB
+// unless they name another (the default, 40 MiB, is TheDefaultMapsFortyMiBUnitsAndGrowsByTwenty's);
 // GrowingToTheUnitEndLeavesSlackTheNextRequestsTake turns the rule (the default) back on.
-PoolOptions MappingOptions(std::size_t unit = 0) {
+PoolOptions MappingOptions(std::size_t unit = 20 * kMiB) {
   PoolOptions options;
   options.growth = PoolGrowth::kMapping;
   options.grow_to_unit_end = false;
@@ -342,6 +343,39 @@ TEST(PoolMapUnits, GrowingToTheUnitEndLeavesSlackTheNextRequestsTake) {
   EXPECT_EQ(SixEightTen(limited, 24 * kMiB, 2), (std::vector<std::size_t>{20 * kMiB, 4 * kMiB}));
 
   RandomTrafficMaps(grow, 13);
+}
+
+// The defaults: units of up to 40 MiB on a 40 MiB grid (fewer driver allocations, each of which the driver
+// charges whatever its size), while a growing miss maps on to the next multiple of 20 MiB, expandable
+// segments' page, as with 20 MiB units: how far memory grows does not follow the unit. 100 MiB in a fresh
+// pool is two 40 MiB units and a 20 MiB one (five with 20 MiB units); 30 MiB more grow the pool to 140 MiB,
+// not 160, in two units cut at the grid's multiple of 120 MiB.
+TEST(PoolMapUnits, TheDefaultMapsFortyMiBUnitsAndGrowsByTwenty) {
+  EXPECT_EQ(PoolOptions::kDefaultLargeMapUnit, 40 * kMiB);
+  EXPECT_EQ(PoolOptions::kDefaultLargeGrowStep, 20 * kMiB);
+  PoolOptions defaults;
+  defaults.growth = PoolGrowth::kMapping;
+  defaults.thread_cache_bytes = 0;
+  UnitCheckingBackend backend;
+  CachingPool pool(backend, defaults);
+  void* first = *pool.allocate(100 * kMiB, kDefaultStream);
+  EXPECT_EQ(backend.map_sizes, (std::vector<std::size_t>{40 * kMiB, 40 * kMiB, 20 * kMiB}));
+  void* second = *pool.allocate(30 * kMiB, kDefaultStream);
+  EXPECT_EQ(backend.map_sizes, (std::vector<std::size_t>{40 * kMiB, 40 * kMiB, 20 * kMiB, 20 * kMiB, 20 * kMiB}));
+  EXPECT_EQ(pool.stats().reserved_bytes, 140 * kMiB);
+  EXPECT_EQ(pool.stats().backend_allocations, 5u);
+  ASSERT_TRUE(pool.deallocate(first).ok());
+  ExpectEverythingGivenBack(pool, backend, second);
+
+  // A step of the unit's size grows as far as the unit: 100 MiB maps on to 120.
+  PoolOptions coarse = defaults;
+  coarse.large_grow_step_bytes = 40 * kMiB;
+  UnitCheckingBackend coarse_backend;
+  CachingPool coarse_pool(coarse_backend, coarse);
+  void* p = *coarse_pool.allocate(100 * kMiB, kDefaultStream);
+  EXPECT_EQ(coarse_backend.map_sizes, (std::vector<std::size_t>{40 * kMiB, 40 * kMiB, 40 * kMiB}));
+  ExpectEverythingGivenBack(coarse_pool, coarse_backend, p);
+  RandomTrafficMaps(defaults, 17);
 }
 
 // A map that fails part-way (the device is full) undoes the units it mapped: nothing stays mapped.

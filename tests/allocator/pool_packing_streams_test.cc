@@ -321,6 +321,7 @@ TEST(PoolPackingStreams, IdleBlocksArePackedBeforeABusyBlockIsWaitedFor) {
   PoolOptions options;
   options.growth = PoolGrowth::kMapping;
   options.grow_to_unit_end = false;  // exact shortfalls, as in TwoBlocksAtTheMark
+  options.large_map_unit_bytes = 20 * kMiB;  // the grid of the figures below
   options.large_free_marker_interval_us = 0;
   CachingPool pool(backend, options);
   void* a = *pool.allocate(64 * kMiB, kTrainingStream);

@@ -51,7 +51,8 @@ class LibraryTest(unittest.TestCase):
 
 class AllocConfTest(unittest.TestCase):
     """MEMCOORD_ALLOC_CONF reaches the pools (here the large arena's mapping unit on the virtual backend: 30 MiB
-    maps as a 20 MiB and a 10 MiB unit by default, as fifteen 2 MiB units with large_map_unit:2MiB), and a bad
+    grows the pool on to 40 MiB, the 20 MiB step: one 40 MiB unit by default, two with large_map_unit:20MiB,
+    twenty with large_map_unit:2MiB), and a bad
     conf makes init() raise naming the variable and the entry. One fresh process per conf: the worker is
     process-wide."""
 
@@ -65,7 +66,7 @@ class AllocConfTest(unittest.TestCase):
 
     def test_the_conf_sets_the_pools_options(self):
         require(self, "memcoord_device_alloc", "memcoord_device_stats_get")
-        for conf, maps in (("", 2), ("large_map_unit:2MiB", 15), ("thread_cache:0, large_map_unit:40MiB", 1)):
+        for conf, maps in (("", 1), ("large_map_unit:2MiB", 20), ("thread_cache:0, large_map_unit:20MiB", 2)):
             done = self.run_with(conf)
             self.assertEqual(done.returncode, 0, done.stderr)
             self.assertEqual(done.stdout.strip().split(maxsplit=1), [str(maps), repr(conf)], conf)

@@ -42,7 +42,7 @@ class PeakFreeBlocksTest(unittest.TestCase):
                                  mine["large_live_block_bytes"] + mine["large_free_bytes"])
                 self.assertEqual(sum(mine["free_blocks_by_mib"].values()), mine["large_free_blocks"])
                 self.assertLessEqual(mine["free_bytes_in_blocks_under_a_unit"], mine["large_free_bytes"])
-                self.assertEqual(mine["unit_bytes"], 20 << 20)
+                self.assertEqual(mine["unit_bytes"], 40 << 20)  # the default unit
 
     def test_smaller_units_leave_less_free_memory_at_the_peak(self):
         trace = os.path.join(TRACES, "resnet50_amp.trace.gz")

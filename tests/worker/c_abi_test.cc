@@ -759,12 +759,13 @@ TEST_F(CAbi, BadBackendAndDevicesEnvironmentFailInit) {
 }
 
 // $MEMCOORD_ALLOC_CONF sets the options of the pools the C ABI makes (allocator/pool_conf.h), here the large
-// arena's mapping unit on the virtual backend: 30 MiB maps as two units by default (20 MiB, then 10), as
-// fifteen with 2 MiB units. A bad conf fails init, naming the variable and the entry.
+// arena's mapping unit on the virtual backend: 30 MiB grows the pool on to 40 MiB (the 20 MiB step), one unit
+// by default (40 MiB), two with 20 MiB units, twenty with 2 MiB units. A bad conf fails init, naming the
+// variable and the entry.
 TEST_F(CAbi, AllocConfEnvironmentSetsThePoolsOptions) {
   setenv("MEMCOORD_BACKEND", "virtual", 1);
   for (const auto& [conf, maps] : std::vector<std::pair<const char*, std::uint64_t>>{
-           {"", 2}, {"large_map_unit:2MiB", 15}, {" large_map_unit : 40MiB , thread_cache:0", 1}}) {
+           {"", 1}, {"large_map_unit:2MiB", 20}, {" large_map_unit : 20MiB , thread_cache:0", 2}}) {
     setenv("MEMCOORD_ALLOC_CONF", conf, 1);
     ASSERT_EQ(memcoord_init(), 0) << conf << ": " << memcoord_last_error();
     void* p = memcoord_torch_malloc(30 << 20, 0, nullptr);
