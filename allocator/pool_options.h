@@ -50,15 +50,19 @@ struct PoolOptions {
   // CorePool on its own ignores it (put a LimitAdaptor under it instead).
   std::uint64_t limit_bytes = 0;
   // Mapping backends: the most physical memory the large arena maps in one driver allocation (a unit, rounded
-  // up to the backend's chunk), except that a miss of more than detail::kMaxUnitsPerMiss (32) units maps that
-  // many equal, larger ones (detail/map_units.h). The driver's cost is per allocation whatever its size: on
-  // an H200 about 40 us with the GPU idle (bench/gpu/vmm_handle_cost.py) and 45-85 us in a first training
-  // step, where cuMemSetAccess costs per allocation in the range it grants (2 MiB units: 20-43 ms a GiB; 20
-  // MiB: 2-4 ms). A unit is unmapped only whole, so a free range keeps the units it covers only in part. 0:
-  // kDefaultLargeMapUnit, 20 MiB, the page PyTorch's expandable segments map for large blocks (replays: the
-  // same peak as 2 MiB units within 0.02 GB on GPT-2 and ResNet-50, a tenth of the driver calls; 40 MiB units
-  // made a third fewer allocations than 20 MiB but moved the peaks of bench/traces, and of copies with
-  // every size scaled by a random 0.9-1.1, by -122 to +120 MiB). The small arena maps single chunks.
+  // up to the backend's chunk), cut on a grid of its multiples, except that a miss of more than
+  // detail::kMaxUnitsPerMiss (32) units maps that many equal, larger ones (detail/map_units.h). The driver's
+  // cost is per allocation whatever its size: on an H200 about 40 us with the GPU idle
+  // (bench/gpu/vmm_handle_cost.py) and 45-85 us in a first training step, where cuMemSetAccess costs per
+  // allocation in the range it grants (2 MiB units: 20-43 ms a GiB; 20 MiB: 2-4 ms). A unit is unmapped only
+  // whole, so a free range keeps the units it covers only in part. How far a miss grows is not the unit's
+  // business but large_grow_step_bytes'. 0: kDefaultLargeMapUnit, 40 MiB since 2026-12-07 (20 MiB before):
+  // replays of bench/traces map a quarter fewer units at the same peaks (Replay.FortyMiBUnitsMapFewerAtNoHigherPeak)
+  // and perturbed copies reserve as 20 MiB units did against expandable segments' model, but GPT-2 bf16 (+36
+  // MiB median, still 1.4 GB below it) and the Llama (at most +100 MiB against +152); 60 and 80 MiB units cost
+  // GPT-2 bf16's packing 147 MiB and the Llama's 71. On an H100, ResNet-50's steps after empty_cache() made
+  // 140 driver allocations against 279, their memory calls 7.1 against 11.1 ms (40 MiB units growing by 40;
+  // bench/pytorch_runs/2026-12-07e). The small arena maps single chunks.
   static constexpr std::size_t kDefaultLargeMapUnit = 40 << 20;
   std::size_t large_map_unit_bytes = 0;
   // Mapping backends, with grow_to_unit_end: the multiple of the segment's base a growing large-arena miss
@@ -78,8 +82,9 @@ struct PoolOptions {
   // 264 cuMemSetAccess calls, 4 ms shorter (medians of 3 processes), at 40 MB more device memory.
   bool merge_unit_ends = false;
   // Mapping backends: a large-arena miss that grows a free run upward (or starts a segment) maps on to the
-  // next multiple of the unit from the segment's base, within the free address space there: expandable
-  // segments' rule, whose 20 MiB pages leave slack that the next requests take without a miss. Never where
+  // next multiple of large_grow_step_bytes (20 MiB) from the segment's base, within the free address space
+  // there: expandable segments' rule, whose 20 MiB pages leave slack that the next requests take without a
+  // miss. Never where
   // the slack would press on a limit or on the device's free memory. Off, a miss maps its exact shortfall:
   // less memory, more misses (one cuMemSetAccess call each). On by default since an H100 run (2026-12-06,
   // bench/pytorch_runs/2026-12-06b, 3-6 processes each): with it, device memory equal to expandable

@@ -95,8 +95,8 @@ class Arena {
   // Mapping arenas: plans where a miss of `size` goes (reserving a new segment if no hole can take it).
   Result<Placement> plan(std::size_t size, std::uint8_t stream);
   // With ArenaConfig::grow_to_unit_end: a placement that maps upward from its hole's start (the request's
-  // free run, if any, below it; a new segment's too) ends at the next multiple of the unit from the segment's
-  // base, or at the hole's end. The slack above the request is free memory the next requests take without a
+  // free run, if any, below it; a new segment's too) ends at the next multiple of the grow step
+  // (ArenaConfig::grow_step_bytes, else the unit) from the segment's base, or at the hole's end. The slack above the request is free memory the next requests take without a
   // miss. Otherwise, or for any other placement, nothing changes.
   void extend_to_unit_end(Placement& p) const;
   // Maps the placement's chunks and allocates `size` there. On failure nothing changes.
