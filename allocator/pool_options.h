@@ -60,9 +60,10 @@ struct PoolOptions {
   // replays of bench/traces map a quarter fewer units at the same peaks (Replay.FortyMiBUnitsMapFewerAtNoHigherPeak)
   // and perturbed copies reserve as 20 MiB units did against expandable segments' model, but GPT-2 bf16 (+36
   // MiB median, still 1.4 GB below it) and the Llama (at most +100 MiB against +152); 60 and 80 MiB units cost
-  // GPT-2 bf16's packing 147 MiB and the Llama's 71. On an H100, ResNet-50's steps after empty_cache() made
-  // 140 driver allocations against 279, their memory calls 7.1 against 11.1 ms (40 MiB units growing by 40;
-  // bench/pytorch_runs/2026-12-07e). The small arena maps single chunks.
+  // GPT-2 bf16's packing 147 MiB and the Llama's 71. On an H100 (bench/pytorch_runs/2026-12-07e) ResNet-50's
+  // steps after empty_cache() made 184 driver allocations where 20 MiB units made 279, and device memory was
+  // expandable segments' to the byte or below it on all five workloads of bench_allocators.py. The small arena
+  // maps single chunks.
   static constexpr std::size_t kDefaultLargeMapUnit = 40 << 20;
   std::size_t large_map_unit_bytes = 0;
   // Mapping backends, with grow_to_unit_end: the multiple of the segment's base a growing large-arena miss
