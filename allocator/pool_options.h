@@ -57,13 +57,14 @@ struct PoolOptions {
   // allocation in the range it grants (2 MiB units: 20-43 ms a GiB; 20 MiB: 2-4 ms). A unit is unmapped only
   // whole, so a free range keeps the units it covers only in part. How far a miss grows is not the unit's
   // business but large_grow_step_bytes'. 0: kDefaultLargeMapUnit, 40 MiB since 2026-12-07 (20 MiB before):
-  // replays of bench/traces map a quarter fewer units at the same peaks (Replay.FortyMiBUnitsMapFewerAtNoHigherPeak)
+  // replays of bench/traces map a quarter fewer units at the same peaks, but GPT-2 bf16's, whose packing
+  // unmaps whole units only (+60 MiB at --gpu-lag 0, -18 at 200: Replay.FortyMiBUnitsMapFewerAtNoHigherPeak),
   // and perturbed copies reserve as 20 MiB units did against expandable segments' model, but GPT-2 bf16 (+36
-  // MiB median, still 1.4 GB below it) and the Llama (at most +100 MiB against +152); 60 and 80 MiB units cost
-  // GPT-2 bf16's packing 147 MiB and the Llama's 71. On an H100 (bench/pytorch_runs/2026-12-07e) ResNet-50's
-  // steps after empty_cache() made 184 driver allocations where 20 MiB units made 279, and device memory was
-  // expandable segments' to the byte or below it on all five workloads of bench_allocators.py. The small arena
-  // maps single chunks.
+  // MiB median, still 1.4 GB below it) and the Llama (at most +100 MiB against +152); 60 and 80 MiB units
+  // raised GPT-2 bf16's replayed peak by 147 MB and the Llama's by 71 (--gpu-lag 200). On an
+  // H100 (bench/pytorch_runs/2026-12-07e) ResNet-50's steps after empty_cache() made 184 driver allocations
+  // where 20 MiB units made 279, and device memory was expandable segments' to the byte or below it on all
+  // five workloads of bench_allocators.py. The small arena maps single chunks.
   static constexpr std::size_t kDefaultLargeMapUnit = 40 << 20;
   std::size_t large_map_unit_bytes = 0;
   // Mapping backends, with grow_to_unit_end: the multiple of the segment's base a growing large-arena miss

@@ -45,7 +45,7 @@ struct ArenaConfig {
   // map_unit_bytes) from the segment's base, within the hole (PoolOptions::grow_to_unit_end).
   bool grow_to_unit_end = false;
   std::size_t grow_step_bytes = 0;  // a multiple of chunk_bytes (PoolOptions::large_grow_step_bytes)
-  bool small = false;  // segment sizing: small arenas grow by 2 MiB segments
+  bool small = false;               // segment sizing: small arenas grow by 2 MiB segments
 };
 
 // Where a mapping miss will go: `map_bytes` of new chunks at `map_address` inside `hole` (or a new
@@ -96,8 +96,9 @@ class Arena {
   Result<Placement> plan(std::size_t size, std::uint8_t stream);
   // With ArenaConfig::grow_to_unit_end: a placement that maps upward from its hole's start (the request's
   // free run, if any, below it; a new segment's too) ends at the next multiple of the grow step
-  // (ArenaConfig::grow_step_bytes, else the unit) from the segment's base, or at the hole's end. The slack above the request is free memory the next requests take without a
-  // miss. Otherwise, or for any other placement, nothing changes.
+  // (ArenaConfig::grow_step_bytes, else the unit) from the segment's base, or at the hole's end. The slack
+  // above the request is free memory the next requests take without a miss. Otherwise, or for any other
+  // placement, nothing changes.
   void extend_to_unit_end(Placement& p) const;
   // Maps the placement's chunks and allocates `size` there. On failure nothing changes.
   Result<Block*> map_and_take(const Placement& placement, std::size_t size, std::uint8_t stream);

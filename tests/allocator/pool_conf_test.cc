@@ -21,7 +21,8 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   Result<PoolOptions> o = ApplyPoolConf(
       " large_map_unit:40MiB, thread_cache:512KiB ,thread_cache_block:64KiB,device_reserve:2GiB,"
       "remap:every-miss,growth:segments,free_marker_interval_us:0,thread_cache_fence:off,"
-      "thread_cache_idle_misses:0,merge_unit_ends:on,grow_to_unit_end:off,mark_waits:on,address_range:96GiB",
+      "thread_cache_idle_misses:0,merge_unit_ends:on,grow_to_unit_end:off,mark_waits:on,address_range:96GiB,"
+      "large_grow_step:60MiB",
       base);
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->large_map_unit_bytes, 40 * kMiB);
@@ -43,6 +44,8 @@ TEST(PoolConf, EveryKeySetsItsOptionAndTheRestKeepTheBase) {
   EXPECT_TRUE(o->pack_waits_at_mark);
   EXPECT_EQ(base.address_range_bytes, 0u);  // the default: twice the device's memory
   EXPECT_EQ(o->address_range_bytes, 96 * kGiB);
+  EXPECT_EQ(base.large_grow_step_bytes, 0u);  // the default: 20 MiB
+  EXPECT_EQ(o->large_grow_step_bytes, 60 * kMiB);
   EXPECT_EQ(o->name, "mine");
   EXPECT_EQ(o->small_block_limit, 4096u);
   EXPECT_EQ(o->pack_waits_for_streams, base.pack_waits_for_streams);
@@ -134,7 +137,10 @@ TEST(PoolConf, BadConfsNameTheEntryAndWhatIsAccepted) {
       {"thread_cache_idle_misses:16.5", {"whole number from 0 to 1000000"}},
       {"thread_cache_idle_misses:1000001", {"from 0 to 1000000"}},
       {"thread_cache:1MiB,bogus:1", {"thread_cache_idle_misses"}},
-      {"bogus:1", {"merge_unit_ends", "grow_to_unit_end", "mark_waits", "address_range"}},
+      {"bogus:1", {"merge_unit_ends", "grow_to_unit_end", "mark_waits", "address_range", "large_grow_step"}},
+      {"large_grow_step:65GiB",
+       {"'large_grow_step:65GiB'", "larger than the 64.00 GiB accepted for large_grow_step"}},
+      {"large_grow_step:-20MiB", {"'large_grow_step:-20MiB'"}},
       {"address_range:65TiB",
        {"'address_range:65TiB'", "larger than the 64.00 TiB accepted for address_range"}},
       {"address_range:big", {"'address_range:big'", "invalid size 'big'"}},

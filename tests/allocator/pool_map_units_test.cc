@@ -361,7 +361,8 @@ TEST(PoolMapUnits, TheDefaultMapsFortyMiBUnitsAndGrowsByTwenty) {
   void* first = *pool.allocate(100 * kMiB, kDefaultStream);
   EXPECT_EQ(backend.map_sizes, (std::vector<std::size_t>{40 * kMiB, 40 * kMiB, 20 * kMiB}));
   void* second = *pool.allocate(30 * kMiB, kDefaultStream);
-  EXPECT_EQ(backend.map_sizes, (std::vector<std::size_t>{40 * kMiB, 40 * kMiB, 20 * kMiB, 20 * kMiB, 20 * kMiB}));
+  EXPECT_EQ(backend.map_sizes,
+            (std::vector<std::size_t>{40 * kMiB, 40 * kMiB, 20 * kMiB, 20 * kMiB, 20 * kMiB}));
   EXPECT_EQ(pool.stats().reserved_bytes, 140 * kMiB);
   EXPECT_EQ(pool.stats().backend_allocations, 5u);
   ASSERT_TRUE(pool.deallocate(first).ok());

@@ -320,7 +320,7 @@ TEST(PoolPackingStreams, IdleBlocksArePackedBeforeABusyBlockIsWaitedFor) {
   testing::StreamTestBackend backend;
   PoolOptions options;
   options.growth = PoolGrowth::kMapping;
-  options.grow_to_unit_end = false;  // exact shortfalls, as in TwoBlocksAtTheMark
+  options.grow_to_unit_end = false;          // exact shortfalls, as in TwoBlocksAtTheMark
   options.large_map_unit_bytes = 20 * kMiB;  // the grid of the figures below
   options.large_free_marker_interval_us = 0;
   CachingPool pool(backend, options);

@@ -80,7 +80,8 @@ TEST(Replay, MergedUnitEndsMapFewerUnits) {
       const ReplayResult r = ReplayWith(*trace, [merge](PoolOptions& o) {
         o.merge_unit_ends = merge;
         o.grow_to_unit_end = false;  // merging's own effect; growing to the unit's end cuts fewer pieces
-        o.large_map_unit_bytes = 20 << 20;  // and the grid it was measured on (the default's units are coarser)
+        o.large_map_unit_bytes =
+            20 << 20;  // and the grid it was measured on (the default's units are coarser)
       });
       return std::make_tuple(r.ratio, r.backend_allocations);
     };
