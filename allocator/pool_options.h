@@ -86,14 +86,13 @@ struct PoolOptions {
   // Mapping backends: a large-arena miss that grows a free run upward (or starts a segment) maps on to the
   // next multiple of large_grow_step_bytes (20 MiB) from the segment's base, within the free address space
   // there: expandable segments' rule, whose 20 MiB pages leave slack that the next requests take without a
-  // miss. Never where
-  // the slack would press on a limit or on the device's free memory. Off, a miss maps its exact shortfall:
-  // less memory, more misses (one cuMemSetAccess call each). On by default since an H100 run (2026-12-06,
-  // bench/pytorch_runs/2026-12-06b, 3-6 processes each): with it, device memory equal to expandable
-  // segments' to the byte on ResNet-50 and the alternating GPT-2/ResNet-50 pair and 10.01-10.16 GB against
-  // 11.10 on the Llama (off: 12-16 MiB, 4 MiB and 1.0-1.1 GB below them); first-step misses 97 against
-  // expandable segments' 97 cuMemSetAccess calls, 183 against 182 and 182-186 against 156 (off: 120, 200
-  // and 262-264); first-step memory calls 20.5, 37.5 and 25.3 ms against their 24.3, 49.4 and 27.5 (off:
+  // miss. Never where the slack would press on a limit or on the device's free memory. Off, a miss maps its
+  // exact shortfall: less memory, more misses (one cuMemSetAccess call each). On by default since an H100 run
+  // (2026-12-06, bench/pytorch_runs/2026-12-06b, 3-6 processes each): with it, device memory equal to
+  // expandable segments' to the byte on ResNet-50 and the alternating GPT-2/ResNet-50 pair and 10.01-10.16 GB
+  // against 11.10 on the Llama (off: 12-16 MiB, 4 MiB and 1.0-1.1 GB below them); first-step misses 97
+  // against expandable segments' 97 cuMemSetAccess calls, 183 against 182 and 182-186 against 156 (off: 120,
+  // 200 and 262-264); first-step memory calls 20.5, 37.5 and 25.3 ms against their 24.3, 49.4 and 27.5 (off:
   // 29.7, 45.3 and 38.6; medians over the processes). Replays of bench/traces (--gpu-lag 200), on against
   // off: misses 230/280 (alternating_threads), 206/258 (GPT-2 fp32), 129/163 (ResNet-50), 196/271 (GPT-2
   // bf16), 79/464 (GPT-2 generation), 254/375 (the Llama); peaks +4, +2, +34, +14, +14 and +144 MiB, at or

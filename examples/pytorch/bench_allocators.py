@@ -343,7 +343,8 @@ def cold_steps(torch, workload, allocator, first_index, count):
             entry["driver"] = [driver_timer.memory_calls(own), round(driver_timer.memory_ms(own), 3)]
             # What empty_cache() itself called (unmapping), apart from the step's own calls.
             emptied = driver_timer.since(timer_last, timer_before)
-            entry["empty_cache_driver"] = [driver_timer.memory_calls(emptied), round(driver_timer.memory_ms(emptied), 3)]
+            entry["empty_cache_driver"] = [driver_timer.memory_calls(emptied),
+                                           round(driver_timer.memory_ms(emptied), 3)]
             timer_last = timer_now
         if figures_before is not None:
             entry["memcoord"] = figures_since(figures_before, memcoord_step_figures())
@@ -912,10 +913,9 @@ def process_line(result):
         for step in cold:
             for name, ms in step["threads"].items():
                 threads.setdefault(name, []).append(ms)
+        busy = sorted(((statistics.median(ms), name) for name, ms in threads.items()), reverse=True)
         line += (f"; {len(cold)} cold steps: median {statistics.median(s['ms'] for s in cold):.2f} ms (threads' "
-                 + ", ".join(f"{name} {statistics.median(ms):.1f}" for name, ms in
-                             sorted(threads.items(), key=lambda t: -statistics.median(t[1])) if statistics.median(ms) >= 0.1)
-                 + ")")
+                 + ", ".join(f"{name} {ms:.1f}" for ms, name in busy if ms >= 0.1) + ")")
         timed = [s["driver"] for s in cold if "driver" in s]
         if timed:
             line += (f", memory calls {statistics.median(c for c, _ in timed):.0f} in "
