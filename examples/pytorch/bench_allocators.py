@@ -339,12 +339,9 @@ def cold_steps(torch, workload, allocator, first_index, count):
                  "threads": run_ms_since(threads_before, thread_run_ms())}
         timer_now = driver_timer.read()
         if timer_now is not None:
-            own = driver_timer.since(timer_before, timer_now)
-            entry["driver"] = [driver_timer.memory_calls(own), round(driver_timer.memory_ms(own), 3)]
+            entry["driver"] = driver_timer.memory_pair(driver_timer.since(timer_before, timer_now), 3)
             # What empty_cache() itself called (unmapping), apart from the step's own calls.
-            emptied = driver_timer.since(timer_last, timer_before)
-            entry["empty_cache_driver"] = [driver_timer.memory_calls(emptied),
-                                           round(driver_timer.memory_ms(emptied), 3)]
+            entry["empty_cache_driver"] = driver_timer.memory_pair(driver_timer.since(timer_last, timer_before), 3)
             timer_last = timer_now
         if figures_before is not None:
             entry["memcoord"] = figures_since(figures_before, memcoord_step_figures())
@@ -422,7 +419,7 @@ def child(workload_name, allocator, steps, deterministic=False, cold=0):
         timer_now = driver_timer.read()
         if timer_now is not None:
             own = driver_timer.since(timer_last, timer_now)
-            step_driver.append([driver_timer.memory_calls(own), round(driver_timer.memory_ms(own), 2)])
+            step_driver.append(driver_timer.memory_pair(own, 2))
             timer_last = timer_now
         if i == 0:
             first_step_timer = driver_timer.since(timer_before, timer_now)

@@ -88,6 +88,11 @@ def memory_calls(figures):
     return sum(c for k, (c, _) in figures.items() if k in MEMORY_CALLS)
 
 
+def memory_pair(figures, digits):
+    """[memory calls, their ms rounded to `digits` places] of a read()/since() dict: how the bench keeps a step's."""
+    return [memory_calls(figures), round(memory_ms(figures), digits)]
+
+
 def summary(figures):
     """One phrase: the memory calls' total and each call made, then the other calls, e.g.
     "41.2 ms in memory calls: 812 cuMemCreate (20.1 ms), ...; beside them: 256 cudaMemGetInfo (1.2 ms)"."""

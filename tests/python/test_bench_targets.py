@@ -324,6 +324,8 @@ class TargetsTest(unittest.TestCase):
         figures = {"cuMemCreate": (3, 1.5), "cudaMalloc": (2, 4.0), "cudaMemGetInfo": (9, 7.0)}
         self.assertEqual(bench.driver_timer.memory_calls(figures), 5)
         self.assertEqual(bench.driver_timer.memory_ms(figures), 5.5)
+        self.assertEqual(bench.driver_timer.memory_pair({"cuMemMap": (4, 1.23456), "cudaEventQuery": (9, 7.0)}, 2),
+                         [4, 1.23])
 
 
 class FakeTorch(types.SimpleNamespace):
