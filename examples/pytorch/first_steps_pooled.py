@@ -2,7 +2,8 @@
 """The first-step comparison of memcoord and expandable segments over several runs of bench_allocators.py
 (each run's --json), where one run's few processes cannot tell the two apart.
 
-    first_steps_pooled.py BENCH_JSON... [--memcoord NAME] [--keep-first] [--json OUT]   (plain or gzipped)
+    first_steps_pooled.py BENCH_JSON... [--memcoord NAME] [--keep-first] [--permutations N] [--json OUT]
+                                                                                      (plain or gzipped)
 
 A fresh process's first training step spends most of its time outside the allocator (cuDNN's plans, loading
 kernels), and that part varies by 100 ms and more from process to process and from hour to hour on the same
@@ -17,9 +18,12 @@ it prints, per workload:
     processes: with no difference between the allocators, simulated runs laid out as GPT-2 bf16's here (three
     runs of 3+3 processes) gave an interval without 0 in 11-13% of cases, not 5%, and one run of 2+2 in 34-38%;
   - the permutation test's two-sided p-value for that shift: the (memcoord, expandable) labels are exchanged
-    within each run, every way (exact) where there are at most 20,000 ways, else 10,000 seeded random ones. It
-    assumes only that, with no difference between the allocators, a run's processes are exchangeable, and it
-    holds its 5% at any number of processes (one run of 2+2 can never reach it: p >= 1/3);
+    within each run, every way (exact) where there are at most 20,000 ways, else 10,000 seeded random ones
+    (--permutations N). It assumes only that, with no difference between the allocators, a run's processes are
+    exchangeable, and it holds its 5% at any number of processes (one run of 2+2 can never reach it: p >= 1/3).
+    A random-relabelling p is printed with its Monte Carlo standard error, sqrt(p(1-p)/N): at 10,000 about
+    0.002 near p = 0.05, so a p within 0.004 of it may fall on the other side with another seed or more
+    relabellings (37 runs of ResNet-50, 2026-12-07f: 0.0498 at 10,000, 0.0507 at 100,000);
   - the verdict, from the test: "memcoord shorter" or "memcoord longer" when p < 0.05 (the shift's sign), else
     "not resolved";
   - each allocator's own memory calls in the first step (the driver timer's milliseconds, median over the
@@ -145,11 +149,13 @@ def _dealt(pooled_values, chosen):
             [v for i, v in enumerate(pooled_values) if i not in chosen])
 
 
-def permutation_test(strata, seed=0):
+def permutation_test(strata, seed=0, permutations=None):
     """(two-sided p, how: "exact" or "N random") of the shift (the median of the within-run pairs'
     differences), under the hypothesis that the allocator makes no difference: each run's first steps keep
     their values and the labels are dealt again within the run. p = 2 x the smaller tail (at most 1); with
-    random relabellings, each tail counts the observed one ((k + 1) / (N + 1)), so p is never 0."""
+    random relabellings (`permutations` of them, PERMUTATIONS by default), each tail counts the observed one
+    ((k + 1) / (N + 1)), so p is never 0."""
+    permutations = permutations or PERMUTATIONS
     observed = statistics.median(pair_differences(strata))
     eps = 1e-9 * max(1.0, abs(observed))
     if relabellings(strata) <= EXACT_LIMIT:
@@ -162,7 +168,7 @@ def permutation_test(strata, seed=0):
         return min(1.0, 2 * min(low, high) / len(shifts)), "exact"
     rng = random.Random(seed)
     low = high = 1  # the observed labelling
-    for _ in range(PERMUTATIONS):
+    for _ in range(permutations):
         dealt = []
         for mine, theirs in strata:
             values = mine + theirs
@@ -171,7 +177,16 @@ def permutation_test(strata, seed=0):
         v = statistics.median(pair_differences(dealt))
         low += v <= observed + eps
         high += v >= observed - eps
-    return min(1.0, 2 * min(low, high) / (PERMUTATIONS + 1)), f"{PERMUTATIONS} random"
+    return min(1.0, 2 * min(low, high) / (permutations + 1)), f"{permutations} random"
+
+
+def permutation_error(p, how):
+    """The Monte Carlo standard error of a random-relabelling p (0 for an exact one): how far another seed's p
+    may fall, so that a p within about two of these of LEVEL is read as at the edge, whichever side it fell."""
+    if how == "exact":
+        return 0.0
+    draws = int(how.split()[0])
+    return math.sqrt(p * (1 - p) / draws)
 
 
 def verdict(p, shift):
@@ -213,8 +228,9 @@ def sign_test_p(shorter, n):
     return min(1.0, 2 * tail)
 
 
-def pooled(files):
-    """{workload: summary} over the files' runs, and the notes on what was left out."""
+def pooled(files, permutations=None):
+    """{workload: summary} over the files' runs, and the notes on what was left out. `permutations`: the random
+    relabellings where the exact test has too many ways (PERMUTATIONS by default)."""
     by_workload, notes = {}, []
     for path, runs in sorted(files, key=lambda f: f[0]):
         notes += list(getattr(runs, "left_out", ()))
@@ -228,7 +244,7 @@ def pooled(files):
         strata = [([f for f, _ in r["memcoord"]], [f for f, _ in r["expandable"]]) for r in runs]
         diffs = pair_differences(strata)
         low, high = bootstrap_interval(strata)
-        p, how = permutation_test(strata)
+        p, how = permutation_test(strata, permutations=permutations)
         memory = {a: [m for r in runs for _, m in r[a] if m is not None] for a in PAIR}
         summary[workload] = {
             "runs": len(runs),
@@ -240,10 +256,16 @@ def pooled(files):
             "interval_ms": [low, high],
             "permutation_p": p,
             "permutation": how,
+            "permutation_se": permutation_error(p, how),
             "verdict": verdict(p, statistics.median(diffs)),
             "memory_call_ms": {a: statistics.median(v) if v else None for a, v in memory.items()},
         }
     return summary, notes
+
+
+def p_error(s):
+    """' ± SE' after a random-relabelling p (nothing after an exact one)."""
+    return f" ± {s['permutation_se']:.2g}" if s["permutation_se"] else ""
 
 
 def print_summary(summary, notes, mine="memcoord"):
@@ -255,7 +277,8 @@ def print_summary(summary, notes, mine="memcoord"):
         line = (f"{workload:<18} {runs}, {s['processes']['memcoord']}+{s['processes']['expandable']} "
                 f"processes: medians {mc:.0f} vs {ex:.0f} ms; memcoord shorter in {s['memcoord_shorter']} of "
                 f"{s['pairs']} pairs; shift {s['shift_ms']:+.0f} ms [{low:+.0f}, {high:+.0f}] "
-                f"(bootstrap, approximate), permutation p {s['permutation_p']:.3g} ({s['permutation']}): {s['verdict']}")
+                f"(bootstrap, approximate), permutation p {s['permutation_p']:.3g}{p_error(s)} ({s['permutation']}): "
+                f"{s['verdict']}")
         calls = s["memory_call_ms"]
         if calls["memcoord"] is not None and calls["expandable"] is not None:
             line += f"; memory calls {calls['memcoord']:.1f} vs {calls['expandable']:.1f} ms"
@@ -273,8 +296,16 @@ def main(argv=None):
     parser.add_argument("--keep-first", action="store_true",
                         help="keep the process that ran first in each run (left out by default where the run had "
                              "no warm-up process: it also pays for the machine's cold start)")
+    parser.add_argument("--permutations", type=int, default=PERMUTATIONS, metavar="N",
+                        help=f"random relabellings where the exact test has more than {EXACT_LIMIT} ways "
+                             f"(default {PERMUTATIONS}); more narrow the p's Monte Carlo error (printed as ± SE), "
+                             "which matters where p is near 0.05")
     parser.add_argument("--json", help="also write the summary here")
     args = parser.parse_args(argv)
+    if args.permutations < 100:
+        print(f"first_steps_pooled: --permutations {args.permutations}: give 100 or more (a p from fewer random "
+              "relabellings is too coarse to read)", file=sys.stderr)
+        return 2
     if args.memcoord != "memcoord" and not (args.memcoord.startswith("memcoord[") and args.memcoord.endswith("]")):
         print(f"first_steps_pooled: --memcoord {args.memcoord!r}: give memcoord or memcoord[CONF], as "
               "bench_allocators.py names its configurations", file=sys.stderr)
@@ -284,7 +315,7 @@ def main(argv=None):
     except ValueError as error:
         print(f"first_steps_pooled: {error}", file=sys.stderr)
         return 2
-    summary, notes = pooled(files)
+    summary, notes = pooled(files, args.permutations)
     if not summary:
         print(f"first_steps_pooled: no workload with both {args.memcoord} and expandable processes in these files",
               file=sys.stderr)

@@ -132,6 +132,35 @@ class PooledTest(unittest.TestCase):
         self.assertEqual(how, f"{pooled.PERMUTATIONS} random")
         self.assertEqual(p, 2 / (pooled.PERMUTATIONS + 1))
         self.assertEqual(pooled.permutation_test(big), (p, how))  # seeded: the same figures every time
+        self.assertEqual(pooled.permutation_test(big, permutations=500), (2 / 501, "500 random"))
+
+    def test_a_random_p_carries_its_monte_carlo_error(self):
+        self.assertEqual(pooled.permutation_error(2 / 20, "exact"), 0.0)
+        self.assertAlmostEqual(pooled.permutation_error(0.05, "10000 random"), (0.05 * 0.95 / 10000) ** 0.5)
+        self.assertAlmostEqual(pooled.permutation_error(0.05, "100000 random"), 0.000689, places=6)
+        # Two runs of 8+8 processes, memcoord's shifted by a little against a wide spread: too many ways to
+        # count, so random relabellings, and the line shows p's error; --permutations sets how many.
+        mine = [500.0 + 40 * (i % 4) for i in range(8)]
+        theirs = [x + 6 for x in mine]
+        a = self.write("a.json", [row("memcoord", mine), row("expandable", theirs)])
+        b = self.write("b.json", [row("memcoord", mine), row("expandable", theirs)])
+        code, out, _ = self.run_main(a, b, "--permutations", "400")
+        self.assertEqual(code, 0)
+        s = pooled.pooled([(a, pooled.load(a)), (b, pooled.load(b))], permutations=400)[0]["w"]
+        self.assertEqual(s["permutation"], "400 random")
+        self.assertAlmostEqual(s["permutation_se"], pooled.permutation_error(s["permutation_p"], "400 random"))
+        self.assertGreater(s["permutation_se"], 0)
+        self.assertIn(f"permutation p {s['permutation_p']:.3g} ± {s['permutation_se']:.2g} (400 random)", out)
+        exact = self.write("exact.json", [row("memcoord", [1.0, 2.0, 3.0]), row("expandable", [4.0, 5.0, 6.0])])
+        code, out, _ = self.run_main(exact)
+        self.assertIn("permutation p 0.1 (exact)", out)
+
+    def test_too_few_permutations_are_refused_by_name(self):
+        path = self.write("a.json", [row("memcoord", [500, 501]), row("expandable", [510, 511])])
+        for bad in ("99", "0", "-5"):
+            code, out, err = self.run_main(path, "--permutations", bad)
+            self.assertEqual((code, out), (2, ""))
+            self.assertIn(f"--permutations {bad}: give 100 or more", err)
 
     def test_the_same_files_print_the_same_interval_in_any_order(self):
         a = self.write("a.json", [row("memcoord", [500, 700, 520, 680]), row("expandable", [510, 690, 530, 670])])
