@@ -56,6 +56,9 @@ class Runs20261207fTest(unittest.TestCase):
         self.assertEqual(calls(ex), {("cuMemCreate", 285), ("cuMemMap", 285), ("cuMemSetAccess", 97)})
         self.assertEqual(span([memory_ms(p) for p in mc]), (16.4, 18.7))
         self.assertEqual(span([memory_ms(p) for p in ex]), (23.7, 29.1))
+        self.assertEqual({(f["misses"], f["units_mapped"], f["units_unmapped"], f["pack_waits"])
+                          for f in (p["memcoord_first_step"] for p in mc)}, {(97, 193, 1, 0)})
+        self.assertEqual(span([p["memcoord_first_step"]["miss_ms"] for p in mc]), (18.5, 21.2))
         self.assertEqual(detail(document, W, "first step's driver calls <= expandable's"),
                          "16.8 vs 24.4 ms of memory calls")
         self.assertEqual(detail(document, W, "cold steps (after empty_cache)"),
@@ -79,6 +82,9 @@ class Runs20261207fTest(unittest.TestCase):
                   for a in ("native", "memcoord")}
         self.assertEqual(resnet, {"native": (33.2, 35.1), "memcoord": (33.2, 35.9)})
         self.assertEqual(detail(document, "alternating", "first step <= expandable"), "564 vs 597 ms")
+        rows = {r["allocator"]: r for r in document["runs"]}
+        self.assertEqual(round(rows["native"]["first_step_ms"]), 559)
+        self.assertEqual({p["device_bytes"] for p in procs[("alternating", "native")]}, {16900947968})
         self.assertTrue(detail(document, "alternating", "first steps, pairs of processes").startswith(
             "memcoord's shorter in 13 of 16"))
         self.assertEqual(detail(document, "alternating", "first step's driver calls <= expandable's"),
