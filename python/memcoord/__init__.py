@@ -73,12 +73,10 @@ _LAUNCHER_RANKS = (("RANK", "MEMCOORD_RANK"), ("WORLD_SIZE", "MEMCOORD_WORLD_SIZ
 
 def init():
     """Creates the process's worker (idempotent): reads MEMCOORD_COORDINATOR, MEMCOORD_BACKEND,
-    MEMCOORD_ALLOC_CONF (the pools' options, e.g. "thread_cache:0,large_map_unit:40MiB"; keys: large_map_unit,
+    MEMCOORD_ALLOC_CONF (the pools' options, e.g. "thread_cache:0,large_map_unit:80MiB"; keys: large_map_unit,
     thread_cache, thread_cache_block, device_reserve, remap, growth, free_marker_interval_us, thread_cache_fence,
     thread_cache_idle_misses, merge_unit_ends, grow_to_unit_end, mark_waits, address_range, large_grow_step;
-    README "PyTorch" says
-    what each does)
-    and the rank (MEMCOORD_RANK/WORLD_SIZE/LOCAL_RANK, else torchrun's RANK/WORLD_SIZE/LOCAL_RANK, Open MPI,
+    README "PyTorch" says what each does) and the rank (MEMCOORD_RANK/WORLD_SIZE/LOCAL_RANK, else torchrun's RANK/WORLD_SIZE/LOCAL_RANK, Open MPI,
     PMIx, Slurm).
     A bad value raises MemcoordError naming the variable it came from (torchrun's RANK, not the MEMCOORD_RANK
     it is read as), and leaves no copy of it behind."""

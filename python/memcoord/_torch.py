@@ -368,7 +368,7 @@ _NON_DEVICE_BACKENDS = ("host", "virtual")
 _allow_non_device_backends = False
 
 # enable()'s options for the worker, the variables memcoord_init() reads them from, and what each accepts.
-_WORKER_OPTIONS = {"alloc_conf": ("MEMCOORD_ALLOC_CONF", "a str such as 'thread_cache:0,large_map_unit:40MiB'"),
+_WORKER_OPTIONS = {"alloc_conf": ("MEMCOORD_ALLOC_CONF", "a str such as 'thread_cache:0,large_map_unit:80MiB'"),
                    "coordinator": ("MEMCOORD_COORDINATOR", "a str 'HOST:PORT'"),
                    "backend": ("MEMCOORD_BACKEND", "a str: 'cuda-vmm', 'cuda' or 'auto'")}
 
