@@ -349,6 +349,162 @@ def cold_steps(torch, workload, allocator, first_index, count):
     return out
 
 
+def start_allocator(allocator):
+    """Makes `allocator` this process's before torch is imported: memcoord.enable() for memcoord and its
+    variants, memcoord beside expandable segments for the control. Returns what enable() said ({} otherwise)."""
+    if is_memcoord(allocator):
+        import memcoord
+
+        os.environ.setdefault("MEMCOORD_BACKEND", "cuda-vmm")
+        return memcoord.enable()
+    if allocator == LOADED_CONTROL:
+        load_memcoord_beside()
+    return {}
+
+
+def first_step_probes():
+    """What the first step's figures are measured from, read just before it (outside its timed span): each
+    thread's run time, place and driver calls, and the CPU counters, opened on this thread now so that PyTorch's
+    autograd thread, started by the first backward, is counted with it."""
+    probes = {"threads": thread_run_ms(), "places": thread_places(), "driver_threads": driver_timer.read_threads()}
+    probes["counters"], probes["no_counters"] = cpu_counters.open_counters()
+    probes["counters_at"] = probes["counters"].read() if probes["counters"] else None
+    return probes
+
+
+def first_step_figures(probes):
+    """The first step's figures since first_step_probes(), read just after it; closes the counters."""
+    threads = run_ms_since(probes["threads"], thread_run_ms())
+    figures = {"threads": threads, "places": places_since(probes["places"], thread_places(), threads),
+               "driver_threads": driver_timer.by_thread_name(probes["driver_threads"], driver_timer.read_threads())}
+    counters = probes["counters"]
+    if counters:
+        figures["counters"] = cpu_counters.since(probes["counters_at"], counters.read())
+        counters.close()
+    else:
+        figures["counters"] = {"unavailable": probes["no_counters"]}
+    return figures
+
+
+def measured_steps(torch, workload, allocator, steps, used_above):
+    """Runs the `steps` measured steps, each timed from before it to its synchronize: their times and losses,
+    the device memory above the context at the highest step end (`used_above(free)`), each step's CPU figures,
+    driver memory calls (with the timer) and, under memcoord, miss figures, all read after the step's
+    synchronize, outside the timed span; and the first step's figures thread by thread (first_step_figures)."""
+    run = {"times": [], "losses": [], "device_peak": 0, "step_cpu": [], "step_driver": [], "step_memcoord": [],
+           "first_step_timer": None, "first_step_memcoord": None, "first": None}
+    # memcoord's figures count from the process's start: what building the model did is taken away.
+    figures_last = memcoord_step_figures() if is_memcoord(allocator) else None
+    timer_before = timer_last = driver_timer.read()
+    for i in range(steps):
+        torch.cuda.synchronize()
+        probes = first_step_probes() if i == 0 else None
+        cpu_before = cpu_figures()
+        started = time.perf_counter()
+        run["losses"].append(workload.step(i))
+        torch.cuda.synchronize()
+        run["times"].append((time.perf_counter() - started) * 1000)
+        run["step_cpu"].append(cpu_since(cpu_before, cpu_figures()))
+        if i == 0:
+            run["first"] = first_step_figures(probes)
+        timer_now = driver_timer.read()
+        if timer_now is not None:
+            run["step_driver"].append(driver_timer.memory_pair(driver_timer.since(timer_last, timer_now), 2))
+            timer_last = timer_now
+        if i == 0:
+            run["first_step_timer"] = driver_timer.since(timer_before, timer_now)
+        if is_memcoord(allocator):
+            figures_now = memcoord_step_figures()
+            run["step_memcoord"].append(figures_since(figures_last, figures_now))
+            figures_last = figures_now
+            if i == 0:
+                run["first_step_memcoord"] = run["step_memcoord"][0]
+        free, _ = torch.cuda.mem_get_info()
+        run["device_peak"] = max(run["device_peak"], used_above(free))
+    return run
+
+
+def memcoord_result(run, enabled):
+    """What only memcoord's processes report: its own counters, each step's miss figures, where its arenas'
+    mapped bytes went at the end, and which package, shim, hooks and backend ran."""
+    import memcoord
+
+    own = memcoord.stats(0)
+    result = {k: own[k] for k in ("peak_reserved_bytes", "peak_allocated_bytes", "peak_requested_bytes",
+                                  "peak_active_bytes", "backend_allocations", "backend_frees", "cache_hits",
+                                  "allocations")}
+    result["first_step"] = run["first_step_memcoord"]
+    result["steps"] = run["step_memcoord"]
+    result["all_steps"] = memcoord_driver_figures()
+    # Mapped bytes at the end in the small-block arenas and the large ones (PyTorch's small and large pools).
+    arenas = {"small": 0, "large": 0}
+    for document in memcoord._snapshot_documents([0]):
+        for pool in document.get("pools", []):
+            for segment in pool.get("segments", []):
+                arenas["small" if segment.get("small") else "large"] += segment.get("mapped_bytes",
+                                                                                      segment.get("size", 0))
+    result["arenas_mapped"] = arenas
+    # Which package and shim ran (a source tree without the built shim builds one at enable()).
+    result["package"] = os.path.dirname(memcoord.__file__)
+    result["shim"] = getattr(memcoord._torch._state["shim"], "__file__", None)
+    result["hooks"] = enabled.get("hooks", {})
+    result["backend"] = os.environ.get("MEMCOORD_BACKEND")
+    return result
+
+
+def process_result(torch, workload_name, allocator, steps, run, context_used, parts):
+    """The RESULT line's figures of one process's measured steps (`run`: measured_steps)."""
+    median_step, part_medians, part_firsts = step_medians(run["times"], len(parts))
+    first = run["first"]
+    result = {
+        "workload": workload_name,
+        "allocator": allocator,
+        "steps": steps,
+        "device_bytes": run["device_peak"],
+        # What the process held on the device before the first step (the CUDA context, plus anything an
+        # allocator set up at start): device_bytes is measured above it.
+        "context_bytes": context_used,
+        "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
+        "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
+        # Every step's median but the first's; for a workload of several parts, the mean of their medians
+        # (step_medians).
+        "median_step_ms": median_step,
+        "first_step_ms": run["times"][0],
+        "losses": run["losses"],
+        "step_ms": [round(t, 2) for t in run["times"]],
+        # The driver's memory calls of the first step, whatever the allocator (bench/gpu/driver_call_timer.so
+        # preloaded: --driver-timer), else None.
+        "first_step_driver_calls": run["first_step_timer"],
+        # Per step: [driver memory calls, their ms] (with the timer, else empty).
+        "step_driver": run["step_driver"],
+        # Per step, where its wall time went on the host (cpu_figures): a step longer than another's with the
+        # same CPU time waited (a synchronize, a lock, the GPU), one with more CPU time computed more.
+        "step_cpu": run["step_cpu"],
+        # The first step's run time of each of the process's threads by name (thread_run_ms): which threads
+        # the first step's CPU time was spent on, the allocator's own included.
+        "first_step_threads": first["threads"],
+        # The same threads' last CPU after the first step and their wait for a CPU in it (thread_places).
+        "first_step_places": first["places"],
+        # The first step's driver memory calls thread by thread ({thread name: [calls, ms]}, with the timer, else
+        # None): whether the allocator's driver time fell on the Python thread or on PyTorch's autograd thread.
+        "first_step_driver_threads": first["driver_threads"],
+        # The first step's user-space CPU instructions and cycles, the training thread's and those of the
+        # threads it started in the step (cpu_counters: perf events), or {"unavailable": why}: whether a longer
+        # first step did more work or did it on a slower core.
+        "first_step_counters": first["counters"],
+    }
+    if part_medians is not None:
+        result["parts"] = parts
+        result["part_median_step_ms"] = part_medians
+        result["part_first_step_ms"] = part_firsts
+    if not is_memcoord(allocator):
+        # Where PyTorch's reserve went: its small (<= 1 MiB blocks) and large pools, peak and at the end.
+        kept = torch.cuda.memory_stats()
+        result["torch_pools"] = {f"{pool}.{when}": kept.get(f"reserved_bytes.{pool}.{when}", 0)
+                                 for pool in ("small_pool", "large_pool") for when in ("peak", "current")}
+    return result
+
+
 def child(workload_name, allocator, steps, deterministic=False, cold=0):
     """One configuration in this (fresh) process; prints one RESULT line. `cold`: cold_steps after the measured
     steps, whose figures are all read before them."""
@@ -358,13 +514,7 @@ def child(workload_name, allocator, steps, deterministic=False, cold=0):
     def phase(name):
         phases[name] = round(time.monotonic() - child_started, 2)
 
-    if is_memcoord(allocator):
-        import memcoord
-
-        os.environ.setdefault("MEMCOORD_BACKEND", "cuda-vmm")
-        enabled = memcoord.enable()
-    elif allocator == LOADED_CONTROL:
-        load_memcoord_beside()
+    enabled = start_allocator(allocator)
     import torch
 
     import workloads
@@ -379,133 +529,15 @@ def child(workload_name, allocator, steps, deterministic=False, cold=0):
     workload = workloads.make(workload_name)
     phase("model")
     steps = steps or workloads.STEPS[workload_name]
-    times, losses, device_peak = [], [], 0
-    first_step_driver = None
-    # memcoord's figures count from the process's start: what building the model did is taken away.
-    driver_before = memcoord_step_figures() if is_memcoord(allocator) else None
-    timer_before = driver_timer.read()
-    first_step_timer = None
-    # Each step's own driver memory calls (any allocator, with the timer) and memcoord's miss figures: where a
-    # step's time beyond native's goes. Read after the step's synchronize, outside the timed span.
-    step_driver, step_memcoord = [], []
-    timer_last, figures_last = timer_before, driver_before
-    step_cpu, first_step_threads, first_step_driver_threads, first_step_counters = [], None, None, None
-    first_step_places = None
-    for i in range(steps):
-        torch.cuda.synchronize()
-        threads_before = thread_run_ms() if i == 0 else None
-        places_before = thread_places() if i == 0 else None
-        driver_threads_before = driver_timer.read_threads() if i == 0 else None
-        # Opened on this thread before the first step, so PyTorch's autograd thread, started by the first
-        # backward, is counted with it.
-        counters, no_counters = cpu_counters.open_counters() if i == 0 else (None, None)
-        counters_before = counters.read() if counters else None
-        cpu_before = cpu_figures()
-        started = time.perf_counter()
-        losses.append(workload.step(i))
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - started) * 1000)
-        step_cpu.append(cpu_since(cpu_before, cpu_figures()))
-        if i == 0:
-            first_step_threads = run_ms_since(threads_before, thread_run_ms())
-            first_step_places = places_since(places_before, thread_places(), first_step_threads)
-            first_step_driver_threads = driver_timer.by_thread_name(driver_threads_before,
-                                                                    driver_timer.read_threads())
-            if counters:
-                first_step_counters = cpu_counters.since(counters_before, counters.read())
-                counters.close()
-            else:
-                first_step_counters = {"unavailable": no_counters}
-        timer_now = driver_timer.read()
-        if timer_now is not None:
-            own = driver_timer.since(timer_last, timer_now)
-            step_driver.append(driver_timer.memory_pair(own, 2))
-            timer_last = timer_now
-        if i == 0:
-            first_step_timer = driver_timer.since(timer_before, timer_now)
-        if is_memcoord(allocator):
-            figures_now = memcoord_step_figures()
-            step_memcoord.append(figures_since(figures_last, figures_now))
-            figures_last = figures_now
-            if i == 0:
-                first_step_driver = step_memcoord[0]
-        free, _ = torch.cuda.mem_get_info()
-        device_peak = max(device_peak, total - free - context_used)
+    run = measured_steps(torch, workload, allocator, steps, lambda free: total - free - context_used)
     phase("steps")
     parts = list(getattr(workload, "parts", None) or [workload_name])
-    median_step, part_medians, part_firsts = step_medians(times, len(parts))
-    result = {
-        "workload": workload_name,
-        "allocator": allocator,
-        "steps": steps,
-        "device_bytes": device_peak,
-        # What the process held on the device before the first step (the CUDA context, plus anything an
-        # allocator set up at start): device_bytes is measured above it.
-        "context_bytes": context_used,
-        "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
-        "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
-        # Every step's median but the first's; for a workload of several parts, the mean of their medians
-        # (step_medians).
-        "median_step_ms": median_step,
-        "first_step_ms": times[0],
-        "losses": losses,
-        "step_ms": [round(t, 2) for t in times],
-        # The driver's memory calls of the first step, whatever the allocator (bench/gpu/driver_call_timer.so
-        # preloaded: --driver-timer), else None.
-        "first_step_driver_calls": first_step_timer,
-        # Per step: [driver memory calls, their ms] (with the timer, else empty).
-        "step_driver": step_driver,
-        # Per step, where its wall time went on the host (cpu_figures): a step longer than another's with the
-        # same CPU time waited (a synchronize, a lock, the GPU), one with more CPU time computed more.
-        "step_cpu": step_cpu,
-        # The first step's run time of each of the process's threads by name (thread_run_ms): which threads
-        # the first step's CPU time was spent on, the allocator's own included.
-        "first_step_threads": first_step_threads,
-        # The same threads' last CPU after the first step and their wait for a CPU in it (thread_places).
-        "first_step_places": first_step_places,
-        # The first step's driver memory calls thread by thread ({thread name: [calls, ms]}, with the timer, else
-        # None): whether the allocator's driver time fell on the Python thread or on PyTorch's autograd thread.
-        "first_step_driver_threads": first_step_driver_threads,
-        # The first step's user-space CPU instructions and cycles, the training thread's and those of the
-        # threads it started in the step (cpu_counters: perf events), or {"unavailable": why}: whether a longer
-        # first step did more work or did it on a slower core.
-        "first_step_counters": first_step_counters,
-    }
-    if part_medians is not None:
-        result["parts"] = parts
-        result["part_median_step_ms"] = part_medians
-        result["part_first_step_ms"] = part_firsts
-    if not is_memcoord(allocator):
-        # Where PyTorch's reserve went: its small (<= 1 MiB blocks) and large pools, peak and at the end.
-        kept = torch.cuda.memory_stats()
-        result["torch_pools"] = {f"{pool}.{when}": kept.get(f"reserved_bytes.{pool}.{when}", 0)
-                                 for pool in ("small_pool", "large_pool") for when in ("peak", "current")}
+    result = process_result(torch, workload_name, allocator, steps, run, context_used, parts)
     if nondeterministic is not None:
         result["deterministic"] = True
         result["nondeterministic_ops"] = nondeterministic
     if is_memcoord(allocator):
-        import memcoord
-
-        own = memcoord.stats(0)
-        result["memcoord"] = {k: own[k] for k in ("peak_reserved_bytes", "peak_allocated_bytes", "peak_requested_bytes",
-                                                   "peak_active_bytes", "backend_allocations", "backend_frees",
-                                                   "cache_hits", "allocations")}
-        result["memcoord"]["first_step"] = first_step_driver
-        result["memcoord"]["steps"] = step_memcoord
-        result["memcoord"]["all_steps"] = memcoord_driver_figures()
-        # Mapped bytes at the end in the small-block arenas and the large ones (PyTorch's small and large pools).
-        arenas = {"small": 0, "large": 0}
-        for document in memcoord._snapshot_documents([0]):
-            for pool in document.get("pools", []):
-                for segment in pool.get("segments", []):
-                    arenas["small" if segment.get("small") else "large"] += segment.get("mapped_bytes",
-                                                                                          segment.get("size", 0))
-        result["memcoord"]["arenas_mapped"] = arenas
-        # Which package and shim ran (a source tree without the built shim builds one at enable()).
-        result["memcoord"]["package"] = os.path.dirname(memcoord.__file__)
-        result["memcoord"]["shim"] = getattr(memcoord._torch._state["shim"], "__file__", None)
-        result["memcoord"]["hooks"] = enabled.get("hooks", {})
-        result["memcoord"]["backend"] = os.environ.get("MEMCOORD_BACKEND")
+        result["memcoord"] = memcoord_result(run, enabled)
     if cold:
         result["cold_steps"] = cold_steps(torch, workload, allocator, steps, cold)
         phase("cold_steps")

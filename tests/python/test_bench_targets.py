@@ -677,6 +677,61 @@ class ChildTest(unittest.TestCase):
         self.assertEqual(len(result["step_ms"]), 6)
         self.assertEqual(result["torch_pools"]["large_pool.peak"], 2 * GB)
 
+    def test_a_memcoord_process_reports_each_steps_misses_and_its_first_step_thread_by_thread(self):
+        misses = [3]  # building the model missed 3 times; each step misses twice, the first step 5 times more
+
+        def step(i):
+            misses[0] += 2 + (5 if i == 0 else 0)
+            return 1.0
+
+        def stats(device):
+            self.assertEqual(device, 0)
+            return {"misses": misses[0], "miss_ns": misses[0] * 1_000_000, "backend_allocations": misses[0],
+                    "backend_frees": 0, "pack_waits": 0, "pack_wait_ns": 0, "pack_stream_syncs": 0,
+                    "other_thread_frees": 430, "peak_reserved_bytes": 3 * GB, "peak_allocated_bytes": 2 * GB,
+                    "peak_requested_bytes": 2 * GB, "peak_active_bytes": 2 * GB, "cache_hits": 10,
+                    "allocations": 20}
+
+        segments = [{"small": True, "mapped_bytes": 2 << 20}, {"small": False, "size": 40 << 20}]
+        fake_memcoord = types.SimpleNamespace(
+            __file__="/pkg/memcoord/__init__.py", enable=lambda: {"hooks": {"empty_cache": True}}, stats=stats,
+            _snapshot_documents=lambda devices: [{"pools": [{"segments": segments, "stats": {"markers": 4}}]}],
+            _torch=types.SimpleNamespace(_state={"shim": None}))
+        free = [80 * GB - 500_000_000]
+        cuda = types.SimpleNamespace(
+            init=lambda: None, set_device=lambda d: None, synchronize=lambda: None,
+            mem_get_info=lambda: (free[0], 80 * GB), max_memory_reserved=lambda: 3 * GB,
+            max_memory_allocated=lambda: 2 * GB)
+        workload = types.SimpleNamespace(step=step)
+        fake_workloads = types.SimpleNamespace(make=lambda name: workload, STEPS={"resnet50_amp": 4})
+        out = io.StringIO()
+        with mock.patch.dict(sys.modules, torch=types.SimpleNamespace(cuda=cuda), workloads=fake_workloads,
+                             memcoord=fake_memcoord), mock.patch.dict(os.environ, {}, clear=False):
+            os.environ.pop("MEMCOORD_BACKEND", None)
+            with contextlib.redirect_stdout(out):
+                self.assertEqual(bench.child("resnet50_amp", "memcoord", 0), 0)
+        line = next(l for l in out.getvalue().splitlines() if l.startswith("RESULT "))
+        result = json.loads(line[len("RESULT "):])
+        self.assertEqual(result["steps"], 4)  # 0: the workload's own count
+        own = result["memcoord"]
+        # Counted from the first step on: the model's 3 misses are not the first step's.
+        self.assertEqual([s["misses"] for s in own["steps"]], [7, 2, 2, 2])
+        self.assertEqual(own["first_step"], own["steps"][0])
+        self.assertEqual(own["first_step"]["miss_ms"], 7.0)
+        self.assertEqual((own["all_steps"]["misses"], own["all_steps"]["markers"]), (3 + 13, 4))
+        self.assertEqual(own["arenas_mapped"], {"small": 2 << 20, "large": 40 << 20})
+        self.assertEqual((own["package"], own["hooks"], own["backend"]), ("/pkg/memcoord", {"empty_cache": True},
+                                                                          "cuda-vmm"))
+        self.assertEqual(own["peak_reserved_bytes"], 3 * GB)
+        self.assertNotIn("torch_pools", result)  # PyTorch's own pools are not the allocator here
+        self.assertEqual(len(result["step_cpu"]), 4)
+        # The first step's figures thread by thread: this thread ran, and the counters said whether they could.
+        self.assertGreater(sum(result["first_step_threads"].values()), 0)
+        self.assertEqual(set(result["first_step_places"]), set(result["first_step_threads"]))
+        self.assertTrue(result["first_step_counters"])
+        self.assertIsNone(result["first_step_driver_calls"])  # no driver timer preloaded
+        self.assertEqual(result["step_driver"], [])
+
 
 class EnvironmentTest(unittest.TestCase):
     def test_allocator_settings_of_the_callers_shell_reach_no_process(self):
