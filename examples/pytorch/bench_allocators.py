@@ -779,6 +779,80 @@ def loss_diff(losses, reference):
     return worst
 
 
+def median_checks(mc, native):
+    """memcoord's median step against native's (each model's, for models stepped in turn), and its steps paired
+    with native's."""
+    checks = []
+    ratio = mc["median_step_ms"] / native["median_step_ms"]
+    mine, theirs = mc.get("part_median_step_ms"), native.get("part_median_step_ms")
+    if mine and theirs and len(mine) == len(theirs):
+        # Models stepped in turn: each is held to the target (one's slowdown is not hidden by the other).
+        ratios = [m / n for m, n in zip(mine, theirs)]
+        names = mc.get("parts") or [f"part {i}" for i in range(len(ratios))]
+        checks.append(("median within 2% of native", max(ratios) <= 1.02, f"x{ratio:.3f} (" + ", ".join(
+            f"{name} x{r:.3f}" for name, r in zip(names, ratios)) + ")"))
+    else:
+        checks.append(("median within 2% of native", ratio <= 1.02, f"x{ratio:.3f}"))
+    paired = paired_steps(mc, native)
+    if paired is not None:
+        median, total, worst, at = paired
+        checks.append(("steps paired with native's", True, f"median x{median:.3f}, all steps x{total:.3f}, "
+                       f"slowest x{worst:.3f} (step {at})"))
+    return checks
+
+
+def loss_checks(native, others, tolerance):
+    """Each allocator's losses against native's: the checks, and {allocator: max |diff|}."""
+    checks, diffs = [], {}
+    for other in others:
+        if other and native:
+            # Every process of the allocator against native's first (the losses of one process each, before).
+            diff = losses_against(other, native)
+            diffs[other["allocator"]] = diff
+            count = len(process_losses(other))
+            checks.append((f"losses {other['allocator']} = native", diff <= tolerance,
+                           f"max |diff| {diff:.3g}" + (f" over {count} processes" if count > 1 else "")))
+    return checks, diffs
+
+
+def first_step_notes(native, expandable, mc, losses_only):
+    """What is printed beside the first-step target, not judged: each allocator's processes' first steps, the
+    pairs of processes, the driver's memory calls, the cold steps and the CPU work."""
+    notes = []
+    spreads = [f"{r['allocator']} {first_steps(r)}" for r in (native, expandable, mc)
+               if r and len(r.get("runs", [])) > 1]
+    if spreads:
+        # A first step includes the process's library set-up (cuBLAS, cuDNN), which varies by 100 ms or more
+        # between fresh processes of one configuration: the compared figures are medians of these.
+        notes.append(("first steps per process", True, "; ".join(spreads) + " ms"))
+    if losses_only:
+        return notes
+    if mc and expandable:
+        faster, ties, pairs = first_step_pairs(mc, expandable)
+        if pairs > 1:
+            notes.append(("first steps, pairs of processes", True,
+                          f"memcoord's shorter in {faster} of {pairs} (memcoord, expandable) pairs"
+                          + (f", equal in {ties}" if ties else "") + f" (equal first steps: {pairs / 2:g})"))
+    timed = {r["allocator"]: first_step_driver_ms(r) for r in (expandable, mc) if r}
+    if timed.get("memcoord") is not None and timed.get("expandable") is not None:
+        # The part of the first step that is the allocator's own driver cost (--driver-timer), which the
+        # processes' set-up noise above does not blur: medians over the processes.
+        notes.append(("first step's driver calls <= expandable's", timed["memcoord"] <= timed["expandable"],
+                      f"{timed['memcoord']:.1f} vs {timed['expandable']:.1f} ms of memory calls"))
+    cold = cold_step_line(mc, expandable) if mc and expandable else None
+    if cold:
+        notes.append(("cold steps (after empty_cache)", True, cold))
+    work = {r["allocator"]: first_step_work(r) for r in (expandable, mc) if r}
+    if work.get("memcoord") and work.get("expandable"):
+        # Same work, more time: the core was slower or busier. More work: the allocator (or its effects on
+        # what PyTorch does) cost instructions.
+        notes.append(("first step's CPU work (perf counters)", True, "; ".join(
+            f"{name} {instructions / 1e9:.3f} G instructions, {cpi:.3f} cycles each"
+            for name, (instructions, cpi) in (("memcoord", work["memcoord"]), ("expandable", work["expandable"])))
+            + " (medians over the processes)"))
+    return notes
+
+
 def targets(rows, tolerance):
     """{workload: [(target, held, detail)]} for the workloads that ran under all three allocators. Runs with
     --deterministic are judged on their losses alone: deterministic kernels are not what users train with, so
@@ -796,59 +870,9 @@ def targets(rows, tolerance):
             checks.append(("first step <= expandable", mc["first_step_ms"] <= expandable["first_step_ms"],
                            f"{mc['first_step_ms']:.0f} vs {expandable['first_step_ms']:.0f} ms"))
         if mc and native and not losses_only:
-            ratio = mc["median_step_ms"] / native["median_step_ms"]
-            mine, theirs = mc.get("part_median_step_ms"), native.get("part_median_step_ms")
-            if mine and theirs and len(mine) == len(theirs):
-                # Models stepped in turn: each is held to the target (one's slowdown is not hidden by the other).
-                ratios = [m / n for m, n in zip(mine, theirs)]
-                names = mc.get("parts") or [f"part {i}" for i in range(len(ratios))]
-                checks.append(("median within 2% of native", max(ratios) <= 1.02, f"x{ratio:.3f} (" + ", ".join(
-                    f"{name} x{r:.3f}" for name, r in zip(names, ratios)) + ")"))
-            else:
-                checks.append(("median within 2% of native", ratio <= 1.02, f"x{ratio:.3f}"))
-            paired = paired_steps(mc, native)
-            if paired is not None:
-                median, total, worst, at = paired
-                checks.append(("steps paired with native's", True, f"median x{median:.3f}, all steps x{total:.3f}, "
-                               f"slowest x{worst:.3f} (step {at})"))
-        diffs = {}
-        for other in (expandable, mc):
-            if other and native:
-                # Every process of the allocator against native's first (the losses of one process each, before).
-                diff = losses_against(other, native)
-                diffs[other["allocator"]] = diff
-                count = len(process_losses(other))
-                checks.append((f"losses {other['allocator']} = native", diff <= tolerance,
-                               f"max |diff| {diff:.3g}" + (f" over {count} processes" if count > 1 else "")))
-        spreads = [f"{r['allocator']} {first_steps(r)}" for r in (native, expandable, mc)
-                   if r and len(r.get("runs", [])) > 1]
-        if spreads:
-            # A first step includes the process's library set-up (cuBLAS, cuDNN), which varies by 100 ms or more
-            # between fresh processes of one configuration: the compared figures are medians of these.
-            checks.append(("first steps per process", True, "; ".join(spreads) + " ms"))
-        if mc and expandable and not losses_only:
-            faster, ties, pairs = first_step_pairs(mc, expandable)
-            if pairs > 1:
-                checks.append(("first steps, pairs of processes", True,
-                               f"memcoord's shorter in {faster} of {pairs} (memcoord, expandable) pairs"
-                               + (f", equal in {ties}" if ties else "") + f" (equal first steps: {pairs / 2:g})"))
-        timed = {r["allocator"]: first_step_driver_ms(r) for r in (expandable, mc) if r and not losses_only}
-        if timed.get("memcoord") is not None and timed.get("expandable") is not None:
-            # The part of the first step that is the allocator's own driver cost (--driver-timer), which the
-            # processes' set-up noise above does not blur: medians over the processes.
-            checks.append(("first step's driver calls <= expandable's", timed["memcoord"] <= timed["expandable"],
-                           f"{timed['memcoord']:.1f} vs {timed['expandable']:.1f} ms of memory calls"))
-        cold = cold_step_line(mc, expandable) if mc and expandable and not losses_only else None
-        if cold:
-            checks.append(("cold steps (after empty_cache)", True, cold))
-        work = {r["allocator"]: first_step_work(r) for r in (expandable, mc) if r and not losses_only}
-        if work.get("memcoord") and work.get("expandable"):
-            # Same work, more time: the core was slower or busier. More work: the allocator (or its effects on
-            # what PyTorch does) cost instructions.
-            checks.append(("first step's CPU work (perf counters)", True, "; ".join(
-                f"{name} {instructions / 1e9:.3f} G instructions, {cpi:.3f} cycles each"
-                for name, (instructions, cpi) in (("memcoord", work["memcoord"]), ("expandable", work["expandable"])))
-                + " (medians over the processes)"))
+            checks += median_checks(mc, native)
+        losses, diffs = loss_checks(native, (expandable, mc), tolerance)
+        checks += losses + first_step_notes(native, expandable, mc, losses_only)
         if native and "own_loss_spread" in native:
             checks.append(("native's own loss spread", True, f"max |diff| {native['own_loss_spread']:.3g} between "
                            f"{len(native.get('runs', []))} native processes"))
@@ -1004,7 +1028,7 @@ def print_tables(rows, checks):
             print(f"{workload:<18} {name:<34} {'yes' if held else 'NO ':<4} {detail}")
 
 
-def main():
+def argument_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", default="gpt2_fp32,gpt2_bf16_varlen,resnet50_amp,llama_1b,alternating")
     parser.add_argument("--allocators", default=",".join(ALLOCATORS))
@@ -1033,6 +1057,26 @@ def main():
                              "(cold_steps: what re-growing costs, without a first step's one-time work); reported "
                              "beside the targets, not judged")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    return parser
+
+
+def run_workload(name, allocators, args, cpus):
+    """Every allocator's processes of one workload, each allocator in each place of the order in turn
+    (process_order); a line printed as each process ends. Returns each allocator's row (combine)."""
+    runs_of = {allocator: [] for allocator in allocators}
+    for repeat in range(args.repeat):
+        for place, allocator in enumerate(process_order(allocators, repeat)):
+            result = run_config(name, allocator, args.steps, args.timeout, args.trace_dir, args.deterministic,
+                                args.driver_timer, cpus, args.cold_steps)
+            result.update({"round": repeat, "place": place})  # the order the processes ran in
+            runs_of[allocator].append(result)
+            # A line per process as it ends: a bench stopped part-way (a time limit) still shows what ran.
+            print(f"{name} {allocator} process {repeat + 1}/{args.repeat}: {process_line(result)}", flush=True)
+    return [combine(runs_of[allocator]) for allocator in allocators]
+
+
+def main():
+    parser = argument_parser()
     args = parser.parse_args()
     if args.child:
         workload, allocator, steps = args.child
@@ -1071,17 +1115,8 @@ def main():
     rows = []
     warmup = None if args.no_warmup else warm_up(names[0], allocators[0], args.timeout, cpus)
     for name in names:
-        runs_of = {allocator: [] for allocator in allocators}
-        for repeat in range(args.repeat):
-            for place, allocator in enumerate(process_order(allocators, repeat)):
-                result = run_config(name, allocator, args.steps, args.timeout, args.trace_dir, args.deterministic,
-                                    args.driver_timer, cpus, args.cold_steps)
-                result.update({"round": repeat, "place": place})  # the order the processes ran in
-                runs_of[allocator].append(result)
-                # A line per process as it ends: a bench stopped part-way (a time limit) still shows what ran.
-                print(f"{name} {allocator} process {repeat + 1}/{args.repeat}: {process_line(result)}", flush=True)
-        for allocator in allocators:
-            rows.append(combine(runs_of[allocator]))
+        for row in run_workload(name, allocators, args, cpus):
+            rows.append(row)
             print_row(rows[-1], rows)
         if args.json:
             # After every workload, for the same reason.

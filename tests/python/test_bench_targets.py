@@ -762,6 +762,28 @@ class ProcessOrderTest(unittest.TestCase):
     def test_one_allocator_always_runs_alone(self):
         self.assertEqual(bench.process_order(["memcoord"], 5), ["memcoord"])
 
+    def test_a_workload_runs_each_allocator_in_each_place_and_prints_every_process(self):
+        started = []
+
+        def fake_run_config(name, allocator, steps, timeout, trace_dir, deterministic, driver_timer, cpus, cold):
+            started.append(allocator)
+            self.assertEqual((name, steps, cpus, cold), ("w", 8, {3}, 2))
+            return run(allocator, [1.0], first=600.0 + len(started), workload=name)
+
+        args = types.SimpleNamespace(repeat=2, steps=8, timeout=60, trace_dir=None, deterministic=False,
+                                     driver_timer=None, cold_steps=2)
+        out = io.StringIO()
+        with mock.patch.object(bench, "run_config", fake_run_config), contextlib.redirect_stdout(out):
+            rows = bench.run_workload("w", ["expandable", "memcoord"], args, {3})
+        self.assertEqual(started, ["expandable", "memcoord", "memcoord", "expandable"])
+        self.assertEqual([r["allocator"] for r in rows], ["expandable", "memcoord"])
+        self.assertEqual([(p["round"], p["place"]) for p in rows[1]["runs"]], [(0, 1), (1, 0)])
+        self.assertEqual([p["first_step_ms"] for p in rows[0]["runs"]], [601.0, 604.0])
+        self.assertEqual(rows[0]["first_step_ms"], 602.5)  # the median over its processes
+        lines = out.getvalue().splitlines()
+        self.assertEqual(len(lines), 4)
+        self.assertTrue(lines[2].startswith("w memcoord process 2/2: "))
+
 
 class ProgressTest(unittest.TestCase):
     def test_each_process_gets_a_line_failed_or_not(self):
