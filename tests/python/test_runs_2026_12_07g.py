@@ -84,6 +84,9 @@ class Runs20261207gTest(unittest.TestCase):
         self.assertEqual(span([memory_ms(p) for p in mc]), (10.0, 11.8))
         self.assertEqual(span([memory_ms(p) for p in ex]), (14.5, 19.4))
         self.assertEqual(span([p["memcoord_first_step"]["miss_ms"] for p in mc]), (11.1, 13.3))
+        # Every process's losses, under both allocators, step for step the same numbers.
+        (losses,) = {tuple(p["losses"]) for p in mc + ex}
+        self.assertEqual((len(mc + ex), len(losses), losses[0], losses[-1]), (72, 8, 7.09869384765625, 7.0634765625))
         probes = [v for n in NAMES for v in RUNS.json(n)["cpu_probe_ms"].values()]
         self.assertEqual(span(probes), (9.5, 12.9))
 
