@@ -392,10 +392,10 @@ def measured_steps(torch, workload, allocator, steps, used_above):
     driver memory calls (with the timer) and, under memcoord, miss figures, all read after the step's
     synchronize, outside the timed span; and the first step's figures thread by thread (first_step_figures)."""
     run = {"times": [], "losses": [], "device_peak": 0, "step_cpu": [], "step_driver": [], "step_memcoord": [],
-           "first_step_timer": None, "first_step_memcoord": None, "first": None}
+           "first_step_timer": None, "first": None}
     # memcoord's figures count from the process's start: what building the model did is taken away.
     figures_last = memcoord_step_figures() if is_memcoord(allocator) else None
-    timer_before = timer_last = driver_timer.read()
+    timer_last = driver_timer.read()
     for i in range(steps):
         torch.cuda.synchronize()
         probes = first_step_probes() if i == 0 else None
@@ -408,17 +408,16 @@ def measured_steps(torch, workload, allocator, steps, used_above):
         if i == 0:
             run["first"] = first_step_figures(probes)
         timer_now = driver_timer.read()
-        if timer_now is not None:
-            run["step_driver"].append(driver_timer.memory_pair(driver_timer.since(timer_last, timer_now), 2))
+        own = driver_timer.since(timer_last, timer_now)  # None without the timer
+        if own is not None:
+            run["step_driver"].append(driver_timer.memory_pair(own, 2))
             timer_last = timer_now
         if i == 0:
-            run["first_step_timer"] = driver_timer.since(timer_before, timer_now)
+            run["first_step_timer"] = own
         if is_memcoord(allocator):
             figures_now = memcoord_step_figures()
             run["step_memcoord"].append(figures_since(figures_last, figures_now))
             figures_last = figures_now
-            if i == 0:
-                run["first_step_memcoord"] = run["step_memcoord"][0]
         free, _ = torch.cuda.mem_get_info()
         run["device_peak"] = max(run["device_peak"], used_above(free))
     return run
@@ -433,7 +432,7 @@ def memcoord_result(run, enabled):
     result = {k: own[k] for k in ("peak_reserved_bytes", "peak_allocated_bytes", "peak_requested_bytes",
                                   "peak_active_bytes", "backend_allocations", "backend_frees", "cache_hits",
                                   "allocations")}
-    result["first_step"] = run["first_step_memcoord"]
+    result["first_step"] = run["step_memcoord"][0] if run["step_memcoord"] else None
     result["steps"] = run["step_memcoord"]
     result["all_steps"] = memcoord_driver_figures()
     # Mapped bytes at the end in the small-block arenas and the large ones (PyTorch's small and large pools).

@@ -60,6 +60,17 @@ class RunFolder:
                       self.text(f"{commit}-trim.log"))
 
 
+def target_detail(document, workload, name):
+    """What a kept bench_allocators.py --json `document` printed beside its target `name` for `workload`."""
+    return next(d for n, _, d in document["targets"][workload] if n == name)
+
+
+def first_step_memory_ms(pooled, process):
+    """A process's driver memory calls in its first step, in ms (`pooled`: the first_steps_pooled module, whose
+    driver_timer reads them)."""
+    return pooled.driver_timer.memory_ms(process["first_step_driver_calls"])
+
+
 def span(values, digits=1):
     """(min, max) of `values`, rounded."""
     return (round(min(values), digits), round(max(values), digits))

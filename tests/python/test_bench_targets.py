@@ -732,6 +732,24 @@ class ChildTest(unittest.TestCase):
         self.assertIsNone(result["first_step_driver_calls"])  # no driver timer preloaded
         self.assertEqual(result["step_driver"], [])
 
+    def test_with_the_driver_timer_each_step_keeps_its_own_memory_calls(self):
+        readings = iter([{"cuMemMap": (2, 1.0)}, {"cuMemMap": (7, 3.5)}, {"cuMemMap": (7, 3.5)},
+                         {"cuMemMap": (10, 4.25)}])  # before the steps, then after each of three
+        cuda = types.SimpleNamespace(
+            init=lambda: None, set_device=lambda d: None, synchronize=lambda: None,
+            mem_get_info=lambda: (70 * GB, 80 * GB), max_memory_reserved=lambda: GB, max_memory_allocated=lambda: GB,
+            memory_stats=lambda: {})
+        workload = types.SimpleNamespace(step=lambda i: 1.0)
+        fake_workloads = types.SimpleNamespace(make=lambda name: workload, STEPS={"w": 3})
+        out = io.StringIO()
+        with mock.patch.dict(sys.modules, torch=types.SimpleNamespace(cuda=cuda), workloads=fake_workloads), \
+                mock.patch.object(bench.driver_timer, "read", lambda: next(readings)), \
+                contextlib.redirect_stdout(out):
+            self.assertEqual(bench.child("w", "expandable", 3), 0)
+        result = json.loads(next(l for l in out.getvalue().splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+        self.assertEqual(result["step_driver"], [[5, 2.5], [0, 0.0], [3, 0.75]])
+        self.assertEqual(result["first_step_driver_calls"], {"cuMemMap": [5, 2.5]})
+
 
 class EnvironmentTest(unittest.TestCase):
     def test_allocator_settings_of_the_callers_shell_reach_no_process(self):

@@ -12,17 +12,13 @@ EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "
 sys.path.insert(0, EXAMPLES)
 import bench_allocators as bench  # noqa: E402
 import first_steps_pooled as pooled  # noqa: E402
-from pytorch_runs import RunFolder, bench_files, pool_figures, span  # noqa: E402
+from pytorch_runs import RunFolder, bench_files, pool_figures, span, target_detail  # noqa: E402
 from test_runs_2026_12_07a import SINCE_GROW_TO_UNIT_END as BEFORE  # noqa: E402
 
 RUNS = RunFolder("2026-12-07e")
 OLD, NEW = "5271b8e", "e5e6152"
 W = "resnet50_amp"
 VARIANT = "memcoord[large_map_unit:40MiB]"
-
-
-def detail(document, workload, name):
-    return next(d for n, _, d in document["targets"][workload] if n == name)
 
 
 def cold_medians(runs):
@@ -57,7 +53,7 @@ class Runs20261207eTest(unittest.TestCase):
         self.assertEqual(first, {"expandable": (14.9, 22.9), "memcoord": (14.1, 20.1), VARIANT: (8.6, 12.5)})
         rising = [round(s["ms"], 1) for s in procs[(W, "memcoord")][0]["cold_steps"]]
         self.assertEqual((rising[0], max(rising)), (42.1, 59.4))
-        self.assertEqual(detail(RUNS.json(f"{OLD}-firststep-a.json.gz"), W, "cold steps (after empty_cache)"),
+        self.assertEqual(target_detail(RUNS.json(f"{OLD}-firststep-a.json.gz"), W, "cold steps (after empty_cache)"),
                          "memcoord 44.39 ms, expandable 46.63 ms (medians over the processes of each one's median); "
                          "memcoord's shorter in 11 of 16 pairs; memory calls 12.49 against 14.83 ms a step (medians)")
 
@@ -80,10 +76,10 @@ class Runs20261207eTest(unittest.TestCase):
                   "llama_1b": "16.4 vs 19.3", "alternating": "24.1 vs 31.1"}
         for w, (mine, theirs, pairs, calls) in cold.items():
             document = b1 if w in b1["targets"] else b2
-            self.assertEqual(detail(document, w, "cold steps (after empty_cache)"),
+            self.assertEqual(target_detail(document, w, "cold steps (after empty_cache)"),
                              f"memcoord {mine} ms, expandable {theirs} ms (medians over the processes of each one's "
                              f"median); memcoord's shorter in {pairs} pairs; memory calls {calls} ms a step (medians)")
-            self.assertEqual(detail(document, w, "first step's driver calls <= expandable's"),
+            self.assertEqual(target_detail(document, w, "first step's driver calls <= expandable's"),
                              f"{driver[w]} ms of memory calls")
         units = {(s["memcoord"]["units_mapped"], s["memcoord"]["misses"])
                  for p in rows[(W, "memcoord")]["runs"] for s in p["cold_steps"]}
@@ -92,7 +88,7 @@ class Runs20261207eTest(unittest.TestCase):
         self.assertEqual({s["memcoord"]["pack_waits"] for p in rows[("llama_1b", "memcoord")]["runs"]
                           for s in p["cold_steps"]}, {1})
         self.assertEqual(span(waits), (0.7, 16.9))
-        self.assertEqual(detail(b2, "alternating", "median within 2% of native"),
+        self.assertEqual(target_detail(b2, "alternating", "median within 2% of native"),
                          "x1.006 (gpt2_fp32 x0.999, resnet50_amp x1.055)")
         resnet = [p["step_ms"][1::2][3:] for p in rows[("alternating", "memcoord")]["runs"]]
         self.assertEqual([span(r) for r in resnet], [(28.6, 31.5), (31.1, 35.0)])

@@ -10,7 +10,8 @@ import unittest
 EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pytorch"))
 sys.path.insert(0, EXAMPLES)
 import first_steps_pooled as pooled  # noqa: E402
-from pytorch_runs import RunFolder, bench_files, pool_figures, span, step_rounds, thread_rounds  # noqa: E402
+from pytorch_runs import (  # noqa: E402
+    RunFolder, bench_files, first_step_memory_ms, pool_figures, span, step_rounds, target_detail, thread_rounds)
 from test_runs_2026_12_07a import SINCE_GROW_TO_UNIT_END as BEFORE  # noqa: E402
 
 RUNS = RunFolder("2026-12-07f")
@@ -19,14 +20,6 @@ W = "resnet50_amp"
 # Every ResNet-50 and pair run since grow_to_unit_end before this folder (36 ResNet-50 runs, 9 of the pair).
 EARLIER = BEFORE + [("2026-12-07c", ("firststep",)), ("2026-12-07d", ("firststep",)),
                     ("2026-12-07e", ("firststep", "bench1", "bench2"))]
-
-
-def detail(document, workload, name):
-    return next(d for n, _, d in document["targets"][workload] if n == name)
-
-
-def memory_ms(process):
-    return pooled.driver_timer.memory_ms(process["first_step_driver_calls"])
 
 
 class Runs20261207fTest(unittest.TestCase):
@@ -41,8 +34,8 @@ class Runs20261207fTest(unittest.TestCase):
         self.assertEqual((len(mc), len(ex)), (12, 12))
         self.assertEqual({p["device_bytes"] for p in mc + ex}, {6350176256})
         self.assertEqual(span([p["first_step_ms"] for p in mc + ex], 0), (867, 1051))
-        self.assertEqual(detail(document, W, "first step <= expandable"), "1011 vs 1020 ms")
-        self.assertTrue(detail(document, W, "first steps, pairs of processes").startswith(
+        self.assertEqual(target_detail(document, W, "first step <= expandable"), "1011 vs 1020 ms")
+        self.assertTrue(target_detail(document, W, "first steps, pairs of processes").startswith(
             "memcoord's shorter in 82 of 144"))
         self.assertEqual(pool_figures(pooled, [RUNS.file(RESNET)], W), (1, -8, 82, 144, 0.498, [-30, 13]))
         self.assertEqual(step_rounds(pooled, [RUNS.file(RESNET)], W), (12, 8, -13.5, 0.388))
@@ -54,14 +47,14 @@ class Runs20261207fTest(unittest.TestCase):
         self.assertEqual(calls(mc), {("cuMemCreate", 193), ("cuMemMap", 193), ("cuMemSetAccess", 97),
                                      ("cuMemUnmap", 1), ("cuMemRelease", 1)})
         self.assertEqual(calls(ex), {("cuMemCreate", 285), ("cuMemMap", 285), ("cuMemSetAccess", 97)})
-        self.assertEqual(span([memory_ms(p) for p in mc]), (16.4, 18.7))
-        self.assertEqual(span([memory_ms(p) for p in ex]), (23.7, 29.1))
+        self.assertEqual(span([first_step_memory_ms(pooled, p) for p in mc]), (16.4, 18.7))
+        self.assertEqual(span([first_step_memory_ms(pooled, p) for p in ex]), (23.7, 29.1))
         self.assertEqual({(f["misses"], f["units_mapped"], f["units_unmapped"], f["pack_waits"])
                           for f in (p["memcoord_first_step"] for p in mc)}, {(97, 193, 1, 0)})
         self.assertEqual(span([p["memcoord_first_step"]["miss_ms"] for p in mc]), (18.5, 21.2))
-        self.assertEqual(detail(document, W, "first step's driver calls <= expandable's"),
+        self.assertEqual(target_detail(document, W, "first step's driver calls <= expandable's"),
                          "16.8 vs 24.4 ms of memory calls")
-        self.assertEqual(detail(document, W, "cold steps (after empty_cache)"),
+        self.assertEqual(target_detail(document, W, "cold steps (after empty_cache)"),
                          "memcoord 51.71 ms, expandable 60.86 ms (medians over the processes of each one's median); "
                          "memcoord's shorter in 141 of 144 pairs; memory calls 12.62 against 20.19 ms a step (medians)")
         rows = {r["allocator"]: r for r in document["runs"]}
@@ -74,24 +67,25 @@ class Runs20261207fTest(unittest.TestCase):
                          {"native": 4, "expandable": 4, "memcoord": 4})
         self.assertEqual({len(p["step_ms"]) for a in ("native", "expandable", "memcoord")
                           for p in procs[("alternating", a)]}, {48})
-        self.assertEqual(detail(document, "alternating", "median within 2% of native"),
+        self.assertEqual(target_detail(document, "alternating", "median within 2% of native"),
                          "x0.994 (gpt2_fp32 x0.999, resnet50_amp x0.967)")
-        self.assertEqual(detail(document, "alternating", "steps paired with native's"),
+        self.assertEqual(target_detail(document, "alternating", "steps paired with native's"),
                          "median x0.999, all steps x0.999, slowest x1.062 (step 29)")
         resnet = {a: span([statistics.median(p["step_ms"][1::2][1:]) for p in procs[("alternating", a)]])
                   for a in ("native", "memcoord")}
         self.assertEqual(resnet, {"native": (33.2, 35.1), "memcoord": (33.2, 35.9)})
-        self.assertEqual(detail(document, "alternating", "first step <= expandable"), "564 vs 597 ms")
+        self.assertEqual(target_detail(document, "alternating", "first step <= expandable"), "564 vs 597 ms")
         rows = {r["allocator"]: r for r in document["runs"]}
         self.assertEqual(round(rows["native"]["first_step_ms"]), 559)
         self.assertEqual({p["device_bytes"] for p in procs[("alternating", "native")]}, {16900947968})
-        self.assertTrue(detail(document, "alternating", "first steps, pairs of processes").startswith(
+        self.assertTrue(target_detail(document, "alternating", "first steps, pairs of processes").startswith(
             "memcoord's shorter in 13 of 16"))
-        self.assertEqual(detail(document, "alternating", "first step's driver calls <= expandable's"),
+        self.assertEqual(target_detail(document, "alternating", "first step's driver calls <= expandable's"),
                          "28.8 vs 49.9 ms of memory calls")
         self.assertEqual(pool_figures(pooled, [RUNS.file(PAIR)], "alternating"), (1, -30, 13, 16, 0.143, [-45, 0]))
-        self.assertEqual(detail(document, "alternating", "losses within expandable's spread"), "9.54e-07 vs 9.54e-07")
-        self.assertEqual(detail(document, "alternating", "native's own loss spread"),
+        self.assertEqual(target_detail(document, "alternating", "losses within expandable's spread"),
+                         "9.54e-07 vs 9.54e-07")
+        self.assertEqual(target_detail(document, "alternating", "native's own loss spread"),
                          "max |diff| 9.54e-07 between 4 native processes")
         self.assertEqual({p["device_bytes"] for a in ("expandable", "memcoord") for p in procs[("alternating", a)]},
                          {16313745408})

@@ -9,7 +9,8 @@ import unittest
 EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pytorch"))
 sys.path.insert(0, EXAMPLES)
 import first_steps_pooled as pooled  # noqa: E402
-from pytorch_runs import RunFolder, bench_files, pool_figures, span, step_rounds, thread_rounds  # noqa: E402
+from pytorch_runs import (  # noqa: E402
+    RunFolder, bench_files, first_step_memory_ms, pool_figures, span, step_rounds, target_detail, thread_rounds)
 from test_runs_2026_12_07f import EARLIER as BEFORE_07F  # noqa: E402
 
 RUNS = RunFolder("2026-12-07g")
@@ -18,14 +19,6 @@ W = "resnet50_amp"
 # Every ResNet-50 run since grow_to_unit_end before this folder (37), and those of the 40 MiB units among them (2).
 EARLIER = bench_files(BEFORE_07F + [("2026-12-07f", ("firststep-resnet50",))])
 FORTY = [p for p in EARLIER if "e5e6152-bench1" in p or "c41db21-firststep-resnet50" in p]
-
-
-def detail(document, name):
-    return next(d for n, _, d in document["targets"][W] if n == name)
-
-
-def memory_ms(process):
-    return pooled.driver_timer.memory_ms(process["first_step_driver_calls"])
 
 
 class Runs20261207gTest(unittest.TestCase):
@@ -54,13 +47,14 @@ class Runs20261207gTest(unittest.TestCase):
             self.assertEqual({p["device_bytes"] for p in mc + ex}, {6350176256})
             self.assertEqual(span([p["first_step_ms"] for p in mc], 0), mc_span)
             self.assertEqual(span([p["first_step_ms"] for p in ex], 0), ex_span)
-            self.assertEqual(detail(document, "first step <= expandable"), line)
-            self.assertTrue(detail(document, "first steps, pairs of processes").startswith(
+            self.assertEqual(target_detail(document, W, "first step <= expandable"), line)
+            self.assertTrue(target_detail(document, W, "first steps, pairs of processes").startswith(
                 f"memcoord's shorter in {shorter} of 144"))
             self.assertEqual(pool_figures(pooled, [RUNS.file(name)], W, digits=1), alone)
             self.assertEqual(step_rounds(pooled, [RUNS.file(name)], W), rounds)
-            self.assertEqual(detail(document, "first step's driver calls <= expandable's"), f"{m} ms of memory calls")
-            self.assertEqual(detail(document, "cold steps (after empty_cache)"),
+            self.assertEqual(target_detail(document, W, "first step's driver calls <= expandable's"),
+                             f"{m} ms of memory calls")
+            self.assertEqual(target_detail(document, W, "cold steps (after empty_cache)"),
                              f"memcoord {c[0]} ms, expandable {c[1]} ms (medians over the processes of each one's "
                              f"median); memcoord's shorter in 144 of 144 pairs; memory calls {c[2]} against {c[3]} "
                              "ms a step (medians)")
@@ -81,8 +75,8 @@ class Runs20261207gTest(unittest.TestCase):
         firsts = [p["memcoord_first_step"] for p in mc]
         self.assertEqual({(f["misses"], f["units_mapped"], f["units_unmapped"], f["pack_waits"],
                            f["other_thread_frees"]) for f in firsts}, {(97, 193, 1, 0, 430)})
-        self.assertEqual(span([memory_ms(p) for p in mc]), (10.0, 11.8))
-        self.assertEqual(span([memory_ms(p) for p in ex]), (14.5, 19.4))
+        self.assertEqual(span([first_step_memory_ms(pooled, p) for p in mc]), (10.0, 11.8))
+        self.assertEqual(span([first_step_memory_ms(pooled, p) for p in ex]), (14.5, 19.4))
         self.assertEqual(span([p["memcoord_first_step"]["miss_ms"] for p in mc]), (11.1, 13.3))
         # Every process's losses, under both allocators, step for step the same numbers.
         (losses,) = {tuple(p["losses"]) for p in mc + ex}
